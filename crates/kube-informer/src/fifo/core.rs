@@ -1,0 +1,141 @@
+//! What both FIFOs share: the lock, the wake-up of waiting pops, `close`, and the
+//! bookkeeping behind `has_synced` / `is_in_initial_list`.
+
+use parking_lot::{Mutex, MutexGuard};
+use tokio::sync::Notify;
+
+use super::{Deltas, PopError, ProcessError};
+
+/// Tracks the first relist: `has_synced` is true once everything it queued was popped, or
+/// at once if a plain add/update/delete came before any relist.
+#[derive(Debug, Default)]
+pub(super) struct Population {
+    populated: bool,
+    initial_count: usize,
+}
+
+impl Population {
+    /// An add/update/delete: the queue is populated (no-op after the first time).
+    pub(super) fn touch(&mut self) {
+        self.populated = true;
+    }
+
+    /// A `replace` that queued `queued` entries; only the first one counts.
+    pub(super) fn replaced(&mut self, queued: usize) {
+        if !self.populated {
+            self.populated = true;
+            self.initial_count = queued;
+        }
+    }
+
+    /// One entry popped; returns whether it belonged to the initial list.
+    pub(super) fn popped(&mut self) -> bool {
+        let in_initial_list = !self.has_synced();
+        self.initial_count = self.initial_count.saturating_sub(1);
+        in_initial_list
+    }
+
+    pub(super) fn has_synced(&self) -> bool {
+        self.populated && self.initial_count == 0
+    }
+}
+
+/// The part of a FIFO's state that differs between the two: how entries are kept.
+pub(super) trait Entries<K> {
+    /// Removes and returns the next entry.
+    fn pop_front(&mut self) -> Option<Deltas<K>>;
+    /// Puts back an entry whose processing asked for a retry.
+    fn requeue(&mut self, deltas: Deltas<K>);
+    /// How many entries a pop could take.
+    fn len(&self) -> usize;
+}
+
+pub(super) struct State<S> {
+    pub(super) entries: S,
+    pub(super) population: Population,
+    pub(super) closed: bool,
+}
+
+/// A FIFO's state behind its lock, plus the wake-up for waiting pops. The lock is never held
+/// across an `.await`.
+pub(super) struct Core<S> {
+    state: Mutex<State<S>>,
+    notify: Notify,
+}
+
+impl<S> Core<S> {
+    pub(super) fn new(entries: S) -> Self {
+        Self {
+            state: Mutex::new(State {
+                entries,
+                population: Population::default(),
+                closed: false,
+            }),
+            notify: Notify::new(),
+        }
+    }
+
+    /// For reads: the state under the lock.
+    pub(super) fn lock(&self) -> MutexGuard<'_, State<S>> {
+        self.state.lock()
+    }
+
+    /// For writes that may queue something: runs `f` under the lock, then wakes a waiting pop.
+    pub(super) fn write<R>(&self, f: impl FnOnce(&mut State<S>) -> R) -> R {
+        let result = f(&mut self.state.lock());
+        self.notify.notify_one();
+        result
+    }
+
+    pub(super) fn close(&self) {
+        self.state.lock().closed = true;
+        self.notify.notify_waiters();
+    }
+
+    pub(super) fn is_closed(&self) -> bool {
+        self.state.lock().closed
+    }
+
+    pub(super) fn has_synced(&self) -> bool {
+        self.state.lock().population.has_synced()
+    }
+
+    pub(super) async fn pop<K, F, E>(&self, process: F) -> Result<(), PopError<E>>
+    where
+        S: Entries<K>,
+        F: FnOnce(&Deltas<K>, bool) -> Result<(), ProcessError<E>>,
+    {
+        loop {
+            // Register for a wake-up before looking, so an add between the look and the
+            // wait cannot be missed.
+            let notified = self.notify.notified();
+            let mut notified = std::pin::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let mut state = self.state.lock();
+                if let Some(deltas) = state.entries.pop_front() {
+                    let in_initial_list = state.population.popped();
+                    let more = state.entries.len() > 0;
+                    let result = match process(&deltas, in_initial_list) {
+                        Ok(()) => Ok(()),
+                        Err(ProcessError::Requeue(err)) => {
+                            state.entries.requeue(deltas);
+                            Err(PopError::Process(err))
+                        }
+                        Err(ProcessError::Fail(err)) => Err(PopError::Process(err)),
+                    };
+                    drop(state);
+                    if more {
+                        // Another popper may be waiting for what is left.
+                        self.notify.notify_one();
+                    }
+                    return result;
+                }
+                if state.closed {
+                    return Err(PopError::Closed);
+                }
+            }
+            notified.await;
+        }
+    }
+}

@@ -1,0 +1,291 @@
+//! [`RealFifo`]: client-go ≥ 1.36's default queue, one entry per event in arrival order.
+
+use std::{collections::VecDeque, fmt, sync::Arc};
+
+use kube::Resource;
+
+use super::{
+    DeletedObject, Delta, DeltaQueue, DeltaSink, Deltas, KnownObjects, PopError, ProcessError,
+    core::{Core, Entries, State},
+};
+use crate::{FastMap, FastSet, KeyError, ObjectKey, meta_namespace_key};
+
+/// A queue that hands out every event, one at a time, strictly in the order it arrived
+/// (client-go's `RealFIFO`, the informers' default since Kubernetes 1.36).
+///
+/// Nothing is merged: two updates of one object are two pops, deletes are never dropped or
+/// collapsed, and the order across objects is the order of the events. `replace` first
+/// queues a [`DeletedObject::FinalStateUnknown`] tombstone for every key missing from the new
+/// list (a queued key whose newest queued delta is not already a delete, then every known key
+/// with nothing queued), then a [`Delta::Replaced`] for every listed object. `resync` queues
+/// [`Delta::Sync`] for known objects with nothing queued.
+///
+/// A `process` that asks for a requeue puts its entry back at the *front*, so a retry never
+/// reorders events.
+///
+/// See [the module docs](crate::fifo) for how it differs from [`DeltaFifo`](super::DeltaFifo).
+///
+/// ```
+/// use std::sync::Arc;
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// use kube::core::ObjectMeta;
+/// use kube_informer::{Store, fifo::{DeltaQueue, DeltaSink, DeltaType, ProcessError, RealFifo}};
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let cm = |name: &str| Arc::new(ConfigMap {
+///     metadata: ObjectMeta { namespace: Some("default".into()), name: Some(name.into()), ..Default::default() },
+///     ..Default::default()
+/// });
+/// let store = Store::default();
+/// let fifo = RealFifo::new(Arc::new(store.clone()));
+/// fifo.add(cm("a")).unwrap();
+/// fifo.add(cm("b")).unwrap();
+/// fifo.update(cm("a")).unwrap();
+///
+/// let mut seen = Vec::new();
+/// for _ in 0..3 {
+///     fifo.pop(|deltas, _| {
+///         seen.push((deltas.key().to_string(), deltas.newest().delta_type()));
+///         Ok::<(), ProcessError<std::convert::Infallible>>(())
+///     }).await.unwrap();
+/// }
+/// assert_eq!(seen, [
+///     ("default/a".to_owned(), DeltaType::Added),
+///     ("default/b".to_owned(), DeltaType::Added),
+///     ("default/a".to_owned(), DeltaType::Updated),
+/// ]);
+/// # }
+/// ```
+#[doc(alias = "RealFIFO")]
+pub struct RealFifo<K> {
+    core: Core<OrderedEntries<K>>,
+    known: Arc<dyn KnownObjects<K>>,
+}
+
+/// The events in arrival order. An entry normally holds one delta; a requeued or
+/// re-added entry may hold several for one key.
+struct OrderedEntries<K> {
+    queue: VecDeque<Deltas<K>>,
+}
+
+impl<K> OrderedEntries<K> {
+    fn push(&mut self, key: ObjectKey, delta: Delta<K>) {
+        self.queue.push_back(Deltas::new(key, delta));
+    }
+
+    fn contains_key(&self, key: &str) -> bool {
+        self.queue.iter().any(|d| d.key().as_str() == key)
+    }
+
+    /// The queued keys, each with the newest delta queued for it, in order of first
+    /// appearance.
+    fn newest_per_key(&self) -> Vec<(ObjectKey, &Delta<K>)> {
+        let mut position: FastMap<&str, usize> = FastMap::default();
+        let mut out: Vec<(ObjectKey, &Delta<K>)> = Vec::new();
+        for deltas in &self.queue {
+            match position.get(deltas.key().as_str()) {
+                Some(&i) => out[i].1 = deltas.newest(),
+                None => {
+                    position.insert(deltas.key().as_str(), out.len());
+                    out.push((deltas.key().clone(), deltas.newest()));
+                }
+            }
+        }
+        out
+    }
+}
+
+impl<K> Entries<K> for OrderedEntries<K> {
+    fn pop_front(&mut self) -> Option<Deltas<K>> {
+        self.queue.pop_front()
+    }
+
+    fn requeue(&mut self, deltas: Deltas<K>) {
+        self.queue.push_front(deltas);
+    }
+
+    fn len(&self) -> usize {
+        self.queue.len()
+    }
+}
+
+impl<K> RealFifo<K> {
+    /// An empty queue feeding the store `known` (client-go requires it for `RealFIFO` too:
+    /// without it a relist could not tell what was deleted).
+    pub fn new(known: Arc<dyn KnownObjects<K>>) -> Self {
+        Self {
+            core: Core::new(OrderedEntries {
+                queue: VecDeque::new(),
+            }),
+            known,
+        }
+    }
+}
+
+impl<K: Resource + Send + Sync> RealFifo<K> {
+    fn push(&self, obj: Arc<K>, delta: impl FnOnce(Arc<K>) -> Delta<K>) -> Result<(), KeyError> {
+        let key = meta_namespace_key(obj.as_ref())?;
+        self.core.write(|state| {
+            state.population.touch();
+            state.entries.push(key, delta(obj));
+        });
+        Ok(())
+    }
+}
+
+impl<K: Resource + Send + Sync> DeltaSink<K> for RealFifo<K> {
+    fn add(&self, obj: Arc<K>) -> Result<(), KeyError> {
+        self.push(obj, Delta::Added)
+    }
+
+    fn update(&self, obj: Arc<K>) -> Result<(), KeyError> {
+        self.push(obj, Delta::Updated)
+    }
+
+    fn delete(&self, obj: Arc<K>) -> Result<(), KeyError> {
+        self.push(obj, |obj| Delta::Deleted(DeletedObject::Known(obj)))
+    }
+
+    fn replace(&self, list: Vec<Arc<K>>) -> Result<(), KeyError> {
+        let keyed = list
+            .into_iter()
+            .map(|obj| Ok((meta_namespace_key(obj.as_ref())?, obj)))
+            .collect::<Result<Vec<_>, KeyError>>()?;
+        self.core.write(|state| {
+            // Read under our lock (see DeltaFifo::replace): lock order FIFO, then store.
+            let known = self.known.entries();
+            replace_locked(state, keyed, known);
+        });
+        Ok(())
+    }
+
+    fn resync(&self) {
+        self.core.write(|state| {
+            let queued: FastSet<&str> = state
+                .entries
+                .queue
+                .iter()
+                .map(|d| d.key().as_str())
+                .collect();
+            let sync: Vec<_> = self
+                .known
+                .entries()
+                .into_iter()
+                .filter(|(key, _)| !queued.contains(key.as_str()))
+                .collect();
+            for (key, obj) in sync {
+                state.entries.push(key, Delta::Sync(obj));
+            }
+        });
+    }
+}
+
+fn replace_locked<K>(
+    state: &mut State<OrderedEntries<K>>,
+    keyed: Vec<(ObjectKey, Arc<K>)>,
+    known: Vec<(ObjectKey, Arc<K>)>,
+) {
+    let tombstones = {
+        let listed: FastSet<&str> = keyed.iter().map(|(key, _)| key.as_str()).collect();
+        let newest = state.entries.newest_per_key();
+        let queued: FastSet<&str> = newest.iter().map(|(key, _)| key.as_str()).collect();
+        // Queued keys missing from the list, unless already on their way out...
+        let from_queue = newest
+            .iter()
+            .filter(|(key, newest)| {
+                !listed.contains(key.as_str()) && !matches!(newest, Delta::Deleted(_))
+            })
+            .map(|(key, newest)| (key.clone(), newest.object().clone()));
+        // ...then known keys missing from the list with nothing queued.
+        let from_store = known
+            .into_iter()
+            .filter(|(key, _)| !listed.contains(key.as_str()) && !queued.contains(key.as_str()));
+        from_queue.chain(from_store).collect::<Vec<_>>()
+    };
+    for (key, last_known) in tombstones {
+        let tombstone = DeletedObject::FinalStateUnknown {
+            key: key.clone(),
+            last_known,
+        };
+        state.entries.push(key, Delta::Deleted(tombstone));
+    }
+    for (key, obj) in keyed {
+        state.entries.push(key, Delta::Replaced(obj));
+    }
+    let queued = state.entries.queue.len();
+    state.population.replaced(queued);
+}
+
+impl<K: Resource + Send + Sync> DeltaQueue<K> for RealFifo<K> {
+    async fn pop<F, E>(&self, process: F) -> Result<(), PopError<E>>
+    where
+        F: FnOnce(&Deltas<K>, bool) -> Result<(), ProcessError<E>> + Send,
+        E: Send,
+    {
+        self.core.pop(process).await
+    }
+
+    /// Queues `deltas` at the back unless an entry for their key is queued.
+    fn add_if_not_present(&self, deltas: Deltas<K>) {
+        self.core.write(|state| {
+            state.population.touch();
+            if !state.entries.contains_key(deltas.key().as_str()) {
+                state.entries.queue.push_back(deltas);
+            }
+        });
+    }
+
+    fn has_synced(&self) -> bool {
+        self.core.has_synced()
+    }
+
+    fn close(&self) {
+        self.core.close();
+    }
+
+    fn is_closed(&self) -> bool {
+        self.core.is_closed()
+    }
+
+    fn list_keys(&self) -> Vec<ObjectKey> {
+        let state = self.core.lock();
+        state
+            .entries
+            .newest_per_key()
+            .into_iter()
+            .map(|(key, _)| key)
+            .collect()
+    }
+
+    fn get_by_key(&self, key: &str) -> Option<Deltas<K>> {
+        let state = self.core.lock();
+        let mut found: Option<Deltas<K>> = None;
+        for deltas in state
+            .entries
+            .queue
+            .iter()
+            .filter(|d| d.key().as_str() == key)
+        {
+            match &mut found {
+                None => found = Some(deltas.clone()),
+                Some(all) => deltas.iter().for_each(|d| all.push(d.clone())),
+            }
+        }
+        found
+    }
+
+    fn len(&self) -> usize {
+        self.core.lock().entries.queue.len()
+    }
+}
+
+impl<K> fmt::Debug for RealFifo<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.core.lock();
+        f.debug_struct("RealFifo")
+            .field("queued", &state.entries.queue.len())
+            .field("closed", &state.closed)
+            .field("has_synced", &state.population.has_synced())
+            .finish()
+    }
+}
