@@ -657,6 +657,17 @@ mod tests {
                             let seen = store.by_index("gen", g).unwrap().len();
                             assert!(seen == 0 || seen == N, "saw {seen} of {N} objects of {g}");
                         }
+                        // One read of the whole cache holds exactly one whole generation.
+                        let list = store.list();
+                        let a = list
+                            .iter()
+                            .filter(|o| by_tag(o).contains(&"gen-a".to_owned()))
+                            .count();
+                        assert!(
+                            (a, list.len()) == (N, N) || (a, list.len()) == (0, N),
+                            "one list() saw {a} gen-a objects among {}",
+                            list.len()
+                        );
                         reads += 1;
                     }
                     reads
