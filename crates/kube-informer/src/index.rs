@@ -11,7 +11,7 @@ use std::{collections::HashSet, fmt, sync::Arc};
 
 use kube::Resource;
 
-use crate::{FastMap, FastSet, ObjectKey};
+use crate::{FastMap, FastSet};
 
 /// An index function: the index values of an object. May return several values (an object is
 /// then in several buckets) or none (the object is in no bucket of this index).
@@ -139,8 +139,13 @@ pub enum IndexError {
     },
 }
 
-/// One index: value → the keys of the objects that have it. Buckets are never empty.
-pub(crate) type Index = FastMap<String, FastSet<ObjectKey>>;
+/// Where the store keeps an object: its position in the store's slab. Index buckets hold
+/// slots rather than keys: 4 bytes instead of a 16-byte key pointer, and a bucket member is
+/// resolved by an array access instead of a hash lookup and a string compare.
+pub(crate) type Slot = u32;
+
+/// One index: value → the slots of the objects that have it. Buckets are never empty.
+pub(crate) type Index = FastMap<String, FastSet<Slot>>;
 
 /// The index functions of a store and the buckets they maintain, kept in step with the
 /// store's items by the store (under its write lock).
@@ -154,7 +159,7 @@ impl<K> Indices<K> {
     /// Builds the buckets of `indexers` over `items`.
     pub(crate) fn build<'a>(
         indexers: Indexers<K>,
-        items: impl Iterator<Item = (&'a ObjectKey, &'a K)> + Clone,
+        items: impl Iterator<Item = (Slot, &'a K)> + Clone,
     ) -> Self
     where
         K: 'a,
@@ -171,9 +176,9 @@ impl<K> Indices<K> {
         &self.indexers
     }
 
-    /// Moves `key` from the buckets of `old` to the buckets of `new` (either may be absent:
+    /// Moves `slot` from the buckets of `old` to the buckets of `new` (either may be absent:
     /// an add has no old object, a delete no new one).
-    pub(crate) fn update(&mut self, key: &ObjectKey, old: Option<&K>, new: Option<&K>) {
+    pub(crate) fn update(&mut self, slot: Slot, old: Option<&K>, new: Option<&K>) {
         for ((_, func), index) in self.indexers.funcs.iter().zip(&mut self.indices) {
             let old_values = old.map(|o| func(o)).unwrap_or_default();
             let new_values = new.map(|n| func(n)).unwrap_or_default();
@@ -182,7 +187,7 @@ impl<K> Indices<K> {
             }
             for value in old_values.iter().filter(|v| !new_values.contains(v)) {
                 if let Some(bucket) = index.get_mut(value.as_str()) {
-                    bucket.remove(key.as_str());
+                    bucket.remove(&slot);
                     if bucket.is_empty() {
                         index.remove(value.as_str());
                     }
@@ -190,7 +195,7 @@ impl<K> Indices<K> {
             }
             for value in new_values {
                 if !old_values.contains(&value) {
-                    index.entry(value).or_default().insert(key.clone());
+                    index.entry(value).or_default().insert(slot);
                 }
             }
         }
@@ -200,7 +205,7 @@ impl<K> Indices<K> {
     pub(crate) fn add<'a>(
         &mut self,
         more: Indexers<K>,
-        items: impl Iterator<Item = (&'a ObjectKey, &'a K)> + Clone,
+        items: impl Iterator<Item = (Slot, &'a K)> + Clone,
     ) -> Result<(), IndexError>
     where
         K: 'a,
@@ -220,12 +225,12 @@ impl<K> Indices<K> {
         Ok(())
     }
 
-    /// The keys in bucket `value` of index `name` (`None`: no object has that value).
+    /// The slots in bucket `value` of index `name` (`None`: no object has that value).
     pub(crate) fn bucket(
         &self,
         name: &str,
         value: &str,
-    ) -> Result<Option<&FastSet<ObjectKey>>, IndexError> {
+    ) -> Result<Option<&FastSet<Slot>>, IndexError> {
         Ok(self.index(name)?.get(value))
     }
 
@@ -245,37 +250,21 @@ impl<K> Indices<K> {
             })
     }
 
-    /// For tests: every index as name → value → sorted keys.
+    /// For tests: each index by name.
     #[cfg(test)]
-    pub(crate) fn dump(
-        &self,
-    ) -> std::collections::BTreeMap<String, std::collections::BTreeMap<String, Vec<String>>> {
-        self.indexers
-            .names()
-            .zip(&self.indices)
-            .map(|(name, index)| {
-                let buckets = index
-                    .iter()
-                    .map(|(v, keys)| {
-                        let mut keys: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
-                        keys.sort();
-                        (v.clone(), keys)
-                    })
-                    .collect();
-                (name.to_owned(), buckets)
-            })
-            .collect()
+    pub(crate) fn raw(&self) -> impl Iterator<Item = (&str, &Index)> {
+        self.indexers.names().zip(&self.indices)
     }
 }
 
 fn build_index<'a, K: 'a>(
     func: &IndexFunc<K>,
-    items: impl Iterator<Item = (&'a ObjectKey, &'a K)>,
+    items: impl Iterator<Item = (Slot, &'a K)>,
 ) -> Index {
     let mut index = Index::default();
-    for (key, obj) in items {
+    for (slot, obj) in items {
         for value in func(obj) {
-            index.entry(value).or_default().insert(key.clone());
+            index.entry(value).or_default().insert(slot);
         }
     }
     index

@@ -22,7 +22,7 @@ use parking_lot::RwLock;
 use crate::{
     FastMap, KeyError, ObjectKey,
     fifo::KnownObjects,
-    index::{IndexError, Indexers, Indices},
+    index::{IndexError, Indexers, Indices, Slot},
     meta_namespace_key,
 };
 
@@ -58,12 +58,99 @@ pub struct Store<K> {
 pub type Indexer<K> = Store<K>;
 
 struct State<K> {
-    items: FastMap<ObjectKey, Arc<K>>,
+    /// The objects, each with its key, at stable slots.
+    slab: Slab<K>,
+    /// Key → slot. Shares each key's allocation with the slab.
+    slots: FastMap<ObjectKey, Slot>,
     indices: Indices<K>,
     /// Bumped whenever index functions are added, so a `replace` that built its indexes with
     /// an older set of functions can tell.
     indexers_generation: u64,
     resource_version: String,
+}
+
+impl<K> State<K> {
+    fn get(&self, key: &str) -> Option<&Arc<K>> {
+        self.slots.get(key).map(|&slot| &self.slab.get(slot).1)
+    }
+
+    /// Every `(slot, object)`, for building indexes.
+    fn objects(&self) -> impl Iterator<Item = (Slot, &K)> + Clone {
+        self.slab.iter().map(|(slot, _, obj)| (slot, obj.as_ref()))
+    }
+
+    /// A state holding `keyed` (later duplicates win), indexed by `indexers`.
+    fn build(keyed: Vec<(ObjectKey, Arc<K>)>, indexers: Indexers<K>) -> Self {
+        let mut slab = Slab::with_capacity(keyed.len());
+        let mut slots = FastMap::with_capacity_and_hasher(keyed.len(), Default::default());
+        for (key, obj) in keyed {
+            match slots.get(key.as_str()) {
+                Some(&slot) => slab.entries[slot as usize] = Some((key, obj)),
+                None => {
+                    let slot = slab.insert(key.clone(), obj);
+                    slots.insert(key, slot);
+                }
+            }
+        }
+        let mut state = Self {
+            slab,
+            slots,
+            indices: Indices::build(Indexers::new(), std::iter::empty()),
+            indexers_generation: 0,
+            resource_version: String::new(),
+        };
+        state.indices = Indices::build(indexers, state.objects());
+        state
+    }
+}
+
+/// Objects at stable positions, so index buckets can name them by a `u32`.
+struct Slab<K> {
+    entries: Vec<Option<(ObjectKey, Arc<K>)>>,
+    free: Vec<Slot>,
+}
+
+impl<K> Slab<K> {
+    fn with_capacity(n: usize) -> Self {
+        Self {
+            entries: Vec::with_capacity(n),
+            free: Vec::new(),
+        }
+    }
+
+    fn insert(&mut self, key: ObjectKey, obj: Arc<K>) -> Slot {
+        match self.free.pop() {
+            Some(slot) => {
+                self.entries[slot as usize] = Some((key, obj));
+                slot
+            }
+            None => {
+                let slot = Slot::try_from(self.entries.len())
+                    .expect("a store holds at most u32::MAX objects");
+                self.entries.push(Some((key, obj)));
+                slot
+            }
+        }
+    }
+
+    fn remove(&mut self, slot: Slot) -> (ObjectKey, Arc<K>) {
+        let entry = self.entries[slot as usize].take();
+        self.free.push(slot);
+        entry.expect("the key map only names occupied slots")
+    }
+
+    fn get(&self, slot: Slot) -> &(ObjectKey, Arc<K>) {
+        self.entries[slot as usize]
+            .as_ref()
+            .expect("the key map and the indexes only name occupied slots")
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (Slot, &ObjectKey, &Arc<K>)> + Clone {
+        self.entries
+            .iter()
+            .enumerate()
+            .filter_map(|(slot, e)| e.as_ref().map(|(k, o)| (slot as Slot, k, o)))
+    }
 }
 
 impl<K> Clone for Store<K> {
@@ -78,7 +165,7 @@ impl<K> fmt::Debug for Store<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let state = self.state.read();
         f.debug_struct("Store")
-            .field("len", &state.items.len())
+            .field("len", &state.slots.len())
             .field("indexers", state.indices.indexers())
             .field("resource_version", &state.resource_version)
             .finish()
@@ -95,55 +182,51 @@ impl<K> Store<K> {
     /// An empty store maintaining the given indexes.
     pub fn new(indexers: Indexers<K>) -> Self {
         Self {
-            state: Arc::new(RwLock::new(State {
-                items: FastMap::default(),
-                indices: Indices::build(indexers, std::iter::empty()),
-                indexers_generation: 0,
-                resource_version: String::new(),
-            })),
+            state: Arc::new(RwLock::new(State::build(Vec::new(), indexers))),
         }
     }
 
     /// The object stored under `key`.
     #[doc(alias = "GetByKey")]
     pub fn get_by_key(&self, key: &str) -> Option<Arc<K>> {
-        self.state.read().items.get(key).cloned()
+        self.state.read().get(key).cloned()
     }
 
     /// Whether an object is stored under `key`.
     pub fn contains_key(&self, key: &str) -> bool {
-        self.state.read().items.contains_key(key)
+        self.state.read().slots.contains_key(key)
     }
 
     /// Every cached object, in no particular order.
     pub fn list(&self) -> Vec<Arc<K>> {
-        self.state.read().items.values().cloned().collect()
+        let state = self.state.read();
+        let mut out = Vec::with_capacity(state.slots.len());
+        out.extend(state.slab.iter().map(|(_, _, obj)| obj.clone()));
+        out
     }
 
     /// Every key, in no particular order.
     #[doc(alias = "ListKeys")]
     pub fn list_keys(&self) -> Vec<ObjectKey> {
-        self.state.read().items.keys().cloned().collect()
+        let state = self.state.read();
+        state.slab.iter().map(|(_, key, _)| key.clone()).collect()
     }
 
     /// Every `(key, object)` pair, taken at one instant.
     pub fn entries(&self) -> Vec<(ObjectKey, Arc<K>)> {
         let state = self.state.read();
-        state
-            .items
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect()
+        let entries = state.slab.iter();
+        entries.map(|(_, k, o)| (k.clone(), o.clone())).collect()
     }
 
     /// How many objects are cached.
     pub fn len(&self) -> usize {
-        self.state.read().items.len()
+        self.state.read().slots.len()
     }
 
     /// Whether the cache is empty.
     pub fn is_empty(&self) -> bool {
-        self.state.read().items.is_empty()
+        self.state.read().slots.is_empty()
     }
 
     /// The resource version given to the last [`Store::replace`] (empty before the first).
@@ -159,25 +242,31 @@ impl<K> Store<K> {
     pub fn insert(&self, key: ObjectKey, obj: Arc<K>) -> Option<Arc<K>> {
         let mut guard = self.state.write();
         let state = &mut *guard;
-        // Keep the key allocation the store already has: one copy of each key string.
-        let (key, old) = match state.items.get_key_value(key.as_str()) {
-            Some((existing, old)) => (existing.clone(), Some(old.clone())),
-            None => (key, None),
-        };
-        state
-            .indices
-            .update(&key, old.as_deref(), Some(obj.as_ref()));
-        state.items.insert(key, obj);
-        drop(guard);
-        old
+        if let Some(&slot) = state.slots.get(key.as_str()) {
+            // Keep the key allocation the store already has: one copy of each key string.
+            let entry = &mut state.slab.entries[slot as usize];
+            let old = std::mem::replace(&mut entry.as_mut().expect("occupied").1, obj);
+            let new = &entry.as_ref().expect("occupied").1;
+            state
+                .indices
+                .update(slot, Some(old.as_ref()), Some(new.as_ref()));
+            drop(guard);
+            return Some(old);
+        }
+        let slot = state.slab.insert(key.clone(), obj);
+        state.slots.insert(key, slot);
+        let new = &state.slab.get(slot).1;
+        state.indices.update(slot, None, Some(new.as_ref()));
+        None
     }
 
     /// Removes the object stored under `key` from the map and from every index. Returns it.
     pub fn delete_by_key(&self, key: &str) -> Option<Arc<K>> {
         let mut guard = self.state.write();
         let state = &mut *guard;
-        let (key, old) = state.items.remove_entry(key)?;
-        state.indices.update(&key, Some(old.as_ref()), None);
+        let slot = state.slots.remove(key)?;
+        let (_, old) = state.slab.remove(slot);
+        state.indices.update(slot, Some(old.as_ref()), None);
         drop(guard);
         Some(old)
     }
@@ -191,7 +280,7 @@ impl<K> Store<K> {
         };
         Ok(bucket
             .iter()
-            .filter_map(|key| state.items.get(key).cloned())
+            .map(|&slot| state.slab.get(slot).1.clone())
             .collect())
     }
 
@@ -199,11 +288,13 @@ impl<K> Store<K> {
     #[doc(alias = "IndexKeys")]
     pub fn index_keys(&self, index_name: &str, value: &str) -> Result<Vec<ObjectKey>, IndexError> {
         let state = self.state.read();
-        Ok(state
-            .indices
-            .bucket(index_name, value)?
-            .map(|bucket| bucket.iter().cloned().collect())
-            .unwrap_or_default())
+        let Some(bucket) = state.indices.bucket(index_name, value)? else {
+            return Ok(Vec::new());
+        };
+        Ok(bucket
+            .iter()
+            .map(|&slot| state.slab.get(slot).0.clone())
+            .collect())
     }
 
     /// Every value of index `index_name` that at least one cached object has.
@@ -231,8 +322,8 @@ impl<K> Store<K> {
     pub fn add_indexers(&self, indexers: Indexers<K>) -> Result<(), IndexError> {
         let mut guard = self.state.write();
         let state = &mut *guard;
-        let items = state.items.iter().map(|(k, v)| (k, v.as_ref()));
-        state.indices.add(indexers, items)?;
+        let objects = state.slab.iter().map(|(slot, _, obj)| (slot, obj.as_ref()));
+        state.indices.add(indexers, objects)?;
         state.indexers_generation += 1;
         Ok(())
     }
@@ -277,27 +368,26 @@ impl<K: Resource> Store<K> {
         items: Vec<Arc<K>>,
         resource_version: impl Into<String>,
     ) -> Result<(), KeyError> {
-        let mut map = FastMap::with_capacity_and_hasher(items.len(), Default::default());
-        for obj in items {
-            map.insert(meta_namespace_key(obj.as_ref())?, obj);
-        }
+        let keyed = items
+            .into_iter()
+            .map(|obj| Ok((meta_namespace_key(obj.as_ref())?, obj)))
+            .collect::<Result<Vec<_>, KeyError>>()?;
         let (indexers, generation) = {
             let state = self.state.read();
             (state.indices.indexers().clone(), state.indexers_generation)
         };
-        let mut indices = Indices::build(indexers, map.iter().map(|(k, v)| (k, v.as_ref())));
+        let mut new = State::build(keyed, indexers);
         let mut guard = self.state.write();
         if guard.indexers_generation != generation {
             // Index functions were added while we built: rebuild with the current set.
-            let indexers = guard.indices.indexers().clone();
-            indices = Indices::build(indexers, map.iter().map(|(k, v)| (k, v.as_ref())));
+            new.indices = Indices::build(guard.indices.indexers().clone(), new.objects());
         }
-        let old_items = std::mem::replace(&mut guard.items, map);
-        let old_indices = std::mem::replace(&mut guard.indices, indices);
-        guard.resource_version = resource_version.into();
+        new.indexers_generation = guard.indexers_generation;
+        new.resource_version = resource_version.into();
+        let old = std::mem::replace(&mut *guard, new);
         drop(guard);
         // The old cache is freed here, after the lock is released.
-        drop((old_items, old_indices));
+        drop(old);
         Ok(())
     }
 }
@@ -322,7 +412,17 @@ impl<K> Store<K> {
     pub(crate) fn dump_indices(
         &self,
     ) -> std::collections::BTreeMap<String, std::collections::BTreeMap<String, Vec<String>>> {
-        self.state.read().indices.dump()
+        let state = self.state.read();
+        let key = |slot: &Slot| state.slab.get(*slot).0.to_string();
+        let dump = state.indices.raw().map(|(name, index)| {
+            let buckets = index.iter().map(|(value, slots)| {
+                let mut keys: Vec<String> = slots.iter().map(key).collect();
+                keys.sort();
+                (value.clone(), keys)
+            });
+            (name.to_owned(), buckets.collect())
+        });
+        dump.collect()
     }
 }
 
