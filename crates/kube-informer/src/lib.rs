@@ -67,6 +67,11 @@ pub use self::{
     store::{Indexer, Store},
 };
 
+/// The README's examples, compiled and run as doc tests so they cannot rot.
+#[doc = include_str!("../../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
+
 /// The hash map used throughout: foldhash is several times faster than SipHash on short
 /// keys and still seeded per process.
 pub(crate) type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;

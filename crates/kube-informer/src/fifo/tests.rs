@@ -725,3 +725,125 @@ proptest! {
         prop_assert_eq!(rt.block_on(drain(&q, &store)), pushed);
     }
 }
+
+// ---- threads ------------------------------------------------------------------------------
+
+/// The queues, their handles and `pop`'s future must cross threads (the informer spawns it).
+#[test]
+fn queues_and_pop_futures_are_send_and_sync() {
+    fn send_sync<T: Send + std::marker::Sync>(_: &T) {}
+    fn send<T: Send>(_: T) {}
+    let store = Store::<ConfigMap>::default();
+    let (dq, rq) = (delta_fifo(&store), real_fifo(&store));
+    send_sync(&dq);
+    send_sync(&rq);
+    send_sync(&store);
+    send(dq.pop(|_, _| Ok::<(), ProcessError<Infallible>>(())));
+    send(rq.pop(|_, _| Ok::<(), ProcessError<Infallible>>(())));
+}
+
+/// A producer thread pushes while a consumer task pops: nothing is lost (a lost wake-up
+/// would hang the consumer; the timeout only turns a hang into a failure), RealFifo pops
+/// exactly the pushed sequence, and DeltaFifo keeps each key's deltas in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_producer_thread_and_a_consumer_task_lose_nothing() {
+    const EVENTS: usize = 20_000;
+    async fn consume<Q: DeltaQueue<ConfigMap>>(q: &Q) -> Vec<(String, Vec<Shape>)> {
+        let mut popped = Vec::new();
+        loop {
+            let result = q
+                .pop(|d, _| {
+                    popped.push((d.key().to_string(), d.iter().map(shape).collect()));
+                    Ok::<(), ProcessError<Infallible>>(())
+                })
+                .await;
+            if let Err(PopError::Closed) = result {
+                return popped;
+            }
+        }
+    }
+    fn produce(
+        q: Arc<impl DeltaQueue<ConfigMap> + 'static>,
+    ) -> std::thread::JoinHandle<Vec<(String, Shape)>> {
+        std::thread::spawn(move || {
+            let mut pushed = Vec::new();
+            for i in 0..EVENTS {
+                let name = format!("o{}", i % 37);
+                q.update(cm(&name, &i.to_string())).unwrap();
+                pushed.push((k(&name), s(Updated, &i.to_string())));
+                if i % 1000 == 0 {
+                    std::thread::yield_now();
+                }
+            }
+            q.close();
+            pushed
+        })
+    }
+    let guard = std::time::Duration::from_secs(120);
+
+    let q = Arc::new(real_fifo(&Store::default()));
+    let producer = produce(q.clone());
+    let popped = tokio::time::timeout(guard, consume(q.as_ref()))
+        .await
+        .expect("consumer hung");
+    let pushed = producer.join().unwrap();
+    let popped: Vec<(String, Shape)> = popped
+        .into_iter()
+        .map(|(key, mut d)| (key, d.remove(0)))
+        .collect();
+    assert_eq!(popped, pushed);
+
+    let q = Arc::new(delta_fifo(&Store::default()));
+    let producer = produce(q.clone());
+    let popped = tokio::time::timeout(guard, consume(q.as_ref()))
+        .await
+        .expect("consumer hung");
+    let pushed = producer.join().unwrap();
+    let mut per_key_pushed: BTreeMap<String, Vec<Shape>> = BTreeMap::new();
+    for (key, shape) in pushed {
+        per_key_pushed.entry(key).or_default().push(shape);
+    }
+    let mut per_key_popped: BTreeMap<String, Vec<Shape>> = BTreeMap::new();
+    for (key, shapes) in popped {
+        per_key_popped.entry(key).or_default().extend(shapes);
+    }
+    assert_eq!(per_key_popped, per_key_pushed);
+}
+
+/// The producer waits for each pop before pushing again, so every push lands while the
+/// consumer is (about to be) asleep: a lost wake-up stalls the exchange for good and the
+/// producer's wait fails. The wait bound only turns that stall into a failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ping_pong_never_loses_a_wake_up() {
+    async fn ping_pong<Q: DeltaQueue<ConfigMap> + 'static>(q: Arc<Q>) {
+        const ROUNDS: usize = 2_000;
+        let (ack, acks) = std::sync::mpsc::channel();
+        let consumer = {
+            let q = q.clone();
+            tokio::spawn(async move {
+                while q
+                    .pop(|_, _| Ok::<(), ProcessError<Infallible>>(()))
+                    .await
+                    .is_ok()
+                {
+                    ack.send(()).unwrap();
+                }
+            })
+        };
+        let producer = std::thread::spawn(move || {
+            for i in 0..ROUNDS {
+                q.add(cm("o", &i.to_string())).unwrap();
+                acks.recv_timeout(std::time::Duration::from_secs(30))
+                    .unwrap_or_else(|_| panic!("round {i}: the consumer never woke up"));
+            }
+            q.close();
+        });
+        tokio::task::spawn_blocking(move || producer.join().unwrap())
+            .await
+            .unwrap();
+        consumer.await.unwrap();
+    }
+    let store = Store::default();
+    ping_pong(Arc::new(real_fifo(&store))).await;
+    ping_pong(Arc::new(delta_fifo(&store))).await;
+}
