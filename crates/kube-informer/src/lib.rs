@@ -56,6 +56,7 @@ pub mod fifo;
 pub mod index;
 pub mod key;
 pub mod store;
+pub mod workqueue;
 
 pub use self::{
     fifo::{DeletedObject, Delta, DeltaFifo, DeltaType, Deltas, RealFifo},

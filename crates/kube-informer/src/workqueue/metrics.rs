@@ -1,0 +1,245 @@
+//! Prometheus metrics for work queues, named as client-go names them.
+//!
+//! | metric | type | meaning |
+//! |---|---|---|
+//! | `workqueue_depth` | gauge | items waiting in the queue |
+//! | `workqueue_adds_total` | counter | items added |
+//! | `workqueue_queue_duration_seconds` | histogram | time an item waited before a worker took it |
+//! | `workqueue_work_duration_seconds` | histogram | time a worker held an item |
+//! | `workqueue_unfinished_work_seconds` | gauge | summed age of the items being processed now |
+//! | `workqueue_longest_running_processor_seconds` | gauge | age of the oldest item being processed now |
+//! | `workqueue_retries_total` | counter | delayed and rate-limited re-adds |
+//!
+//! Each carries a `name` label (the queue's name). The two in-flight gauges are computed when
+//! the registry is scraped, so they are exact and need no background ticker.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Weak},
+};
+
+use parking_lot::Mutex;
+use prometheus_client::{
+    collector::Collector,
+    encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric},
+    metrics::{
+        MetricType,
+        counter::Counter,
+        family::Family,
+        gauge::{ConstGauge, Gauge},
+        histogram::{Histogram, exponential_buckets},
+    },
+    registry::Registry,
+};
+use tokio::time::Instant;
+
+use super::{QueueItem, queue::Shared};
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct QueueName {
+    name: String,
+}
+
+type HistogramFamily = Family<QueueName, Histogram, fn() -> Histogram>;
+
+/// The workqueue metrics of any number of named queues, registered once in a
+/// [`Registry`]. Give it to each queue with
+/// [`QueueConfig::metrics`](super::QueueConfig::metrics).
+///
+/// ```
+/// use prometheus_client::{encoding::text::encode, registry::Registry};
+/// use kube_informer::workqueue::{Queue, QueueConfig, WorkqueueMetrics};
+///
+/// let mut registry = Registry::default();
+/// let metrics = WorkqueueMetrics::register(&mut registry);
+/// let queue = Queue::new(QueueConfig::default().name("pods").metrics(&metrics));
+/// queue.add("default/web".to_owned());
+///
+/// let mut text = String::new();
+/// encode(&mut text, &registry).unwrap();
+/// assert!(text.contains(r#"workqueue_depth{name="pods"} 1"#));
+/// ```
+#[derive(Clone)]
+pub struct WorkqueueMetrics {
+    depth: Family<QueueName, Gauge>,
+    adds: Family<QueueName, Counter>,
+    queue_duration: HistogramFamily,
+    work_duration: HistogramFamily,
+    retries: Family<QueueName, Counter>,
+    in_flight: Arc<InFlight>,
+}
+
+impl std::fmt::Debug for WorkqueueMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkqueueMetrics").finish_non_exhaustive()
+    }
+}
+
+fn latency_histogram() -> Histogram {
+    // client-go's buckets: 10 ns to 1000 s, ×10 each.
+    Histogram::new(exponential_buckets(1e-8, 10.0, 12))
+}
+
+impl WorkqueueMetrics {
+    /// Creates the metrics and registers them in `registry`.
+    pub fn register(registry: &mut Registry) -> Self {
+        let metrics = Self {
+            depth: Family::default(),
+            adds: Family::default(),
+            queue_duration: Family::new_with_constructor(latency_histogram),
+            work_duration: Family::new_with_constructor(latency_histogram),
+            retries: Family::default(),
+            in_flight: Arc::default(),
+        };
+        registry.register(
+            "workqueue_depth",
+            "Current depth of the workqueue",
+            metrics.depth.clone(),
+        );
+        registry.register(
+            "workqueue_adds",
+            "Total number of adds handled by the workqueue",
+            metrics.adds.clone(),
+        );
+        registry.register(
+            "workqueue_queue_duration_seconds",
+            "How long in seconds an item stays in the workqueue before being requested",
+            metrics.queue_duration.clone(),
+        );
+        registry.register(
+            "workqueue_work_duration_seconds",
+            "How long in seconds processing an item from the workqueue takes",
+            metrics.work_duration.clone(),
+        );
+        registry.register(
+            "workqueue_retries",
+            "Total number of retries handled by the workqueue",
+            metrics.retries.clone(),
+        );
+        registry.register_collector(Box::new(metrics.in_flight.clone()));
+        metrics
+    }
+
+    pub(super) fn recorder<T>(&self, name: &str) -> Recorder<T> {
+        let label = QueueName {
+            name: name.to_owned(),
+        };
+        Recorder {
+            depth: self.depth.get_or_create(&label).clone(),
+            adds: self.adds.get_or_create(&label).clone(),
+            queue_duration: self.queue_duration.get_or_create(&label).clone(),
+            work_duration: self.work_duration.get_or_create(&label).clone(),
+            retries: self.retries.get_or_create(&label).clone(),
+            added_at: HashMap::default(),
+            started_at: HashMap::default(),
+        }
+    }
+
+    pub(super) fn track_in_flight(&self, name: &str, queue: Weak<dyn InFlightSource>) {
+        self.in_flight.queues.lock().push((name.to_owned(), queue));
+    }
+}
+
+/// One queue's metric handles and the timestamps behind its latencies. Lives inside the
+/// queue's state, under its lock.
+pub(super) struct Recorder<T> {
+    depth: Gauge,
+    adds: Counter,
+    queue_duration: Histogram,
+    work_duration: Histogram,
+    retries: Counter,
+    added_at: HashMap<T, Instant, foldhash::fast::RandomState>,
+    started_at: HashMap<T, Instant, foldhash::fast::RandomState>,
+}
+
+impl<T: QueueItem> Recorder<T> {
+    pub(super) fn added(&mut self, item: &T) {
+        self.adds.inc();
+        self.depth.inc();
+        self.added_at
+            .entry(item.clone())
+            .or_insert_with(Instant::now);
+    }
+
+    pub(super) fn taken(&mut self, item: &T) {
+        self.depth.dec();
+        let now = Instant::now();
+        if let Some(added) = self.added_at.remove(item) {
+            self.queue_duration.observe((now - added).as_secs_f64());
+        }
+        self.started_at.insert(item.clone(), now);
+    }
+
+    pub(super) fn done(&mut self, item: &T) {
+        if let Some(started) = self.started_at.remove(item) {
+            self.work_duration.observe(started.elapsed().as_secs_f64());
+        }
+    }
+
+    pub(super) fn retried(&self) {
+        self.retries.inc();
+    }
+
+    pub(super) fn in_flight_seconds(&self) -> Vec<f64> {
+        let now = Instant::now();
+        let ages = self.started_at.values();
+        ages.map(|started| (now - *started).as_secs_f64()).collect()
+    }
+}
+
+/// A queue whose in-flight items can be aged at scrape time.
+pub(super) trait InFlightSource: Send + Sync {
+    fn in_flight_seconds(&self) -> Vec<f64>;
+}
+
+impl<T: QueueItem> InFlightSource for Shared<T> {
+    fn in_flight_seconds(&self) -> Vec<f64> {
+        Shared::in_flight_seconds(self)
+    }
+}
+
+/// Computes the in-flight gauges of every live queue on each scrape.
+#[derive(Default)]
+struct InFlight {
+    queues: Mutex<Vec<(String, Weak<dyn InFlightSource>)>>,
+}
+
+impl std::fmt::Debug for InFlight {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InFlight").finish_non_exhaustive()
+    }
+}
+
+impl Collector for InFlight {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let ages: Vec<(QueueName, Vec<f64>)> = {
+            let mut queues = self.queues.lock();
+            queues.retain(|(_, queue)| queue.strong_count() > 0);
+            let live = queues.iter().filter_map(|(name, queue)| {
+                let label = QueueName { name: name.clone() };
+                queue.upgrade().map(|q| (label, q.in_flight_seconds()))
+            });
+            live.collect()
+        };
+        type Summary = fn(&[f64]) -> f64;
+        let gauges: [(&str, &str, Summary); 2] = [
+            (
+                "workqueue_unfinished_work_seconds",
+                "How many seconds of work has been done that is in progress and hasn't been observed by work_duration",
+                |ages| ages.iter().fold(0.0, |sum, age| sum + age),
+            ),
+            (
+                "workqueue_longest_running_processor_seconds",
+                "How many seconds has the longest running processor for the workqueue been running",
+                |ages| ages.iter().copied().fold(0.0, f64::max),
+            ),
+        ];
+        for (name, help, value) in gauges {
+            let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+            for (label, ages) in &ages {
+                ConstGauge::new(value(ages)).encode(family.encode_family(label)?)?;
+            }
+        }
+        Ok(())
+    }
+}

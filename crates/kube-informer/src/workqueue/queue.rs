@@ -1,0 +1,357 @@
+//! [`Queue`]: the dirty and processing sets, fair ordering, shutdown, and the [`WorkItem`]
+//! guard. The state is plain data behind a mutex that is never held across an `.await`.
+
+use std::{
+    collections::{HashSet, VecDeque},
+    fmt,
+    ops::Deref,
+    sync::Arc,
+    time::Duration,
+};
+
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+
+use super::{
+    QueueConfig, QueueItem, RateLimiter, default_controller_rate_limiter, delaying::Delays,
+};
+
+type Set<T> = HashSet<T, foldhash::fast::RandomState>;
+
+/// A fair, de-duplicating work queue (client-go's `workqueue.Interface`).
+///
+/// See [the module docs](super) for its guarantees. Cloning is cheap; every clone is the same
+/// queue.
+#[doc(alias = "Interface")]
+pub struct Queue<T: QueueItem> {
+    pub(super) shared: Arc<Shared<T>>,
+}
+
+pub(super) struct Shared<T: QueueItem> {
+    state: Mutex<State<T>>,
+    /// Wakes `get` when an item is queued or the queue shuts down.
+    item_ready: Notify,
+    /// Wakes `shut_down_with_drain` when the processing set empties.
+    idle: Notify,
+    pub(super) delays: Delays<T>,
+    pub(super) limiter: Box<dyn RateLimiter<T>>,
+    pub(super) name: Option<String>,
+}
+
+struct State<T> {
+    queue: VecDeque<T>,
+    /// Items that need processing: queued, or added again while being processed.
+    dirty: Set<T>,
+    /// Items handed to a worker and not yet done.
+    processing: Set<T>,
+    shutting_down: bool,
+    #[cfg(feature = "metrics")]
+    metrics: Option<super::metrics::Recorder<T>>,
+}
+
+impl<T: QueueItem> Shared<T> {
+    pub(super) fn new(config: QueueConfig<T>) -> Arc<Self> {
+        #[cfg(feature = "metrics")]
+        let metrics = match (&config.metrics, &config.name) {
+            (Some(metrics), Some(name)) => Some(metrics.recorder(name)),
+            _ => None,
+        };
+        let shared = Arc::new(Self {
+            state: Mutex::new(State {
+                queue: VecDeque::new(),
+                dirty: Set::default(),
+                processing: Set::default(),
+                shutting_down: false,
+                #[cfg(feature = "metrics")]
+                metrics,
+            }),
+            item_ready: Notify::new(),
+            idle: Notify::new(),
+            delays: Delays::new(),
+            limiter: config
+                .rate_limiter
+                .unwrap_or_else(|| Box::new(default_controller_rate_limiter())),
+            name: config.name,
+        });
+        #[cfg(feature = "metrics")]
+        if let (Some(metrics), Some(name)) = (&config.metrics, &shared.name) {
+            metrics.track_in_flight(name, Arc::downgrade(&shared) as _);
+        }
+        shared
+    }
+
+    pub(super) fn add(&self, item: T) {
+        let mut state = self.state.lock();
+        if state.shutting_down || state.dirty.contains(&item) {
+            return;
+        }
+        #[cfg(feature = "metrics")]
+        if let Some(m) = &mut state.metrics {
+            m.added(&item);
+        }
+        state.dirty.insert(item.clone());
+        if state.processing.contains(&item) {
+            // Queued again when the worker holding it is done.
+            return;
+        }
+        state.queue.push_back(item);
+        drop(state);
+        self.item_ready.notify_one();
+    }
+
+    async fn get(self: &Arc<Self>) -> Option<WorkItem<T>> {
+        loop {
+            let notified = self.item_ready.notified();
+            let mut notified = std::pin::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let mut state = self.state.lock();
+                if let Some(item) = state.queue.pop_front() {
+                    #[cfg(feature = "metrics")]
+                    if let Some(m) = &mut state.metrics {
+                        m.taken(&item);
+                    }
+                    state.dirty.remove(&item);
+                    state.processing.insert(item.clone());
+                    let more = !state.queue.is_empty();
+                    drop(state);
+                    if more {
+                        // Several adds may have left a single wake-up: pass it on.
+                        self.item_ready.notify_one();
+                    }
+                    return Some(WorkItem {
+                        shared: self.clone(),
+                        item: Some(item),
+                    });
+                }
+                if state.shutting_down {
+                    return None;
+                }
+            }
+            notified.await;
+        }
+    }
+
+    fn done(&self, item: &T) {
+        let mut state = self.state.lock();
+        #[cfg(feature = "metrics")]
+        if let Some(m) = &mut state.metrics {
+            m.done(item);
+        }
+        state.processing.remove(item);
+        if state.dirty.contains(item) {
+            state.queue.push_back(item.clone());
+            drop(state);
+            self.item_ready.notify_one();
+        } else if state.processing.is_empty() {
+            drop(state);
+            self.idle.notify_waiters();
+        }
+    }
+
+    pub(super) fn is_shutting_down(&self) -> bool {
+        self.state.lock().shutting_down
+    }
+
+    fn shut_down(&self) {
+        self.state.lock().shutting_down = true;
+        self.item_ready.notify_waiters();
+        self.delays.stop();
+    }
+
+    #[cfg(feature = "metrics")]
+    pub(super) fn retried(&self) {
+        if let Some(m) = &self.state.lock().metrics {
+            m.retried();
+        }
+    }
+
+    #[cfg(not(feature = "metrics"))]
+    pub(super) fn retried(&self) {}
+
+    /// Seconds each in-flight item has been processed for (for the unfinished-work metrics).
+    #[cfg(feature = "metrics")]
+    pub(super) fn in_flight_seconds(&self) -> Vec<f64> {
+        let state = self.state.lock();
+        state
+            .metrics
+            .as_ref()
+            .map(|m| m.in_flight_seconds())
+            .unwrap_or_default()
+    }
+}
+
+impl<T: QueueItem> Drop for Shared<T> {
+    fn drop(&mut self) {
+        // Let the delay timer task (which holds only a weak reference) exit.
+        self.delays.stop();
+    }
+}
+
+impl<T: QueueItem> Queue<T> {
+    /// A new, empty queue.
+    pub fn new(config: QueueConfig<T>) -> Self {
+        Self {
+            shared: Shared::new(config),
+        }
+    }
+
+    /// Queues `item` unless it is already queued (or the queue is shutting down). An item
+    /// added while a worker holds it is queued again once that worker is done.
+    pub fn add(&self, item: T) {
+        self.shared.add(item);
+    }
+
+    /// Waits for an item and hands it out, marking it as being processed. Returns `None`
+    /// once the queue is shut down and empty.
+    ///
+    /// Many workers may wait at once; each item goes to exactly one of them.
+    pub async fn get(&self) -> Option<WorkItem<T>> {
+        self.shared.get().await
+    }
+
+    /// How many items are queued (not counting those being processed).
+    pub fn len(&self) -> usize {
+        self.shared.state.lock().queue.len()
+    }
+
+    /// Whether nothing is queued.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Stops accepting items. Items already queued are still handed out by [`get`](Self::get),
+    /// which returns `None` once they are gone. Waiting `get`s are woken.
+    pub fn shut_down(&self) {
+        self.shared.shut_down();
+    }
+
+    /// Shuts down like [`shut_down`](Self::shut_down), then waits until every item handed
+    /// out so far is done. Keep the workers running while it waits.
+    #[doc(alias = "ShutDownWithDrain")]
+    pub async fn shut_down_with_drain(&self) {
+        self.shared.shut_down();
+        loop {
+            let idle = self.shared.idle.notified();
+            let mut idle = std::pin::pin!(idle);
+            idle.as_mut().enable();
+            if self.shared.state.lock().processing.is_empty() {
+                return;
+            }
+            idle.await;
+        }
+    }
+
+    /// Whether [`shut_down`](Self::shut_down) was called.
+    #[doc(alias = "ShuttingDown")]
+    pub fn is_shutting_down(&self) -> bool {
+        self.shared.is_shutting_down()
+    }
+
+    /// The queue's name, if it has one.
+    pub fn name(&self) -> Option<&str> {
+        self.shared.name.as_deref()
+    }
+}
+
+impl<T: QueueItem> Default for Queue<T> {
+    fn default() -> Self {
+        Self::new(QueueConfig::default())
+    }
+}
+
+impl<T: QueueItem> Clone for Queue<T> {
+    fn clone(&self) -> Self {
+        Self {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl<T: QueueItem> fmt::Debug for Queue<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.shared.state.lock();
+        f.debug_struct("Queue")
+            .field("name", &self.shared.name)
+            .field("queued", &state.queue.len())
+            .field("processing", &state.processing.len())
+            .field("shutting_down", &state.shutting_down)
+            .finish()
+    }
+}
+
+/// An item handed to a worker. It stays "processing" (no other worker gets it) until the
+/// guard is dropped or consumed; dropping it marks the item done.
+///
+/// The consuming methods decide what happens next: [`forget`](Self::forget) after success,
+/// [`requeue_rate_limited`](Self::requeue_rate_limited) after a failure,
+/// [`requeue_after`](Self::requeue_after) to look again later.
+#[must_use = "dropping a WorkItem at once marks it done; hold it while processing"]
+pub struct WorkItem<T: QueueItem> {
+    shared: Arc<Shared<T>>,
+    /// `None` only once done.
+    item: Option<T>,
+}
+
+impl<T: QueueItem> WorkItem<T> {
+    /// The item.
+    pub fn item(&self) -> &T {
+        self.item
+            .as_ref()
+            .expect("a WorkItem holds its item until done")
+    }
+
+    /// Marks the item done (the same as dropping the guard).
+    #[doc(alias = "Done")]
+    pub fn done(self) {}
+
+    /// Success: resets the item's rate-limiter history (its backoff starts over), then marks
+    /// it done.
+    #[doc(alias = "Forget")]
+    pub fn forget(self) {
+        self.shared.limiter.forget(self.item());
+    }
+
+    /// Failure: queues the item again after the rate limiter's delay for it (growing with
+    /// each failure), then marks it done.
+    #[doc(alias = "AddRateLimited")]
+    pub fn requeue_rate_limited(self) {
+        let delay = self.shared.limiter.when(self.item());
+        super::delaying::add_after(&self.shared, self.item().clone(), delay);
+    }
+
+    /// Queues the item again after `delay`, then marks it done. The rate limiter's history
+    /// is left as it is.
+    #[doc(alias = "AddAfter")]
+    pub fn requeue_after(self, delay: Duration) {
+        super::delaying::add_after(&self.shared, self.item().clone(), delay);
+    }
+
+    /// How many times the rate limiter has seen this item fail since it was last forgotten.
+    #[doc(alias = "NumRequeues")]
+    pub fn num_requeues(&self) -> u32 {
+        self.shared.limiter.num_requeues(self.item())
+    }
+}
+
+impl<T: QueueItem> Deref for WorkItem<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        self.item()
+    }
+}
+
+impl<T: QueueItem> Drop for WorkItem<T> {
+    fn drop(&mut self) {
+        if let Some(item) = self.item.take() {
+            self.shared.done(&item);
+        }
+    }
+}
+
+impl<T: QueueItem + fmt::Debug> fmt::Debug for WorkItem<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("WorkItem").field(&self.item).finish()
+    }
+}
