@@ -23,6 +23,10 @@
 //!   with two implementations: [`RealFifo`] (strict arrival order, client-go 1.36's default)
 //!   and [`DeltaFifo`] (per-key coalescing, the classic design). Tombstones are the
 //!   [`DeletedObject`] enum, so a handler cannot forget the "final state unknown" case.
+//! - [`workqueue`]: client-go's work queues for controllers: [`workqueue::Queue`],
+//!   [`workqueue::DelayingQueue`], [`workqueue::RateLimitingQueue`], rate limiters, and
+//!   Prometheus metrics; a [`workqueue::WorkItem`] guard makes Get/Done/Forget impossible to
+//!   mismatch.
 //!
 //! Objects are any [`kube::Resource`]: k8s-openapi types, `DynamicObject`,
 //! `PartialObjectMeta`.
