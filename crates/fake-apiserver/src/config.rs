@@ -1,0 +1,98 @@
+//! How a server is started.
+
+use std::time::Duration;
+
+use crate::registry::ResourceType;
+
+/// Settings for [`FakeApiServer::start`](crate::FakeApiServer::start). Every setter consumes
+/// and returns the config.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub(crate) port: u16,
+    pub(crate) seed: u64,
+    pub(crate) history_window: u64,
+    pub(crate) bookmark_interval: Duration,
+    pub(crate) watch_timeout: Duration,
+    pub(crate) watch_buffer: usize,
+    pub(crate) streaming_lists: bool,
+    pub(crate) resources: Vec<ResourceType>,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            port: 0,
+            seed: 0,
+            history_window: 10_000,
+            bookmark_interval: Duration::from_secs(5),
+            watch_timeout: Duration::from_secs(1800),
+            watch_buffer: 100_000,
+            streaming_lists: true,
+            resources: Vec::new(),
+        }
+    }
+}
+
+impl ServerConfig {
+    /// The port on 127.0.0.1 (default 0: an ephemeral port).
+    #[must_use]
+    pub fn port(mut self, port: u16) -> Self {
+        self.port = port;
+        self
+    }
+
+    /// The seed of everything random: uids, generated names, random faults (default 0).
+    #[must_use]
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// How many revisions of history are kept for watches and exact-version lists before
+    /// older ones are compacted away (default 10 000). A watch or list from before the window
+    /// gets the real server's 410 answers.
+    #[must_use]
+    pub fn history_window(mut self, revisions: u64) -> Self {
+        self.history_window = revisions;
+        self
+    }
+
+    /// How often watches that asked for bookmarks get one (default 5 s).
+    #[must_use]
+    pub fn bookmark_interval(mut self, interval: Duration) -> Self {
+        self.bookmark_interval = interval;
+        self
+    }
+
+    /// How long a watch without `timeoutSeconds` lasts (default 30 min, the real server's
+    /// minimum request timeout).
+    #[must_use]
+    pub fn watch_timeout(mut self, timeout: Duration) -> Self {
+        self.watch_timeout = timeout;
+        self
+    }
+
+    /// How many events may wait for a slow watch client before the server ends that watch,
+    /// as the real server does (default 100 000).
+    #[must_use]
+    pub fn watch_buffer(mut self, events: usize) -> Self {
+        self.watch_buffer = events.max(1);
+        self
+    }
+
+    /// Whether streaming lists (`sendInitialEvents=true`) are supported (default true). When
+    /// off, the server answers them as a real server without the feature does: HTTP 200 and
+    /// an `ERROR` event with code 500.
+    #[must_use]
+    pub fn streaming_lists(mut self, enabled: bool) -> Self {
+        self.streaming_lists = enabled;
+        self
+    }
+
+    /// Registers a resource type beyond the built-in ones (a custom resource).
+    #[must_use]
+    pub fn resource(mut self, ty: ResourceType) -> Self {
+        self.resources.push(ty);
+        self
+    }
+}

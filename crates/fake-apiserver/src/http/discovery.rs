@@ -1,0 +1,182 @@
+//! Discovery documents (`/version`, `/api`, `/api/v1`, `/apis`, `/apis/GROUP/VERSION`), enough
+//! for kubectl and kube's discovery to find every registered resource.
+
+use std::{collections::BTreeMap, sync::Arc};
+
+use serde_json::{Value, json};
+
+use crate::registry::ResourceType;
+
+const VERBS: [&str; 8] = [
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
+
+pub(crate) fn version() -> Value {
+    json!({
+        "major": "1",
+        "minor": "36",
+        "emulationMajor": "1",
+        "emulationMinor": "36",
+        "minCompatibilityMajor": "1",
+        "minCompatibilityMinor": "35",
+        "gitVersion": "v1.36.0-fake",
+        "gitCommit": "0000000000000000000000000000000000000000",
+        "gitTreeState": "clean",
+        "buildDate": "2026-01-01T00:00:00Z",
+        "goVersion": "none (fake-apiserver, Rust)",
+        "compiler": "rustc",
+        "platform": "linux/amd64",
+    })
+}
+
+pub(crate) fn core_versions() -> Value {
+    json!({
+        "kind": "APIVersions",
+        "versions": ["v1"],
+        "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}],
+    })
+}
+
+/// `/apis`: every non-core group and its versions.
+pub(crate) fn groups(types: &[Arc<ResourceType>]) -> Value {
+    let mut groups: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for ty in types.iter().filter(|t| !t.gvr.group.is_empty()) {
+        let versions = groups.entry(&ty.gvr.group).or_default();
+        if !versions.contains(&ty.gvr.version.as_str()) {
+            versions.push(&ty.gvr.version);
+        }
+    }
+    let groups: Vec<Value> = groups
+        .into_iter()
+        .map(|(g, vs)| group_doc(g, &vs))
+        .collect();
+    json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+}
+
+pub(crate) fn group(types: &[Arc<ResourceType>], group: &str) -> Option<Value> {
+    let mut versions: Vec<&str> = Vec::new();
+    for ty in types.iter().filter(|t| t.gvr.group == group) {
+        if !versions.contains(&ty.gvr.version.as_str()) {
+            versions.push(&ty.gvr.version);
+        }
+    }
+    if versions.is_empty() {
+        return None;
+    }
+    let mut doc = group_doc(group, &versions);
+    doc["kind"] = "APIGroup".into();
+    doc["apiVersion"] = "v1".into();
+    Some(doc)
+}
+
+fn group_doc(group: &str, versions: &[&str]) -> Value {
+    let versions: Vec<Value> = versions
+        .iter()
+        .map(|v| json!({"groupVersion": format!("{group}/{v}"), "version": v}))
+        .collect();
+    json!({"name": group, "versions": versions, "preferredVersion": versions[0]})
+}
+
+/// `/api/v1` or `/apis/GROUP/VERSION`.
+pub(crate) fn resources(types: &[Arc<ResourceType>], group: &str, version: &str) -> Option<Value> {
+    let mut in_gv: Vec<&Arc<ResourceType>> = types
+        .iter()
+        .filter(|t| t.gvr.group == group && t.gvr.version == version)
+        .collect();
+    if in_gv.is_empty() {
+        return None;
+    }
+    in_gv.sort_by(|a, b| a.gvr.resource.cmp(&b.gvr.resource));
+    let resources: Vec<Value> = in_gv
+        .iter()
+        .map(|t| {
+            json!({
+                "name": t.gvr.resource,
+                "singularName": t.singular(),
+                "namespaced": t.namespaced,
+                "kind": t.kind,
+                "verbs": VERBS,
+                "shortNames": t.short_names,
+            })
+        })
+        .collect();
+    let group_version = if group.is_empty() {
+        version.to_owned()
+    } else {
+        format!("{group}/{version}")
+    };
+    Some(json!({
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": group_version,
+        "resources": resources,
+    }))
+}
+
+fn gv_path(group: &str, version: &str) -> String {
+    if group.is_empty() {
+        format!("api/{version}")
+    } else {
+        format!("apis/{group}/{version}")
+    }
+}
+
+/// `/openapi/v3`: the index of per-group-version documents.
+pub(crate) fn openapi_index(types: &[Arc<ResourceType>]) -> Value {
+    let mut paths = serde_json::Map::new();
+    for ty in types {
+        let gv = gv_path(&ty.gvr.group, &ty.gvr.version);
+        let url = format!("/openapi/v3/{gv}?hash=fake");
+        paths.insert(gv, json!({"serverRelativeURL": url}));
+    }
+    json!({"paths": paths})
+}
+
+/// `/openapi/v3/api/v1` etc.: no schemas, but every write operation tagged with its kind and
+/// declaring the `fieldValidation` parameter, which tells kubectl that the server validates
+/// (so it sends `fieldValidation=Strict` instead of validating against schemas itself).
+pub(crate) fn openapi_group_version(types: &[Arc<ResourceType>], gv: &str) -> Option<Value> {
+    let mut paths = serde_json::Map::new();
+    for ty in types
+        .iter()
+        .filter(|t| gv_path(&t.gvr.group, &t.gvr.version) == gv)
+    {
+        let gvk = json!({"group": ty.gvr.group, "version": ty.gvr.version, "kind": ty.kind});
+        let params = json!([{"name": "fieldValidation", "in": "query", "schema": {"type": "string", "uniqueItems": true}}]);
+        let op = |action: &str| {
+            json!({
+                "operationId": format!("{action}{}", ty.kind),
+                "parameters": params,
+                "responses": {"200": {"description": "OK"}},
+                "x-kubernetes-action": action,
+                "x-kubernetes-group-version-kind": gvk,
+            })
+        };
+        let base = if ty.namespaced {
+            format!("/{gv}/namespaces/{{namespace}}/{}", ty.gvr.resource)
+        } else {
+            format!("/{gv}/{}", ty.gvr.resource)
+        };
+        paths.insert(base.clone(), json!({"post": op("post")}));
+        paths.insert(
+            format!("{base}/{{name}}"),
+            json!({"put": op("put"), "patch": op("patch")}),
+        );
+    }
+    if paths.is_empty() {
+        return None;
+    }
+    Some(json!({
+        "openapi": "3.0.0",
+        "info": {"title": "Kubernetes (fake-apiserver)", "version": "v1.36.0"},
+        "paths": paths,
+        "components": {"schemas": {}},
+    }))
+}

@@ -1,0 +1,133 @@
+//! LIST: paging at one consistent revision, the resourceVersion semantics of a 1.36 server,
+//! and the real server's 410 answers.
+
+use base64::{Engine, engine::general_purpose::STANDARD};
+use bytes::Bytes;
+use serde_json::{Value, json};
+
+use super::{Params, response::Reply};
+use crate::{Inner, registry::Gvr, selector::Filter, status::ApiError, storage::ObjKey};
+
+/// A continue token: the revision of the first page and the last key returned, in the shape
+/// the real server uses (`{"v":"meta.k8s.io/v1","rv":..,"start":"..\u0000"}`, base64).
+fn encode_continue(revision: i64, last: &ObjKey) -> String {
+    let token = json!({"v": "meta.k8s.io/v1", "rv": revision, "start": format!("{}\u{0}", last.to_token())});
+    STANDARD.encode(token.to_string())
+}
+
+fn decode_continue(token: &str) -> Result<(i64, ObjKey), ApiError> {
+    let bad = || ApiError::bad_request(format!("continue key is not valid: {token}"));
+    let json = STANDARD.decode(token).map_err(|_| bad())?;
+    let value: Value = serde_json::from_slice(&json).map_err(|_| bad())?;
+    let revision = value["rv"].as_i64().ok_or_else(bad)?;
+    let start = value["start"].as_str().ok_or_else(bad)?;
+    Ok((revision, ObjKey::from_token(start.trim_end_matches('\0'))))
+}
+
+pub(crate) fn list(
+    inner: &Inner,
+    gvr: &Gvr,
+    filter: &Filter,
+    params: &Params,
+    cut: bool,
+) -> Result<Reply, ApiError> {
+    let storage = inner.storage.lock();
+    let store = storage.resource(gvr).ok_or_else(ApiError::not_found_path)?;
+    let (current, compacted) = (storage.revision(), storage.compacted());
+    let mut limit = params.limit.filter(|l| *l > 0);
+    let (revision, start) = match (&params.continue_token, params.resource_version.as_deref()) {
+        (Some(_), Some(rv)) if !rv.is_empty() => {
+            return Err(ApiError::bad_request(
+                "specifying resource version is not allowed when using continue",
+            ));
+        }
+        (Some(token), _) => {
+            let (revision, start) = decode_continue(token)?;
+            if revision < 0 {
+                (current, Some(start)) // an "inconsistent" continuation reads the latest state
+            } else if (revision as u64) < compacted {
+                return Err(ApiError::continue_expired(encode_continue(-1, &start)));
+            } else {
+                (revision as u64, Some(start))
+            }
+        }
+        (None, None | Some("")) => (current, None),
+        (None, Some("0")) => {
+            // "Any": served from the watch cache, which ignores limit.
+            limit = None;
+            (current, None)
+        }
+        (None, Some(rv)) => {
+            let requested: u64 = rv
+                .parse()
+                .map_err(|_| ApiError::bad_request(format!("invalid resource version {rv:?}")))?;
+            let exact = match params.resource_version_match.as_deref() {
+                Some("Exact") => true,
+                Some("NotOlderThan") => false,
+                // Legacy: a limit with a resourceVersion means "exactly that version".
+                _ => limit.is_some(),
+            };
+            if requested > current {
+                return Err(ApiError::too_large_resource_version(requested, current));
+            }
+            if exact && requested < compacted {
+                return Err(ApiError::list_too_old());
+            }
+            (if exact { requested } else { current }, None)
+        }
+    };
+
+    let keep = |o: &crate::storage::StoredObject| filter.matches(&o.meta);
+    let mut items = store.scan(revision, filter.namespace.as_deref(), start.as_ref(), keep);
+    let mut chunks: Vec<Bytes> = Vec::new();
+    let mut last = None;
+    let mut count = 0u64;
+    for (key, object) in items.by_ref() {
+        if count > 0 {
+            chunks.push(Bytes::from_static(b","));
+        }
+        chunks.push(object.body.clone());
+        count += 1;
+        last = Some(key);
+        if limit.is_some_and(|l| count >= l) {
+            break;
+        }
+    }
+    let mut metadata = json!({"resourceVersion": revision.to_string()});
+    if limit.is_some_and(|l| count >= l) {
+        let remaining = items.by_ref().count() as u64;
+        if remaining > 0 {
+            let last = last.expect("a full page has a last item");
+            metadata["continue"] = encode_continue(revision as i64, last).into();
+            if !filter.has_selectors() {
+                metadata["remainingItemCount"] = remaining.into();
+            }
+        }
+    }
+    drop(items);
+    let ty = &store.ty;
+    let head = format!(
+        "{{\"kind\":{},\"apiVersion\":{},\"metadata\":{},\"items\":[",
+        Value::from(ty.list_kind()),
+        Value::from(ty.gvr.api_version()),
+        metadata
+    );
+    drop(storage);
+    let mut body = Vec::with_capacity(chunks.len() + 2);
+    body.push(Bytes::from(head));
+    body.extend(chunks);
+    body.push(Bytes::from_static(b"]}\n"));
+    if cut {
+        let keep = (body.len() / 2).max(1);
+        body.truncate(keep);
+        let cut = std::iter::once(Err(std::io::Error::other(
+            "fake-apiserver: injected fault: LIST response cut mid-body",
+        )));
+        let stream = futures_util::stream::iter(body.into_iter().map(Ok).chain(cut));
+        return Ok(Reply::stream(200, stream));
+    }
+    Ok(Reply::stream(
+        200,
+        futures_util::stream::iter(body.into_iter().map(Ok)),
+    ))
+}

@@ -1,0 +1,391 @@
+//! The HTTP/1.1 front: routing of Kubernetes API paths to the verbs, query parameters, fault
+//! hooks and the request log.
+
+mod discovery;
+mod list;
+mod response;
+mod watch;
+
+use std::{collections::BTreeMap, convert::Infallible, sync::Arc};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Limited};
+use hyper::{Method, Request, Response, body::Incoming, header};
+use serde_json::Value;
+
+pub(crate) use self::response::Body;
+use self::response::{Reply, parse_query};
+use crate::{
+    Inner,
+    faults::Verb,
+    ops::{DeleteOptions, Deleted},
+    registry::{Gvr, ResourceType},
+    requests::RequestRecord,
+    selector::{FieldSelector, Filter, LabelSelector},
+    status::ApiError,
+    storage::StoredObject,
+};
+
+/// The largest request body accepted (the real server's limit is 3 MiB).
+const MAX_BODY: usize = 3 * 1024 * 1024;
+
+/// The query parameters the server understands.
+#[derive(Debug, Default)]
+pub(crate) struct Params {
+    pub(crate) resource_version: Option<String>,
+    pub(crate) resource_version_match: Option<String>,
+    pub(crate) limit: Option<u64>,
+    pub(crate) continue_token: Option<String>,
+    pub(crate) label_selector: Option<String>,
+    pub(crate) field_selector: Option<String>,
+    pub(crate) timeout_seconds: Option<u64>,
+    pub(crate) allow_watch_bookmarks: bool,
+    pub(crate) send_initial_events: Option<bool>,
+    pub(crate) field_manager: Option<String>,
+    pub(crate) grace_period_seconds: Option<u64>,
+}
+
+fn truthy(v: &str) -> bool {
+    matches!(v, "1" | "true" | "True")
+}
+
+impl Params {
+    fn parse(q: &BTreeMap<String, String>) -> Result<Self, ApiError> {
+        let number = |name: &str| -> Result<Option<u64>, ApiError> {
+            q.get(name)
+                .filter(|v| !v.is_empty())
+                .map(|v| {
+                    v.parse().map_err(|_| {
+                        ApiError::bad_request(format!("invalid value {v:?} for {name}"))
+                    })
+                })
+                .transpose()
+        };
+        let text = |name: &str| q.get(name).cloned();
+        Ok(Self {
+            resource_version: text("resourceVersion"),
+            resource_version_match: text("resourceVersionMatch").filter(|v| !v.is_empty()),
+            limit: number("limit")?,
+            continue_token: text("continue").filter(|v| !v.is_empty()),
+            label_selector: text("labelSelector"),
+            field_selector: text("fieldSelector"),
+            timeout_seconds: number("timeoutSeconds")?,
+            allow_watch_bookmarks: q.get("allowWatchBookmarks").is_some_and(|v| truthy(v)),
+            send_initial_events: q.get("sendInitialEvents").map(|v| truthy(v)),
+            field_manager: text("fieldManager"),
+            grace_period_seconds: number("gracePeriodSeconds")?,
+        })
+    }
+
+    fn filter(&self, ty: &ResourceType, namespace: Option<&str>) -> Result<Filter, ApiError> {
+        let labels = LabelSelector::parse(self.label_selector.as_deref().unwrap_or(""))
+            .map_err(ApiError::bad_request)?;
+        let pods = ty.gvr == Gvr::core("pods");
+        let supported = |path: &str| {
+            matches!(path, "metadata.name" | "metadata.namespace")
+                || (pods && matches!(path, "spec.nodeName" | "status.phase"))
+        };
+        let fields = FieldSelector::parse(self.field_selector.as_deref().unwrap_or(""), supported)
+            .map_err(ApiError::bad_request)?;
+        Ok(Filter {
+            namespace: namespace.map(str::to_owned),
+            labels,
+            fields,
+        })
+    }
+}
+
+/// Where a path leads.
+enum Route {
+    Version,
+    Health,
+    CoreVersions,
+    Groups,
+    Group(String),
+    Resources(String, String),
+    OpenApiIndex,
+    OpenApi(String),
+    Resource {
+        ty: Arc<ResourceType>,
+        namespace: Option<String>,
+        name: Option<String>,
+        subresource: Option<String>,
+    },
+    NotFound,
+}
+
+fn route(path: &str, types: &[Arc<ResourceType>]) -> Route {
+    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let (group, version, rest) = match segs.as_slice() {
+        ["version"] => return Route::Version,
+        ["healthz" | "readyz" | "livez", ..] => return Route::Health,
+        ["api"] => return Route::CoreVersions,
+        ["api", "v1"] => return Route::Resources(String::new(), "v1".into()),
+        ["api", "v1", rest @ ..] => ("", "v1", rest),
+        ["apis"] => return Route::Groups,
+        ["apis", g] => return Route::Group((*g).to_owned()),
+        ["apis", g, v] => return Route::Resources((*g).to_owned(), (*v).to_owned()),
+        ["apis", g, v, rest @ ..] => (*g, *v, rest),
+        ["openapi", "v3"] => return Route::OpenApiIndex,
+        ["openapi", "v3", gv @ ..] => return Route::OpenApi(gv.join("/")),
+        _ => return Route::NotFound,
+    };
+    let find = |resource: &str| {
+        types
+            .iter()
+            .find(|t| {
+                t.gvr.group == group && t.gvr.version == version && t.gvr.resource == resource
+            })
+            .cloned()
+    };
+    let namespaced = |resource: &str| find(resource).filter(|t| t.namespaced);
+    let (ty, namespace, rest) = match rest {
+        ["namespaces", ns, resource, rest @ ..] if namespaced(resource).is_some() => {
+            (namespaced(resource), Some((*ns).to_owned()), rest)
+        }
+        [resource, rest @ ..] => (find(resource), None, rest),
+        [] => return Route::NotFound,
+    };
+    let Some(ty) = ty else { return Route::NotFound };
+    match rest {
+        [] => Route::Resource {
+            ty,
+            namespace,
+            name: None,
+            subresource: None,
+        },
+        [name] => Route::Resource {
+            ty,
+            namespace,
+            name: Some((*name).to_owned()),
+            subresource: None,
+        },
+        [name, sub] => Route::Resource {
+            ty,
+            namespace,
+            name: Some((*name).to_owned()),
+            subresource: Some((*sub).to_owned()),
+        },
+        _ => Route::NotFound,
+    }
+}
+
+/// Answers one HTTP request.
+pub(crate) async fn handle(
+    inner: Arc<Inner>,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, Infallible> {
+    let method = req.method().clone();
+    let path = req.uri().path().to_owned();
+    let query = parse_query(req.uri().query());
+    let types: Vec<Arc<ResourceType>> = inner.storage.lock().types().cloned().collect();
+    let route = route(&path, &types);
+    let (verb, resource) = match &route {
+        Route::Resource { ty, name, .. } => {
+            let watch = query.get("watch").is_some_and(|v| truthy(v));
+            let verb = match (&method, name.is_some(), watch) {
+                (&Method::GET, _, true) => Some(Verb::Watch),
+                (&Method::GET, true, _) => Some(Verb::Get),
+                (&Method::GET, false, _) => Some(Verb::List),
+                (&Method::POST, ..) => Some(Verb::Create),
+                (&Method::PUT, ..) => Some(Verb::Update),
+                (&Method::PATCH, ..) => Some(Verb::Patch),
+                (&Method::DELETE, ..) => Some(Verb::Delete),
+                _ => None,
+            };
+            (verb, Some(ty.gvr.resource.clone()))
+        }
+        _ => (None, None),
+    };
+    let user_agent = req
+        .headers()
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("unknown")
+        .to_owned();
+    let content_type = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(_) => Bytes::new(),
+    };
+
+    let reply = match verb {
+        Some(verb) => {
+            let delay = inner.faults.lock().delay_for(verb);
+            if let Some(delay) = delay {
+                tokio::time::sleep(delay).await;
+            }
+            let injected = inner.faults.lock().status_for(verb);
+            match injected {
+                Some((410, _)) if verb == Verb::Watch => watch::error_stream(
+                    &ApiError::watch_too_old(0, inner.storage.lock().revision()),
+                ),
+                Some((code, retry_after)) => Reply::error(&ApiError::with_code(code, retry_after)),
+                None => {
+                    let req = Call {
+                        method: &method,
+                        query: &query,
+                        body: &body,
+                        user_agent: &user_agent,
+                        content_type: &content_type,
+                    };
+                    resource_reply(&inner, route, verb, req).unwrap_or_else(|e| Reply::error(&e))
+                }
+            }
+        }
+        None => discovery_reply(&inner, route, &types),
+    };
+
+    let audit_id = inner.rng.lock().uuid();
+    let counter = inner.log.push(RequestRecord {
+        method: method.to_string(),
+        path,
+        query,
+        verb,
+        resource,
+        status: reply.status,
+        bytes: 0,
+    });
+    Ok(reply.into_response(counter, audit_id))
+}
+
+fn discovery_reply(inner: &Inner, route: Route, types: &[Arc<ResourceType>]) -> Reply {
+    let _ = inner;
+    let found = match route {
+        Route::Version => Some(discovery::version()),
+        Route::Health => return Reply::bytes(200, Bytes::from_static(b"ok")),
+        Route::CoreVersions => Some(discovery::core_versions()),
+        Route::Groups => Some(discovery::groups(types)),
+        Route::Group(g) => discovery::group(types, &g),
+        Route::Resources(g, v) => discovery::resources(types, &g, &v),
+        Route::OpenApiIndex => Some(discovery::openapi_index(types)),
+        Route::OpenApi(gv) => discovery::openapi_group_version(types, &gv),
+        Route::Resource { .. } => return Reply::error(&ApiError::method_not_allowed()),
+        Route::NotFound => None,
+    };
+    match found {
+        Some(doc) => Reply::json(200, &doc),
+        None => Reply::error(&ApiError::not_found_path()),
+    }
+}
+
+/// The parts of a request a resource verb needs.
+struct Call<'a> {
+    method: &'a Method,
+    query: &'a BTreeMap<String, String>,
+    body: &'a Bytes,
+    user_agent: &'a str,
+    content_type: &'a str,
+}
+
+/// The object with `kind` and `apiVersion`, as GET and write responses carry it.
+fn object_reply(status: u16, store_prefix: &Bytes, object: &StoredObject) -> Reply {
+    let tail = object.body_tail();
+    let mut full = Vec::with_capacity(store_prefix.len() + tail.len());
+    full.extend_from_slice(store_prefix);
+    full.extend_from_slice(&tail);
+    Reply::bytes(status, Bytes::from(full))
+}
+
+fn parse_body(body: &Bytes) -> Result<Value, ApiError> {
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("the request body is not valid JSON: {e}")))
+}
+
+fn resource_reply(
+    inner: &Arc<Inner>,
+    route: Route,
+    verb: Verb,
+    call: Call<'_>,
+) -> Result<Reply, ApiError> {
+    let Route::Resource {
+        ty,
+        namespace,
+        name,
+        subresource,
+    } = route
+    else {
+        return Err(ApiError::not_found_path());
+    };
+    if subresource.as_deref().is_some_and(|s| s != "status") {
+        return Err(ApiError::not_found_path());
+    }
+    let params = Params::parse(call.query)?;
+    let gvr = &ty.gvr;
+    let ns = namespace.as_deref();
+    let prefix = inner
+        .storage
+        .lock()
+        .resource(gvr)
+        .map(|r| r.object_prefix.clone())
+        .unwrap_or_default();
+    let manager = params.field_manager.clone().unwrap_or_else(|| {
+        let product = call.user_agent.split('/').next().unwrap_or("unknown");
+        if product == "kubectl" && *call.method == Method::POST {
+            "kubectl-create".to_owned()
+        } else {
+            product.to_owned()
+        }
+    });
+    match (verb, name) {
+        (Verb::List, _) => {
+            let filter = params.filter(&ty, ns)?;
+            let cut = inner.faults.lock().cut_list();
+            list::list(inner, gvr, &filter, &params, cut)
+        }
+        (Verb::Watch, _) => {
+            let filter = params.filter(&ty, ns)?;
+            let faults = inner.faults.lock().watch_faults();
+            watch::watch(inner, gvr, filter, &params, faults)
+        }
+        (Verb::Get, Some(name)) => {
+            let object = inner.get(gvr, ns, &name)?;
+            Ok(object_reply(200, &prefix, &object))
+        }
+        (Verb::Create, None) => {
+            let object = inner.create(gvr, ns, parse_body(call.body)?, &manager)?;
+            Ok(object_reply(201, &prefix, &object))
+        }
+        (Verb::Update, Some(name)) => {
+            let object = inner.update(gvr, ns, &name, parse_body(call.body)?, &manager)?;
+            Ok(object_reply(200, &prefix, &object))
+        }
+        (Verb::Patch, Some(name)) => {
+            let media = call.content_type.split(';').next().unwrap_or("").trim();
+            if !matches!(
+                media,
+                "application/merge-patch+json" | "application/strategic-merge-patch+json"
+            ) {
+                return Err(ApiError::unsupported_media_type(media));
+            }
+            let object = inner.merge_patch(gvr, ns, &name, parse_body(call.body)?, &manager)?;
+            Ok(object_reply(200, &prefix, &object))
+        }
+        (Verb::Delete, Some(name)) => {
+            let mut options = DeleteOptions {
+                grace_period_seconds: params.grace_period_seconds,
+                ..Default::default()
+            };
+            if !call.body.is_empty() {
+                let body = parse_body(call.body)?;
+                if let Some(grace) = body["gracePeriodSeconds"].as_u64() {
+                    options.grace_period_seconds = Some(grace);
+                }
+                options.precondition_uid = body["preconditions"]["uid"].as_str().map(str::to_owned);
+                options.precondition_resource_version = body["preconditions"]["resourceVersion"]
+                    .as_str()
+                    .map(str::to_owned);
+            }
+            match inner.delete(gvr, ns, &name, &options)? {
+                Deleted::Now(status) => Ok(Reply::json(200, &status)),
+                Deleted::Deferred(object) => Ok(object_reply(200, &prefix, &object)),
+            }
+        }
+        _ => Err(ApiError::method_not_allowed()),
+    }
+}

@@ -1,0 +1,140 @@
+//! Response bodies and headers, as the real server sends them.
+
+use std::{
+    io,
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+};
+
+use bytes::Bytes;
+use futures_util::{Stream, StreamExt};
+use http_body_util::{BodyExt, Full, StreamBody, combinators::UnsyncBoxBody};
+use hyper::{Response, body::Frame, header};
+use serde_json::Value;
+
+use crate::status::ApiError;
+
+pub(crate) type Body = UnsyncBoxBody<Bytes, io::Error>;
+
+/// A finished response: its head, and a body that reports its bytes to the request log.
+pub(crate) struct Reply {
+    pub(crate) status: u16,
+    pub(crate) retry_after: Option<u32>,
+    pub(crate) body: ReplyBody,
+}
+
+pub(crate) enum ReplyBody {
+    Full(Bytes),
+    Stream(Box<dyn Stream<Item = Result<Bytes, io::Error>> + Send + Unpin>),
+}
+
+impl Reply {
+    pub(crate) fn json(status: u16, value: &Value) -> Self {
+        Self::bytes(
+            status,
+            Bytes::from(serde_json::to_vec(value).unwrap_or_default()),
+        )
+    }
+
+    pub(crate) fn bytes(status: u16, body: Bytes) -> Self {
+        Self {
+            status,
+            retry_after: None,
+            body: ReplyBody::Full(body),
+        }
+    }
+
+    pub(crate) fn error(err: &ApiError) -> Self {
+        Self {
+            retry_after: err.retry_after,
+            ..Self::json(err.code, &err.body)
+        }
+    }
+
+    pub(crate) fn stream(
+        status: u16,
+        stream: impl Stream<Item = Result<Bytes, io::Error>> + Send + Unpin + 'static,
+    ) -> Self {
+        Self {
+            status,
+            retry_after: None,
+            body: ReplyBody::Stream(Box::new(stream)),
+        }
+    }
+
+    /// The HTTP response; body bytes are added to `counter` as they are sent.
+    pub(crate) fn into_response(self, counter: Arc<AtomicU64>, audit_id: String) -> Response<Body> {
+        let body: Body = match self.body {
+            ReplyBody::Full(bytes) => {
+                counter.store(bytes.len() as u64, Ordering::Relaxed);
+                Full::new(bytes)
+                    .map_err(|never| match never {})
+                    .boxed_unsync()
+            }
+            ReplyBody::Stream(stream) => {
+                let frames = stream.map(move |chunk| {
+                    chunk.map(|bytes| {
+                        counter.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+                        Frame::data(bytes)
+                    })
+                });
+                BodyExt::boxed_unsync(StreamBody::new(frames))
+            }
+        };
+        let mut response = Response::builder()
+            .status(self.status)
+            .header("Audit-Id", audit_id)
+            .header(header::CACHE_CONTROL, "no-cache, private")
+            .header(header::CONTENT_TYPE, "application/json")
+            .header(
+                "X-Kubernetes-Pf-Flowschema-Uid",
+                "c0ffee00-fa4e-4a91-9d0e-000000000001",
+            )
+            .header(
+                "X-Kubernetes-Pf-Prioritylevel-Uid",
+                "c0ffee00-fa4e-4a91-9d0e-000000000002",
+            );
+        if let Some(seconds) = self.retry_after {
+            response = response.header(header::RETRY_AFTER, seconds.to_string());
+        }
+        response.body(body).expect("static headers are valid")
+    }
+}
+
+/// Decodes a query string (`+` is a space, `%XX` a byte).
+pub(crate) fn parse_query(query: Option<&str>) -> std::collections::BTreeMap<String, String> {
+    fn hex(b: u8) -> Option<u8> {
+        (b as char).to_digit(16).map(|d| d as u8)
+    }
+    fn decode(s: &str) -> String {
+        let bytes = s.as_bytes();
+        let mut out = Vec::with_capacity(bytes.len());
+        let mut i = 0;
+        while i < bytes.len() {
+            match bytes[i] {
+                b'+' => out.push(b' '),
+                b'%' if i + 2 < bytes.len() => match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                    (Some(hi), Some(lo)) => {
+                        out.push(hi << 4 | lo);
+                        i += 2;
+                    }
+                    _ => out.push(b'%'),
+                },
+                b => out.push(b),
+            }
+            i += 1;
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    }
+    query
+        .unwrap_or("")
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| match p.split_once('=') {
+            Some((k, v)) => (decode(k), decode(v)),
+            None => (decode(p), String::new()),
+        })
+        .collect()
+}

@@ -1,0 +1,263 @@
+//! WATCH: newline-delimited JSON events, replay from a resourceVersion, bookmarks, streaming
+//! lists, timeouts, and the injected watch faults.
+
+use std::{collections::VecDeque, io, sync::Arc, time::Duration};
+
+use bytes::Bytes;
+use serde_json::Value;
+use tokio::{sync::mpsc, time::Instant};
+
+use super::{Params, response::Reply};
+use crate::{
+    Inner,
+    faults::WatchFaults,
+    registry::Gvr,
+    selector::Filter,
+    status::ApiError,
+    storage::{EventType, StoredObject, WatchMsg, Watcher, transition},
+};
+
+/// One line of the stream.
+enum Line {
+    Event(EventType, Arc<StoredObject>),
+    Raw(Bytes),
+}
+
+/// A stream that sends only an ERROR event (how a watch reports 410 and friends).
+pub(crate) fn error_stream(err: &ApiError) -> Reply {
+    let line = format!("{{\"type\":\"ERROR\",\"object\":{}}}\n", err.body);
+    Reply::stream(200, futures_util::stream::iter([Ok(Bytes::from(line))]))
+}
+
+fn bookmark(object_prefix: &Bytes, revision: u64, initial_events_end: bool) -> Bytes {
+    let annotations = if initial_events_end {
+        ",\"annotations\":{\"k8s.io/initial-events-end\":\"true\"}"
+    } else {
+        ""
+    };
+    let prefix = String::from_utf8_lossy(object_prefix);
+    Bytes::from(format!(
+        "{{\"type\":\"BOOKMARK\",\"object\":{prefix}\"metadata\":{{\"resourceVersion\":\"{revision}\"{annotations}}}}}}}\n"
+    ))
+}
+
+pub(crate) fn watch(
+    inner: &Arc<Inner>,
+    gvr: &Gvr,
+    filter: Filter,
+    params: &Params,
+    faults: WatchFaults,
+) -> Result<Reply, ApiError> {
+    let send_initial = params.send_initial_events;
+    match (send_initial, params.resource_version_match.as_deref()) {
+        (Some(true), Some("NotOlderThan")) => {}
+        (Some(true), _) => {
+            return Err(ApiError::invalid_list_options(
+                "sendInitialEvents",
+                "Forbidden: sendInitialEvents is forbidden for watch unless resourceVersionMatch is set to NotOlderThan",
+            ));
+        }
+        (_, Some(_)) => {
+            return Err(ApiError::invalid_list_options(
+                "resourceVersionMatch",
+                "Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+            ));
+        }
+        _ => {}
+    }
+    if send_initial == Some(true) && !inner.streaming_lists() {
+        inner.faults.lock().record("streaming_list_refused");
+        return Ok(error_stream(&ApiError::watch_list_unsupported()));
+    }
+    let requested = match params.resource_version.as_deref() {
+        None | Some("") | Some("0") => None,
+        Some(rv) => Some(
+            rv.parse::<u64>()
+                .map_err(|_| ApiError::bad_request(format!("invalid resource version {rv:?}")))?,
+        ),
+    };
+    let timeout = params
+        .timeout_seconds
+        .map_or(inner.config.watch_timeout, Duration::from_secs);
+    let bookmarks = params.allow_watch_bookmarks;
+
+    let mut storage = inner.storage.lock();
+    let (current, compacted) = (storage.revision(), storage.compacted());
+    let store = storage
+        .resource_mut(gvr)
+        .ok_or_else(ApiError::not_found_path)?;
+    let object_prefix = store.object_prefix.clone();
+    let mut initial: VecDeque<Line> = VecDeque::new();
+    match (send_initial == Some(true), requested) {
+        // Current state as ADDED events: a streaming list, or a watch from "" / "0".
+        (true, _) | (false, None) => {
+            let keep = |o: &StoredObject| filter.matches(&o.meta);
+            for (_, obj) in store.scan(current, filter.namespace.as_deref(), None, keep) {
+                initial.push_back(Line::Event(EventType::Added, obj.clone()));
+            }
+            if send_initial == Some(true) && bookmarks {
+                initial.push_back(Line::Raw(bookmark(&object_prefix, current, true)));
+            }
+        }
+        (false, Some(rv)) => {
+            if rv < compacted {
+                drop(storage);
+                return Ok(error_stream(&ApiError::watch_too_old(rv, compacted + 1)));
+            }
+            for event in store.events_after(rv) {
+                if let Some(kind) = transition(&filter, event) {
+                    initial.push_back(Line::Event(kind, event.object.clone()));
+                }
+            }
+        }
+    }
+    let (tx, rx) = mpsc::channel(inner.config.watch_buffer);
+    store.add_watcher(Watcher {
+        filter,
+        bookmarks,
+        tx,
+    });
+    drop(storage);
+
+    let state = WatchState {
+        type_prefixes: [EventType::Added, EventType::Modified, EventType::Deleted].map(|t| {
+            let mut p = format!("{{\"type\":\"{}\",\"object\":", t.as_str()).into_bytes();
+            p.extend_from_slice(&object_prefix);
+            Bytes::from(p)
+        }),
+        object_prefix,
+        pending: VecDeque::new(),
+        initial,
+        rx,
+        deadline: Instant::now() + timeout,
+        faults,
+        events_sent: 0,
+        mode: Mode::Active,
+    };
+    let stream = futures_util::stream::unfold(state, |mut s| async move {
+        let chunk = s.next_chunk().await?;
+        Some((chunk, s))
+    });
+    Ok(Reply::stream(200, Box::pin(stream)))
+}
+
+#[derive(PartialEq)]
+enum Mode {
+    Active,
+    /// Injected: the connection stays open, nothing is sent.
+    Silent,
+    /// End the stream with an error (the connection breaks).
+    Abort,
+    Done,
+}
+
+struct WatchState {
+    /// `{"type":"ADDED","object":{"kind":"Pod","apiVersion":"v1",` per event type.
+    type_prefixes: [Bytes; 3],
+    object_prefix: Bytes,
+    pending: VecDeque<Bytes>,
+    initial: VecDeque<Line>,
+    rx: mpsc::Receiver<WatchMsg>,
+    deadline: Instant,
+    faults: WatchFaults,
+    events_sent: usize,
+    mode: Mode,
+}
+
+impl WatchState {
+    async fn next_chunk(&mut self) -> Option<Result<Bytes, io::Error>> {
+        if self.events_sent == 0 && self.faults.any() {
+            self.after_events(); // faults set to fire after 0 events
+        }
+        loop {
+            if let Some(chunk) = self.pending.pop_front() {
+                return Some(Ok(chunk));
+            }
+            match self.mode {
+                Mode::Done => return None,
+                Mode::Abort => {
+                    self.mode = Mode::Done;
+                    return Some(Err(io::Error::other(
+                        "fake-apiserver: watch connection dropped (injected fault or restart)",
+                    )));
+                }
+                Mode::Silent => {
+                    // Swallow everything until the server ends the watch for good.
+                    match self.rx.recv().await {
+                        Some(WatchMsg::Close { .. }) | None => self.mode = Mode::Done,
+                        Some(_) => {}
+                    }
+                    continue;
+                }
+                Mode::Active => {}
+            }
+            let line = match self.initial.pop_front() {
+                Some(line) => line,
+                None => {
+                    let msg = tokio::select! {
+                        msg = self.rx.recv() => msg,
+                        () = tokio::time::sleep_until(self.deadline) => {
+                            self.mode = Mode::Done;
+                            continue;
+                        }
+                    };
+                    match msg {
+                        None => {
+                            self.mode = Mode::Done;
+                            continue;
+                        }
+                        Some(WatchMsg::Close { abort }) => {
+                            self.mode = if abort { Mode::Abort } else { Mode::Done };
+                            continue;
+                        }
+                        Some(WatchMsg::Bookmark(revision)) => {
+                            Line::Raw(bookmark(&self.object_prefix, revision, false))
+                        }
+                        Some(WatchMsg::Event(kind, object)) => Line::Event(kind, object),
+                    }
+                }
+            };
+            match line {
+                Line::Raw(bytes) => self.pending.push_back(bytes),
+                Line::Event(kind, object) => {
+                    let i = match kind {
+                        EventType::Added => 0,
+                        EventType::Modified => 1,
+                        EventType::Deleted => 2,
+                    };
+                    self.pending.push_back(self.type_prefixes[i].clone());
+                    self.pending.push_back(object.body_tail());
+                    self.pending.push_back(Bytes::from_static(b"}\n"));
+                    self.events_sent += 1;
+                    self.after_events();
+                }
+            }
+        }
+    }
+
+    /// Applies the faults due after `events_sent` events.
+    fn after_events(&mut self) {
+        let n = Some(self.events_sent);
+        if self.faults.malformed_after == n {
+            self.faults.malformed_after = None;
+            self.pending.push_back(Bytes::from_static(
+                b"{\"type\":\"MODIFIED\",\"object\":{\"kind\":\n",
+            ));
+        }
+        if self.faults.unknown_after == n {
+            self.faults.unknown_after = None;
+            let status = Value::from("injected unknown event type");
+            self.pending.push_back(Bytes::from(format!(
+                "{{\"type\":\"EXPLODED\",\"object\":{{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{{}},\"status\":\"Failure\",\"message\":{status},\"code\":500}}}}\n"
+            )));
+        }
+        if self.faults.drop_after == n {
+            self.faults.drop_after = None;
+            self.mode = Mode::Abort;
+        }
+        if self.faults.silent_after == n {
+            self.faults.silent_after = None;
+            self.mode = Mode::Silent;
+        }
+    }
+}

@@ -1,0 +1,201 @@
+//! `Status` bodies, shaped as the real server's (see `shared/captures/status-*.json`).
+
+use serde_json::{Value, json};
+
+/// An API error: the HTTP status and the `Status` object that goes with it.
+#[derive(Debug, Clone)]
+pub(crate) struct ApiError {
+    pub(crate) code: u16,
+    pub(crate) body: Value,
+    /// Seconds, for a `Retry-After` header.
+    pub(crate) retry_after: Option<u32>,
+}
+
+impl ApiError {
+    fn new(code: u16, reason: &str, message: String, details: Option<Value>) -> Self {
+        let mut body = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": message,
+            "reason": reason,
+            "code": code,
+        });
+        if let Some(details) = details {
+            body["details"] = details;
+        }
+        Self {
+            code,
+            body,
+            retry_after: None,
+        }
+    }
+
+    pub(crate) fn not_found(resource: &str, name: &str) -> Self {
+        let details = json!({"name": name, "kind": resource});
+        Self::new(
+            404,
+            "NotFound",
+            format!("{resource} \"{name}\" not found"),
+            Some(details),
+        )
+    }
+
+    pub(crate) fn not_found_path() -> Self {
+        Self::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource".into(),
+            Some(json!({})),
+        )
+    }
+
+    pub(crate) fn already_exists(resource: &str, name: &str) -> Self {
+        let details = json!({"name": name, "kind": resource});
+        Self::new(
+            409,
+            "AlreadyExists",
+            format!("{resource} \"{name}\" already exists"),
+            Some(details),
+        )
+    }
+
+    pub(crate) fn conflict(resource: &str, name: &str) -> Self {
+        let details = json!({"name": name, "kind": resource});
+        let message = format!(
+            "Operation cannot be fulfilled on {resource} \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
+        );
+        Self::new(409, "Conflict", message, Some(details))
+    }
+
+    pub(crate) fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(400, "BadRequest", message.into(), None)
+    }
+
+    pub(crate) fn invalid(
+        kind: &str,
+        name: &str,
+        field: &str,
+        cause_reason: &str,
+        detail: &str,
+    ) -> Self {
+        let details = json!({
+            "name": name,
+            "kind": kind,
+            "causes": [{"reason": cause_reason, "message": detail, "field": field}],
+        });
+        let message = format!("{kind} \"{name}\" is invalid: {field}: {detail}");
+        Self::new(422, "Invalid", message, Some(details))
+    }
+
+    pub(crate) fn invalid_list_options(field: &str, detail: &str) -> Self {
+        let details = json!({
+            "group": "meta.k8s.io",
+            "kind": "ListOptions",
+            "causes": [{"reason": "FieldValueForbidden", "message": detail, "field": field}],
+        });
+        let message = format!("ListOptions.meta.k8s.io \"\" is invalid: {field}: {detail}");
+        Self::new(422, "Invalid", message, Some(details))
+    }
+
+    pub(crate) fn list_too_old() -> Self {
+        Self::new(
+            410,
+            "Expired",
+            "The resourceVersion for the provided list is too old.".into(),
+            None,
+        )
+    }
+
+    pub(crate) fn continue_expired(fresh_continue: String) -> Self {
+        let mut e = Self::new(
+            410,
+            "Expired",
+            "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.".into(),
+            None,
+        );
+        e.body["metadata"] = json!({"continue": fresh_continue});
+        e
+    }
+
+    pub(crate) fn too_large_resource_version(requested: u64, current: u64) -> Self {
+        let details = json!({
+            "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+            "retryAfterSeconds": 1,
+        });
+        let message = format!("Too large resource version: {requested}, current: {current}");
+        Self::new(504, "Timeout", message, Some(details))
+    }
+
+    pub(crate) fn unsupported_media_type(content_type: &str) -> Self {
+        Self::new(
+            415,
+            "UnsupportedMediaType",
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json; got {content_type:?}"
+            ),
+            None,
+        )
+    }
+
+    pub(crate) fn method_not_allowed() -> Self {
+        Self::new(
+            405,
+            "MethodNotAllowed",
+            "the server does not allow this method on the requested resource".into(),
+            None,
+        )
+    }
+
+    /// An injected or simulated server-side failure with the given code.
+    pub(crate) fn with_code(code: u16, retry_after: Option<u32>) -> Self {
+        let (reason, message) = match code {
+            429 => (
+                "TooManyRequests",
+                "Too many requests, please try again later.",
+            ),
+            410 => (
+                "Expired",
+                "The resourceVersion for the provided list is too old.",
+            ),
+            503 => (
+                "ServiceUnavailable",
+                "The server is currently unable to handle the request",
+            ),
+            504 => ("Timeout", "The server was unable to respond in time"),
+            401 => ("Unauthorized", "Unauthorized"),
+            403 => ("Forbidden", "forbidden"),
+            _ => ("InternalError", "Internal error occurred: injected fault"),
+        };
+        let details = retry_after.map(|s| json!({"retryAfterSeconds": s}));
+        let mut e = Self::new(code, reason, message.into(), details);
+        e.retry_after = retry_after;
+        e
+    }
+
+    /// The `Status` a watch stream carries in an `ERROR` event.
+    pub(crate) fn watch_too_old(requested: u64, oldest: u64) -> Self {
+        Self::new(
+            410,
+            "Expired",
+            format!("too old resource version: {requested} ({oldest})"),
+            None,
+        )
+    }
+
+    pub(crate) fn watch_list_unsupported() -> Self {
+        Self::new(500, "InternalError", "a watch stream was requested by the client but the required storage feature RequestWatchProgress is disabled".into(), None)
+    }
+}
+
+/// The body of an immediate deletion.
+pub(crate) fn delete_success(resource: &str, name: &str, uid: &str) -> Value {
+    json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "details": {"name": name, "kind": resource, "uid": uid},
+    })
+}

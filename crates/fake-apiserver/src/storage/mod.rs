@@ -1,0 +1,318 @@
+//! The server's state: one global, monotonically increasing revision; per resource type, a
+//! version chain per object (so a paged LIST reads one consistent snapshot and an exact
+//! resourceVersion can be listed), the event history watches replay from, and the watchers.
+//!
+//! Everything older than the compaction point is forgotten, as etcd forgets: a LIST or WATCH
+//! from before it gets the real server's 410 answers.
+
+mod object;
+
+use std::{
+    collections::{BTreeMap, HashMap, VecDeque},
+    ops::Bound,
+    sync::Arc,
+};
+
+use bytes::Bytes;
+use tokio::sync::mpsc;
+
+pub(crate) use self::object::{Meta, ObjKey, StoredObject};
+use crate::{
+    registry::{Gvr, ResourceType},
+    selector::Filter,
+};
+
+/// The type of a watch event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EventType {
+    Added,
+    Modified,
+    Deleted,
+}
+
+impl EventType {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::Added => "ADDED",
+            Self::Modified => "MODIFIED",
+            Self::Deleted => "DELETED",
+        }
+    }
+}
+
+/// One committed change.
+#[derive(Debug)]
+pub(crate) struct Event {
+    pub(crate) resource_version: u64,
+    pub(crate) kind: EventType,
+    /// The new state (for a delete: the final state, at the deletion's revision).
+    pub(crate) object: Arc<StoredObject>,
+    /// The previous state, for selector transitions.
+    pub(crate) previous: Option<Arc<StoredObject>>,
+}
+
+/// What a watch stream receives, in order.
+#[derive(Debug)]
+pub(crate) enum WatchMsg {
+    Event(EventType, Arc<StoredObject>),
+    Bookmark(u64),
+    /// End the stream: `abort` cuts the connection instead of ending it cleanly.
+    Close {
+        abort: bool,
+    },
+}
+
+pub(crate) struct Watcher {
+    pub(crate) filter: Filter,
+    pub(crate) bookmarks: bool,
+    pub(crate) tx: mpsc::Sender<WatchMsg>,
+}
+
+struct Version {
+    resource_version: u64,
+    /// `None`: deleted at this revision.
+    object: Option<Arc<StoredObject>>,
+}
+
+/// One resource type's objects, history and watchers.
+pub(crate) struct ResourceStore {
+    pub(crate) ty: Arc<ResourceType>,
+    objects: BTreeMap<ObjKey, Vec<Version>>,
+    history: VecDeque<Arc<Event>>,
+    watchers: Vec<Watcher>,
+    /// `{"kind":"Pod","apiVersion":"v1",`: spliced before a body to make a full object.
+    pub(crate) object_prefix: Bytes,
+}
+
+impl ResourceStore {
+    fn new(ty: ResourceType) -> Self {
+        let object_prefix = Bytes::from(format!(
+            "{{\"kind\":{},\"apiVersion\":{},",
+            serde_json::Value::from(ty.kind.as_str()),
+            serde_json::Value::from(ty.gvr.api_version()),
+        ));
+        Self {
+            ty: Arc::new(ty),
+            objects: BTreeMap::new(),
+            history: VecDeque::new(),
+            watchers: Vec::new(),
+            object_prefix,
+        }
+    }
+
+    /// The object at `key` as of `revision`.
+    fn at(&self, key: &ObjKey, revision: u64) -> Option<&Arc<StoredObject>> {
+        let versions = self.objects.get(key)?;
+        let v = versions
+            .iter()
+            .rev()
+            .find(|v| v.resource_version <= revision)?;
+        v.object.as_ref()
+    }
+
+    /// The current object at `key`.
+    pub(crate) fn get(&self, key: &ObjKey) -> Option<&Arc<StoredObject>> {
+        self.objects.get(key)?.last()?.object.as_ref()
+    }
+
+    /// Objects visible at `revision` after `start` (exclusive), in key order, limited to
+    /// `namespace` when given and to those `keep` accepts.
+    pub(crate) fn scan<'a>(
+        &'a self,
+        revision: u64,
+        namespace: Option<&'a str>,
+        start: Option<&ObjKey>,
+        keep: impl Fn(&StoredObject) -> bool + 'a,
+    ) -> impl Iterator<Item = (&'a ObjKey, &'a Arc<StoredObject>)> + 'a {
+        let lower = match (start, namespace) {
+            (Some(start), _) => Bound::Excluded(start.clone()),
+            (None, Some(ns)) => Bound::Included(ObjKey::new(Some(ns), "")),
+            (None, None) => Bound::Unbounded,
+        };
+        self.objects
+            .range((lower, Bound::Unbounded))
+            .take_while(move |(k, _)| namespace.is_none_or(|ns| k.namespace == ns))
+            .filter_map(move |(k, _)| Some((k, self.at(k, revision)?)))
+            .filter(move |(_, o)| keep(o))
+    }
+
+    /// Events newer than `revision`, oldest first.
+    pub(crate) fn events_after(&self, revision: u64) -> impl Iterator<Item = &Arc<Event>> {
+        let start = self
+            .history
+            .partition_point(|e| e.resource_version <= revision);
+        self.history.range(start..)
+    }
+
+    pub(crate) fn add_watcher(&mut self, watcher: Watcher) {
+        self.watchers.push(watcher);
+    }
+
+    /// Sends `msg_for(watcher)` to every watcher; drops those that are gone or too slow
+    /// (the real server ends a watch whose client cannot keep up).
+    fn broadcast(&mut self, mut msg_for: impl FnMut(&Watcher) -> Option<WatchMsg>) {
+        self.watchers.retain(|w| match msg_for(w) {
+            None => !w.tx.is_closed(),
+            Some(msg) => w.tx.try_send(msg).is_ok(),
+        });
+    }
+
+    fn close_watchers(&mut self, abort: bool) {
+        for w in self.watchers.drain(..) {
+            let _ = w.tx.try_send(WatchMsg::Close { abort });
+        }
+    }
+
+    pub(crate) fn watcher_count(&self) -> usize {
+        self.watchers.len()
+    }
+
+    fn compact(&mut self, to: u64) {
+        let keep_from = self.history.partition_point(|e| e.resource_version <= to);
+        self.history.drain(..keep_from);
+        self.objects.retain(|_, versions| {
+            // Keep what is newer than `to`, plus the newest version at or before it.
+            let newer = versions.partition_point(|v| v.resource_version <= to);
+            if newer > 0 {
+                versions.drain(..newer - 1);
+                if versions[0].object.is_none() {
+                    versions.remove(0);
+                }
+            }
+            !versions.is_empty()
+        });
+    }
+}
+
+/// The whole server state, behind one lock.
+pub(crate) struct Storage {
+    revision: u64,
+    compacted: u64,
+    /// How many revisions of history to keep before compacting automatically.
+    window: u64,
+    resources: HashMap<Gvr, ResourceStore>,
+}
+
+impl Storage {
+    pub(crate) fn new(types: Vec<ResourceType>, window: u64) -> Self {
+        let mut storage = Self {
+            revision: 1,
+            compacted: 0,
+            window: window.max(1),
+            resources: HashMap::new(),
+        };
+        for ty in types {
+            storage.register(ty);
+        }
+        storage
+    }
+
+    pub(crate) fn register(&mut self, ty: ResourceType) {
+        self.resources
+            .entry(ty.gvr.clone())
+            .or_insert_with(|| ResourceStore::new(ty));
+    }
+
+    pub(crate) fn resource(&self, gvr: &Gvr) -> Option<&ResourceStore> {
+        self.resources.get(gvr)
+    }
+
+    pub(crate) fn resource_mut(&mut self, gvr: &Gvr) -> Option<&mut ResourceStore> {
+        self.resources.get_mut(gvr)
+    }
+
+    pub(crate) fn types(&self) -> impl Iterator<Item = &Arc<ResourceType>> {
+        self.resources.values().map(|r| &r.ty)
+    }
+
+    /// The latest revision.
+    pub(crate) fn revision(&self) -> u64 {
+        self.revision
+    }
+
+    /// The oldest revision still listable or watchable from.
+    pub(crate) fn compacted(&self) -> u64 {
+        self.compacted
+    }
+
+    /// The revision the next write will get.
+    pub(crate) fn next_revision(&self) -> u64 {
+        self.revision + 1
+    }
+
+    /// Commits a change of `gvr`: `object` is the new state (for a delete, the final state
+    /// stamped with the next revision). Notifies watchers; may compact.
+    pub(crate) fn commit(&mut self, gvr: &Gvr, kind: EventType, object: Arc<StoredObject>) {
+        self.revision += 1;
+        let revision = self.revision;
+        debug_assert_eq!(object.resource_version, revision);
+        let Some(store) = self.resources.get_mut(gvr) else {
+            return;
+        };
+        let key = object.meta.key();
+        let versions = store.objects.entry(key).or_default();
+        let previous = versions.last().and_then(|v| v.object.clone());
+        versions.push(Version {
+            resource_version: revision,
+            object: (kind != EventType::Deleted).then(|| object.clone()),
+        });
+        let event = Arc::new(Event {
+            resource_version: revision,
+            kind,
+            object,
+            previous,
+        });
+        store.history.push_back(event.clone());
+        store.broadcast(|w| {
+            transition(&w.filter, &event).map(|k| WatchMsg::Event(k, event.object.clone()))
+        });
+        if self.revision - self.compacted > 2 * self.window {
+            self.compact(self.revision - self.window);
+        }
+    }
+
+    /// Forgets everything at or before `to` (clamped to the current revision).
+    pub(crate) fn compact(&mut self, to: u64) {
+        let to = to.min(self.revision);
+        if to <= self.compacted {
+            return;
+        }
+        self.compacted = to;
+        for store in self.resources.values_mut() {
+            store.compact(to);
+        }
+    }
+
+    /// Sends a bookmark at the current revision to every watcher that asked for them.
+    pub(crate) fn bookmark_all(&mut self) {
+        let revision = self.revision;
+        for store in self.resources.values_mut() {
+            store.broadcast(|w| w.bookmarks.then_some(WatchMsg::Bookmark(revision)));
+        }
+    }
+
+    /// Ends every watch (`abort`: by cutting the connection).
+    pub(crate) fn close_all_watchers(&mut self, abort: bool) {
+        for store in self.resources.values_mut() {
+            store.close_watchers(abort);
+        }
+    }
+}
+
+/// What a watcher with `filter` sees of `event`: selector transitions turn a modification
+/// into an ADDED (starts matching) or a DELETED (stops matching), as the real server does.
+pub(crate) fn transition(filter: &Filter, event: &Event) -> Option<EventType> {
+    let now = filter.matches(&event.object.meta);
+    let before = event
+        .previous
+        .as_ref()
+        .is_some_and(|p| filter.matches(&p.meta));
+    match (event.kind, before, now) {
+        (EventType::Added, _, true) => Some(EventType::Added),
+        (EventType::Modified, true, true) => Some(EventType::Modified),
+        (EventType::Modified, false, true) => Some(EventType::Added),
+        (EventType::Modified, true, false) => Some(EventType::Deleted),
+        (EventType::Deleted, _, true) => Some(EventType::Deleted),
+        _ => None,
+    }
+}
