@@ -34,6 +34,14 @@ pub(crate) fn list(
     let storage = inner.storage.lock();
     let store = storage.resource(gvr).ok_or_else(ApiError::not_found_path)?;
     let (current, compacted) = (storage.revision(), storage.compacted());
+    if params.resource_version_match.is_some()
+        && params.resource_version.as_deref().unwrap_or("").is_empty()
+    {
+        return Err(ApiError::invalid_list_options(
+            "resourceVersionMatch",
+            "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided",
+        ));
+    }
     let mut limit = params.limit.filter(|l| *l > 0);
     let (revision, start) = match (&params.continue_token, params.resource_version.as_deref()) {
         (Some(_), Some(rv)) if !rv.is_empty() => {

@@ -176,6 +176,11 @@ impl WatchState {
             match self.mode {
                 Mode::Done => return None,
                 Mode::Abort => {
+                    // Let hyper flush what it already has before the connection breaks:
+                    // it writes out its buffer when the body has nothing ready.
+                    for _ in 0..4 {
+                        tokio::task::yield_now().await;
+                    }
                     self.mode = Mode::Done;
                     return Some(Err(io::Error::other(
                         "fake-apiserver: watch connection dropped (injected fault or restart)",
@@ -184,7 +189,8 @@ impl WatchState {
                 Mode::Silent => {
                     // Swallow everything until the server ends the watch for good.
                     match self.rx.recv().await {
-                        Some(WatchMsg::Close { .. }) | None => self.mode = Mode::Done,
+                        Some(WatchMsg::Close { abort: true }) => self.mode = Mode::Abort,
+                        Some(WatchMsg::Close { abort: false }) | None => self.mode = Mode::Done,
                         Some(_) => {}
                     }
                     continue;

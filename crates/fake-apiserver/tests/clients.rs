@@ -1,0 +1,191 @@
+//! Real clients against the fake: kube's typed `Api` and, when installed, kubectl.
+
+mod common;
+
+use common::*;
+use fake_apiserver::{Gvr, ServerConfig};
+use futures_util::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::{
+    Api,
+    api::{DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams},
+};
+use serde_json::json;
+
+fn configmap(name: &str) -> ConfigMap {
+    serde_json::from_value(json!({"metadata": {"name": name}, "data": {"k": "v"}})).unwrap()
+}
+
+#[tokio::test]
+async fn kube_typed_api_round_trips() {
+    let server = server(ServerConfig::default()).await;
+    let api: Api<ConfigMap> = Api::namespaced(server.client().unwrap(), "demo");
+    for i in 0..5 {
+        api.create(&PostParams::default(), &configmap(&format!("cm-{i}")))
+            .await
+            .unwrap();
+    }
+    // Paging through kube's ListParams.
+    let page = api.list(&ListParams::default().limit(2)).await.unwrap();
+    assert_eq!(page.items.len(), 2);
+    assert_eq!(page.metadata.remaining_item_count, Some(3));
+    let token = page.metadata.continue_.clone().unwrap();
+    let rest = api
+        .list(&ListParams::default().limit(10).continue_token(&token))
+        .await
+        .unwrap();
+    assert_eq!(rest.items.len(), 3);
+
+    let got = api.get("cm-0").await.unwrap();
+    assert!(got.metadata.uid.is_some());
+    // A stale resourceVersion is a 409 Conflict.
+    api.patch(
+        "cm-0",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"k": "new"}})),
+    )
+    .await
+    .unwrap();
+    let err = api
+        .replace("cm-0", &PostParams::default(), &got)
+        .await
+        .unwrap_err();
+    match err {
+        kube::Error::Api(status) => {
+            assert_eq!((status.code, status.reason.as_str()), (409, "Conflict"))
+        }
+        other => panic!("expected a 409, got {other}"),
+    }
+    // Immediate deletion answers a Status (kube's Right).
+    let deleted = api.delete("cm-1", &DeleteParams::default()).await.unwrap();
+    assert!(deleted.is_right());
+    let missing = api.get("cm-1").await.unwrap_err();
+    assert!(
+        matches!(missing, kube::Error::Api(ref s) if s.code == 404),
+        "{missing}"
+    );
+}
+
+#[tokio::test]
+async fn kube_watch_decodes_events_and_bookmarks() {
+    let server =
+        server(ServerConfig::default().bookmark_interval(std::time::Duration::from_millis(20)))
+            .await;
+    let api: Api<ConfigMap> = Api::namespaced(server.client().unwrap(), "demo");
+    let rv = server.resource_version().to_string();
+    let stream = api
+        .watch(&WatchParams::default().timeout(10), &rv)
+        .await
+        .unwrap();
+    let mut stream = stream.boxed();
+    let cms = Gvr::core("configmaps");
+    server.create(&cms, Some("demo"), cm("a")).unwrap();
+    server.delete(&cms, Some("demo"), "a").unwrap();
+    let mut kinds = Vec::new();
+    while kinds.len() < 3 {
+        match stream.try_next().await.unwrap().expect("stream ended") {
+            WatchEvent::Added(o) => kinds.push(format!("added {}", o.metadata.name.unwrap())),
+            WatchEvent::Deleted(o) => kinds.push(format!("deleted {}", o.metadata.name.unwrap())),
+            WatchEvent::Bookmark(b) if kinds.len() == 2 => {
+                kinds.push(format!("bookmark {}", b.metadata.resource_version))
+            }
+            WatchEvent::Bookmark(_) => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(
+        kinds,
+        [
+            "added a",
+            "deleted a",
+            format!("bookmark {}", server.resource_version()).as_str()
+        ]
+    );
+}
+
+#[tokio::test]
+async fn kubectl_gets_creates_labels_and_deletes() {
+    let Ok(kubectl) = which("kubectl") else {
+        eprintln!(
+            "skipped: kubectl is not installed (Debian: apt-get install kubectl or kubernetes-client)"
+        );
+        return;
+    };
+    let server = server(ServerConfig::default()).await;
+    server.create(&Gvr::core("pods"), Some("demo"), json!({"metadata": {"name": "web"}, "spec": {"containers": [{"name": "c", "image": "x"}]}})).unwrap();
+    let manifest = std::env::temp_dir().join(format!(
+        "fake-apiserver-kubectl-{}.json",
+        std::process::id()
+    ));
+    std::fs::write(&manifest, json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "from-kubectl", "namespace": "demo"}, "data": {"a": "b"}}).to_string()).unwrap();
+    let url = server.url().to_owned();
+    let run = move |args: Vec<String>| {
+        let kubectl = kubectl.clone();
+        let url = url.clone();
+        async move {
+            tokio::task::spawn_blocking(move || {
+                let out = std::process::Command::new(&kubectl)
+                    .arg(format!("--server={url}"))
+                    .args(&args)
+                    .env("KUBECONFIG", "/dev/null")
+                    .output()
+                    .expect("kubectl runs");
+                let text = format!(
+                    "{}{}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                assert!(out.status.success(), "kubectl {args:?} failed: {text}");
+                text
+            })
+            .await
+            .unwrap()
+        }
+    };
+    let s = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    assert!(run(s(&["get", "pods", "-n", "demo"])).await.contains("web"));
+    let file = manifest.display().to_string();
+    assert!(run(s(&["create", "-f", &file])).await.contains("created"));
+    assert!(
+        run(s(&[
+            "label",
+            "configmap",
+            "from-kubectl",
+            "-n",
+            "demo",
+            "touched=yes"
+        ]))
+        .await
+        .contains("labeled")
+    );
+    let labels = run(s(&[
+        "get",
+        "configmap",
+        "from-kubectl",
+        "-n",
+        "demo",
+        "-o",
+        "jsonpath={.metadata.labels.touched}",
+    ]))
+    .await;
+    assert_eq!(labels.trim(), "yes");
+    assert!(
+        run(s(&["delete", "configmap", "from-kubectl", "-n", "demo"]))
+            .await
+            .contains("deleted")
+    );
+    assert!(
+        server
+            .get(&Gvr::core("configmaps"), Some("demo"), "from-kubectl")
+            .is_err()
+    );
+    let _ = std::fs::remove_file(manifest);
+}
+
+fn which(program: &str) -> Result<std::path::PathBuf, ()> {
+    let path = std::env::var_os("PATH").ok_or(())?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(program))
+        .find(|p| p.is_file())
+        .ok_or(())
+}
