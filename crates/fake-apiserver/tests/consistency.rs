@@ -92,6 +92,13 @@ async fn paging_reads_one_snapshot_while_writers_run() {
             seen.push(item["metadata"]["name"].as_str().unwrap().to_owned());
         }
         first_page_read.notify_one();
+        if let Some(remaining) = page["metadata"]["remainingItemCount"].as_u64() {
+            assert_eq!(
+                remaining,
+                1000 - seen.len() as u64,
+                "remainingItemCount counts the snapshot"
+            );
+        }
         match page["metadata"]["continue"].as_str() {
             Some(token) => url = format!("{CMS}?limit=37&continue={token}"),
             None => break,

@@ -2,11 +2,15 @@
 //! and the real server's 410 answers.
 
 use base64::{Engine, engine::general_purpose::STANDARD};
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
+use futures_util::StreamExt;
 use serde_json::{Value, json};
 
 use super::{Params, response::Reply};
 use crate::{Inner, registry::Gvr, selector::Filter, status::ApiError, storage::ObjKey};
+
+/// The size of the buffers a LIST body is written in.
+const CHUNK: usize = 64 * 1024;
 
 /// A continue token: the revision of the first page and the last key returned, in the shape
 /// the real server uses (`{"v":"meta.k8s.io/v1","rv":..,"start":"..\u0000"}`, base64).
@@ -31,7 +35,11 @@ pub(crate) fn list(
     params: &Params,
     cut: bool,
 ) -> Result<Reply, ApiError> {
-    let storage = inner.storage.lock();
+    let mut storage = inner.storage.lock();
+    let served_before = params
+        .continue_token
+        .as_deref()
+        .and_then(|t| storage.resource_mut(gvr)?.take_served(t));
     let store = storage.resource(gvr).ok_or_else(ApiError::not_found_path)?;
     let (current, compacted) = (storage.revision(), storage.compacted());
     if params.resource_version_match.is_some()
@@ -87,33 +95,54 @@ pub(crate) fn list(
 
     let keep = |o: &crate::storage::StoredObject| filter.matches(&o.meta);
     let mut items = store.scan(revision, filter.namespace.as_deref(), start.as_ref(), keep);
+    // Items are copied into large buffers: a few big writes beat one per item.
     let mut chunks: Vec<Bytes> = Vec::new();
+    let mut buf = BytesMut::with_capacity(CHUNK);
     let mut last = None;
     let mut count = 0u64;
     for (key, object) in items.by_ref() {
         if count > 0 {
-            chunks.push(Bytes::from_static(b","));
+            buf.extend_from_slice(b",");
         }
-        chunks.push(object.body.clone());
+        buf.extend_from_slice(&object.body);
+        if buf.len() >= CHUNK {
+            chunks.push(buf.split().freeze());
+        }
         count += 1;
         last = Some(key);
         if limit.is_some_and(|l| count >= l) {
             break;
         }
     }
+    if !buf.is_empty() {
+        chunks.push(buf.freeze());
+    }
     let mut metadata = json!({"resourceVersion": revision.to_string()});
-    if limit.is_some_and(|l| count >= l) {
-        let remaining = items.by_ref().count() as u64;
-        if remaining > 0 {
-            let last = last.expect("a full page has a last item");
-            metadata["continue"] = encode_continue(revision as i64, last).into();
-            if !filter.has_selectors() {
-                metadata["remainingItemCount"] = remaining.into();
-            }
+    let mut remember = None;
+    if limit.is_some_and(|l| count >= l) && items.next().is_some() {
+        let last = last.expect("a full page has a last item");
+        let token = encode_continue(revision as i64, last);
+        metadata["continue"] = token.clone().into();
+        if !filter.has_selectors() {
+            // Items served so far: remembered from the previous page, or counted once.
+            let before = served_before.unwrap_or_else(|| match &start {
+                Some(start) => {
+                    let scope = store.scan(revision, filter.namespace.as_deref(), None, |_| true);
+                    scope.take_while(|(k, _)| *k <= start).count() as u64
+                }
+                None => 0,
+            });
+            let served = before + count;
+            let total = store.count_at(revision, filter.namespace.as_deref());
+            metadata["remainingItemCount"] = total.saturating_sub(served).into();
+            remember = Some((token, served));
         }
     }
     drop(items);
-    let ty = &store.ty;
+    let ty = store.ty.clone();
+    if let (Some((token, served)), Some(store)) = (remember, storage.resource_mut(gvr)) {
+        store.remember_served(token, served);
+    }
     let head = format!(
         "{{\"kind\":{},\"apiVersion\":{},\"metadata\":{},\"items\":[",
         Value::from(ty.list_kind()),
@@ -126,16 +155,33 @@ pub(crate) fn list(
     body.extend(chunks);
     body.push(Bytes::from_static(b"]}\n"));
     if cut {
-        let keep = (body.len() / 2).max(1);
-        body.truncate(keep);
-        let cut = std::iter::once(Err(std::io::Error::other(
-            "fake-apiserver: injected fault: LIST response cut mid-body",
-        )));
-        let stream = futures_util::stream::iter(body.into_iter().map(Ok).chain(cut));
-        return Ok(Reply::stream(200, stream));
+        return Ok(Reply::stream(200, Box::pin(cut_stream(body))));
     }
     Ok(Reply::stream(
         200,
         futures_util::stream::iter(body.into_iter().map(Ok)),
     ))
+}
+
+/// The first half of `body`'s bytes, then a broken connection (after letting hyper flush
+/// the half it has).
+fn cut_stream(body: Vec<Bytes>) -> impl futures_util::Stream<Item = Result<Bytes, std::io::Error>> {
+    let mut whole = BytesMut::new();
+    body.iter().for_each(|chunk| whole.extend_from_slice(chunk));
+    let half = whole.split_to(whole.len() / 2).freeze();
+    futures_util::stream::unfold(Some(half), |half| async move {
+        match half {
+            Some(half) => Some((Ok(half), None)),
+            None => {
+                for _ in 0..4 {
+                    tokio::task::yield_now().await;
+                }
+                let err = std::io::Error::other(
+                    "fake-apiserver: injected fault: LIST response cut mid-body",
+                );
+                Some((Err(err), None))
+            }
+        }
+    })
+    .take(2)
 }

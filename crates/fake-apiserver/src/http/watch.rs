@@ -3,7 +3,7 @@
 
 use std::{collections::VecDeque, io, sync::Arc, time::Duration};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use serde_json::Value;
 use tokio::{sync::mpsc, time::Instant};
 
@@ -16,6 +16,9 @@ use crate::{
     status::ApiError,
     storage::{EventType, StoredObject, WatchMsg, Watcher, transition},
 };
+
+/// The most bytes joined into one body chunk.
+const COALESCE: usize = 64 * 1024;
 
 /// One line of the stream.
 enum Line {
@@ -165,7 +168,78 @@ struct WatchState {
 }
 
 impl WatchState {
+    /// The next piece of the body: whatever is ready, joined into one buffer of up to
+    /// [`COALESCE`] bytes (one write instead of three per event).
     async fn next_chunk(&mut self) -> Option<Result<Bytes, io::Error>> {
+        let first = match self.next_piece().await? {
+            Ok(bytes) => bytes,
+            Err(e) => return Some(Err(e)),
+        };
+        if self.pending.is_empty() && !self.has_ready_lines() {
+            return Some(Ok(first));
+        }
+        let mut buf = BytesMut::with_capacity(COALESCE);
+        buf.extend_from_slice(&first);
+        while buf.len() < COALESCE {
+            if self.pending.is_empty() && !self.fill_ready() {
+                break;
+            }
+            match self.pending.pop_front() {
+                Some(piece) => buf.extend_from_slice(&piece),
+                None => break,
+            }
+        }
+        Some(Ok(buf.freeze()))
+    }
+
+    /// Whether a line can be produced without waiting.
+    fn has_ready_lines(&self) -> bool {
+        self.mode == Mode::Active && (!self.initial.is_empty() || !self.rx.is_empty())
+    }
+
+    /// Turns one ready line (initial or already received) into pending pieces, without
+    /// waiting; false if none was ready.
+    fn fill_ready(&mut self) -> bool {
+        if self.mode != Mode::Active {
+            return false;
+        }
+        let line = match self.initial.pop_front() {
+            Some(line) => line,
+            None => match self.rx.try_recv() {
+                Ok(WatchMsg::Event(kind, object)) => Line::Event(kind, object),
+                Ok(WatchMsg::Bookmark(revision)) => {
+                    Line::Raw(bookmark(&self.object_prefix, revision, false))
+                }
+                Ok(WatchMsg::Close { abort }) => {
+                    self.mode = if abort { Mode::Abort } else { Mode::Done };
+                    return false;
+                }
+                Err(_) => return false,
+            },
+        };
+        self.push_line(line);
+        true
+    }
+
+    fn push_line(&mut self, line: Line) {
+        match line {
+            Line::Raw(bytes) => self.pending.push_back(bytes),
+            Line::Event(kind, object) => {
+                let i = match kind {
+                    EventType::Added => 0,
+                    EventType::Modified => 1,
+                    EventType::Deleted => 2,
+                };
+                self.pending.push_back(self.type_prefixes[i].clone());
+                self.pending.push_back(object.body_tail());
+                self.pending.push_back(Bytes::from_static(b"}\n"));
+                self.events_sent += 1;
+                self.after_events();
+            }
+        }
+    }
+
+    async fn next_piece(&mut self) -> Option<Result<Bytes, io::Error>> {
         if self.events_sent == 0 && self.faults.any() {
             self.after_events(); // faults set to fire after 0 events
         }
@@ -223,21 +297,7 @@ impl WatchState {
                     }
                 }
             };
-            match line {
-                Line::Raw(bytes) => self.pending.push_back(bytes),
-                Line::Event(kind, object) => {
-                    let i = match kind {
-                        EventType::Added => 0,
-                        EventType::Modified => 1,
-                        EventType::Deleted => 2,
-                    };
-                    self.pending.push_back(self.type_prefixes[i].clone());
-                    self.pending.push_back(object.body_tail());
-                    self.pending.push_back(Bytes::from_static(b"}\n"));
-                    self.events_sent += 1;
-                    self.after_events();
-                }
-            }
+            self.push_line(line);
         }
     }
 

@@ -82,6 +82,10 @@ pub(crate) struct ResourceStore {
     watchers: Vec<Watcher>,
     /// `{"kind":"Pod","apiVersion":"v1",`: spliced before a body to make a full object.
     pub(crate) object_prefix: Bytes,
+    /// Live objects per namespace (`""` for cluster-scoped), for `remainingItemCount`.
+    live: HashMap<String, u64>,
+    /// How many items each issued continue token has served so far.
+    served: HashMap<String, u64>,
 }
 
 impl ResourceStore {
@@ -97,7 +101,44 @@ impl ResourceStore {
             history: VecDeque::new(),
             watchers: Vec::new(),
             object_prefix,
+            live: HashMap::new(),
+            served: HashMap::new(),
         }
+    }
+
+    /// How many objects (in `namespace`, or in all) existed at `revision` (not older than
+    /// the compaction point): the live count now, minus what the history added since.
+    pub(crate) fn count_at(&self, revision: u64, namespace: Option<&str>) -> u64 {
+        let now: u64 = match namespace {
+            Some(ns) => self.live.get(ns).copied().unwrap_or(0),
+            None => self.live.values().sum(),
+        };
+        let mut count = now as i64;
+        for event in self.events_after(revision) {
+            let ns = event.object.meta.namespace.as_deref().unwrap_or("");
+            if namespace.is_some_and(|want| want != ns) {
+                continue;
+            }
+            match event.kind {
+                EventType::Added => count -= 1,
+                EventType::Deleted => count += 1,
+                EventType::Modified => {}
+            }
+        }
+        count.max(0) as u64
+    }
+
+    /// Remembers that the list continued by `token` has served `items` so far.
+    pub(crate) fn remember_served(&mut self, token: String, items: u64) {
+        if self.served.len() >= 10_000 {
+            self.served.clear(); // abandoned lists; a forgotten token is recounted
+        }
+        self.served.insert(token, items);
+    }
+
+    /// How many items the list continued by `token` has served, if remembered.
+    pub(crate) fn take_served(&mut self, token: &str) -> Option<u64> {
+        self.served.remove(token)
     }
 
     /// The object at `key` as of `revision`.
@@ -250,6 +291,12 @@ impl Storage {
             return;
         };
         let key = object.meta.key();
+        let live = store.live.entry(key.namespace.clone()).or_default();
+        match kind {
+            EventType::Added => *live += 1,
+            EventType::Deleted => *live = live.saturating_sub(1),
+            EventType::Modified => {}
+        }
         let versions = store.objects.entry(key).or_default();
         let previous = versions.last().and_then(|v| v.object.clone());
         versions.push(Version {
