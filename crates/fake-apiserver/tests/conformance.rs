@@ -472,3 +472,64 @@ async fn version_and_discovery_documents() {
     );
     assert_eq!(get(&server, "/api/v1/nonsense").await.status, 404);
 }
+
+#[tokio::test]
+async fn a_grace_period_defers_the_delete_until_it_has_passed() {
+    let server = server(ServerConfig::default()).await;
+    let pods = "/api/v1/namespaces/demo/pods";
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "x"}]}});
+    call(&server, Method::POST, pods, Some(&pod)).await;
+    let deferred = call(
+        &server,
+        Method::DELETE,
+        &format!("{pods}/p"),
+        Some(&json!({"gracePeriodSeconds": 1})),
+    )
+    .await
+    .json();
+    assert_eq!(deferred["kind"], "Pod");
+    assert_eq!(deferred["metadata"]["deletionGracePeriodSeconds"], 1);
+    // Gone once the grace period has passed (polled; the bound only guards a hang).
+    for _ in 0..300 {
+        if get(&server, &format!("{pods}/p")).await.status == 404 {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    panic!("the pod outlived its grace period by far");
+}
+
+#[tokio::test]
+async fn custom_resources_are_served_like_built_in_ones() {
+    use fake_apiserver::ResourceType;
+    let widgets = Gvr::new("example.com", "v1", "widgets");
+    let server = server(
+        ServerConfig::default().resource(ResourceType::namespaced(widgets.clone(), "Widget")),
+    )
+    .await;
+    let gadgets = Gvr::new("example.com", "v1alpha1", "gadgets");
+    server.register(ResourceType::cluster_scoped(gadgets.clone(), "Gadget"));
+    let url = "/apis/example.com/v1/namespaces/demo/widgets";
+    let created = call(&server, Method::POST, url, Some(&json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {"size": 3}}))).await;
+    assert_eq!(created.status, 201);
+    assert_eq!(get(&server, url).await.json()["kind"], "WidgetList");
+    let wrong_kind = call(
+        &server,
+        Method::POST,
+        url,
+        Some(&json!({"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": {"name": "g"}})),
+    )
+    .await;
+    assert_eq!(wrong_kind.status, 400);
+    let gadget = call(
+        &server,
+        Method::POST,
+        "/apis/example.com/v1alpha1/gadgets",
+        Some(&json!({"metadata": {"name": "g"}})),
+    )
+    .await;
+    assert_eq!(gadget.status, 201);
+    assert!(gadget.json()["metadata"].get("namespace").is_none());
+    let group = get(&server, "/apis/example.com").await.json();
+    assert_eq!(group["versions"].as_array().unwrap().len(), 2);
+}
