@@ -179,13 +179,7 @@ impl Inner {
         name: &str,
     ) -> Result<Arc<StoredObject>, ApiError> {
         let storage = self.storage.lock();
-        let ty = ty_of(&storage, gvr)?;
-        let key = key_for(&ty, namespace, name)?;
-        let store = storage.resource(gvr).expect("type exists");
-        store
-            .get(&key)
-            .cloned()
-            .ok_or_else(|| ApiError::not_found(&gvr.resource, name))
+        Ok(current(&storage, gvr, namespace, name)?.2)
     }
 
     pub(crate) fn create(
@@ -316,12 +310,7 @@ impl Inner {
         change: impl FnOnce(Value, &ResourceType) -> Result<Value, ApiError>,
     ) -> Result<Arc<StoredObject>, ApiError> {
         let mut storage = self.storage.lock();
-        let ty = ty_of(&storage, gvr)?;
-        let key = key_for(&ty, namespace, name)?;
-        let store = storage.resource(gvr).expect("type exists");
-        let Some(current) = store.get(&key).cloned() else {
-            return Err(ApiError::not_found(&gvr.resource, name));
-        };
+        let (ty, _, current) = current(&storage, gvr, namespace, name)?;
         let current_value = current.value(&ty.kind, &ty.gvr.api_version());
         let mut value = change(current_value.clone(), &ty)?;
         check_type(&ty, &value)?;
@@ -400,12 +389,7 @@ impl Inner {
         options: &DeleteOptions,
     ) -> Result<Deleted, ApiError> {
         let mut storage = self.storage.lock();
-        let ty = ty_of(&storage, gvr)?;
-        let key = key_for(&ty, namespace, name)?;
-        let store = storage.resource(gvr).expect("type exists");
-        let Some(current) = store.get(&key).cloned() else {
-            return Err(ApiError::not_found(&gvr.resource, name));
-        };
+        let (ty, key, current) = current(&storage, gvr, namespace, name)?;
         let precondition_failed = options
             .precondition_uid
             .as_ref()
@@ -419,8 +403,7 @@ impl Inner {
         }
         let grace = options.grace_period_seconds.unwrap_or(0);
         let revision = storage.next_revision();
-        let mut value = current.value(&ty.kind, &ty.gvr.api_version());
-        value["metadata"]["resourceVersion"] = revision.to_string().into();
+        let mut value = stamped(&current, &ty, revision);
         if current.meta.has_finalizers || grace > 0 {
             if current.meta.deleting {
                 return Ok(Deleted::Deferred(current)); // already on its way out
@@ -460,8 +443,7 @@ impl Inner {
             }
             let ty = store.ty.clone();
             let revision = storage.next_revision();
-            let mut value = current.value(&ty.kind, &ty.gvr.api_version());
-            value["metadata"]["resourceVersion"] = revision.to_string().into();
+            let value = stamped(&current, &ty, revision);
             storage.commit(
                 &gvr,
                 EventType::Deleted,
@@ -469,6 +451,28 @@ impl Inner {
             );
         });
     }
+}
+
+/// The type, key and current object at `namespace`/`name`, or the real server's 404.
+fn current(
+    storage: &Storage,
+    gvr: &Gvr,
+    namespace: Option<&str>,
+    name: &str,
+) -> Result<(Arc<ResourceType>, ObjKey, Arc<StoredObject>), ApiError> {
+    let ty = ty_of(storage, gvr)?;
+    let key = key_for(&ty, namespace, name)?;
+    let store = storage.resource(gvr).expect("type exists");
+    let object = store.get(&key).cloned();
+    let object = object.ok_or_else(|| ApiError::not_found(&gvr.resource, name))?;
+    Ok((ty, key, object))
+}
+
+/// `object` as a value stamped with `revision`: the final state a delete commits.
+fn stamped(object: &StoredObject, ty: &ResourceType, revision: u64) -> Value {
+    let mut value = object.value(&ty.kind, &ty.gvr.api_version());
+    value["metadata"]["resourceVersion"] = revision.to_string().into();
+    value
 }
 
 fn key_namespace(key: &ObjKey) -> Option<&str> {

@@ -146,6 +146,16 @@ pub fn meta_namespace_key<K: Resource>(obj: &K) -> Result<ObjectKey, KeyError> {
     }
 }
 
+/// Keys every object of a relist; the first object without a key fails the whole list.
+pub(crate) fn key_all<K: Resource>(
+    objects: Vec<Arc<K>>,
+) -> Result<Vec<(ObjectKey, Arc<K>)>, KeyError> {
+    objects
+        .into_iter()
+        .map(|obj| Ok((meta_namespace_key(obj.as_ref())?, obj)))
+        .collect()
+}
+
 /// The key of a deleted object, tombstones included: a `FinalStateUnknown` tombstone already
 /// carries its key, a known object's key is computed.
 #[doc(alias = "DeletionHandlingMetaNamespaceKeyFunc")]

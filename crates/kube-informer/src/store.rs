@@ -368,10 +368,7 @@ impl<K: Resource> Store<K> {
         items: Vec<Arc<K>>,
         resource_version: impl Into<String>,
     ) -> Result<(), KeyError> {
-        let keyed = items
-            .into_iter()
-            .map(|obj| Ok((meta_namespace_key(obj.as_ref())?, obj)))
-            .collect::<Result<Vec<_>, KeyError>>()?;
+        let keyed = crate::key::key_all(items)?;
         let (indexers, generation) = {
             let state = self.state.read();
             (state.indices.indexers().clone(), state.indexers_generation)

@@ -4,7 +4,12 @@
 use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::Notify;
 
-use super::{Deltas, PopError, ProcessError};
+use std::sync::Arc;
+
+use kube::Resource;
+
+use super::{Delta, Deltas, PopError, ProcessError};
+use crate::{KeyError, ObjectKey, meta_namespace_key};
 
 /// Tracks the first relist: `has_synced` is true once everything it queued was popped, or
 /// at once if a plain add/update/delete came before any relist.
@@ -48,6 +53,8 @@ pub(super) trait Entries<K> {
     fn requeue(&mut self, deltas: Deltas<K>);
     /// How many entries a pop could take.
     fn len(&self) -> usize;
+    /// Queues `delta` for `key` (how depends on the FIFO).
+    fn push(&mut self, key: ObjectKey, delta: Delta<K>);
 }
 
 pub(super) struct State<S> {
@@ -85,6 +92,23 @@ impl<S> Core<S> {
         let result = f(&mut self.state.lock());
         self.notify.notify_one();
         result
+    }
+
+    /// An add, update or delete: keys `obj`, marks the queue populated, queues the delta.
+    pub(super) fn push_object<K: Resource>(
+        &self,
+        obj: Arc<K>,
+        delta: impl FnOnce(Arc<K>) -> Delta<K>,
+    ) -> Result<(), KeyError>
+    where
+        S: Entries<K>,
+    {
+        let key = meta_namespace_key(obj.as_ref())?;
+        self.write(|state| {
+            state.population.touch();
+            state.entries.push(key, delta(obj));
+        });
+        Ok(())
     }
 
     pub(super) fn close(&self) {

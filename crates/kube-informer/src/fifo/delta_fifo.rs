@@ -62,17 +62,6 @@ struct KeyedEntries<K> {
 }
 
 impl<K> KeyedEntries<K> {
-    /// Appends `delta` to `key`'s entry, queueing the key if it had none.
-    fn push(&mut self, key: ObjectKey, delta: Delta<K>) {
-        match self.items.get_mut(key.as_str()) {
-            Some(deltas) => deltas.push_deduped(delta),
-            None => {
-                self.queue.push_back(key.clone());
-                self.items.insert(key.clone(), Deltas::new(key, delta));
-            }
-        }
-    }
-
     fn add_if_not_present(&mut self, deltas: Deltas<K>) {
         if !self.items.contains_key(deltas.key().as_str()) {
             self.queue.push_back(deltas.key().clone());
@@ -93,6 +82,17 @@ impl<K> Entries<K> for KeyedEntries<K> {
 
     fn len(&self) -> usize {
         self.queue.len()
+    }
+
+    /// Appends `delta` to `key`'s entry, queueing the key if it had none.
+    fn push(&mut self, key: ObjectKey, delta: Delta<K>) {
+        match self.items.get_mut(key.as_str()) {
+            Some(deltas) => deltas.push_deduped(delta),
+            None => {
+                self.queue.push_back(key.clone());
+                self.items.insert(key.clone(), Deltas::new(key, delta));
+            }
+        }
     }
 }
 
@@ -117,24 +117,13 @@ impl<K> DeltaFifo<K> {
     }
 }
 
-impl<K: Resource + Send + Sync> DeltaFifo<K> {
-    fn push(&self, obj: Arc<K>, delta: impl FnOnce(Arc<K>) -> Delta<K>) -> Result<(), KeyError> {
-        let key = meta_namespace_key(obj.as_ref())?;
-        self.core.write(|state| {
-            state.population.touch();
-            state.entries.push(key, delta(obj));
-        });
-        Ok(())
-    }
-}
-
 impl<K: Resource + Send + Sync> DeltaSink<K> for DeltaFifo<K> {
     fn add(&self, obj: Arc<K>) -> Result<(), KeyError> {
-        self.push(obj, Delta::Added)
+        self.core.push_object(obj, Delta::Added)
     }
 
     fn update(&self, obj: Arc<K>) -> Result<(), KeyError> {
-        self.push(obj, Delta::Updated)
+        self.core.push_object(obj, Delta::Updated)
     }
 
     fn delete(&self, obj: Arc<K>) -> Result<(), KeyError> {
@@ -151,10 +140,7 @@ impl<K: Resource + Send + Sync> DeltaSink<K> for DeltaFifo<K> {
     }
 
     fn replace(&self, list: Vec<Arc<K>>) -> Result<(), KeyError> {
-        let keyed = list
-            .into_iter()
-            .map(|obj| Ok((meta_namespace_key(obj.as_ref())?, obj)))
-            .collect::<Result<Vec<_>, KeyError>>()?;
+        let keyed = crate::key::key_all(list)?;
         self.core.write(|state| {
             // Read under our lock: the store is written only by `pop`'s process, which runs
             // under this lock too, so nothing popped can slip between this read and the

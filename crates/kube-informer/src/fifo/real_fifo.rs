@@ -8,7 +8,7 @@ use super::{
     DeletedObject, Delta, DeltaQueue, DeltaSink, Deltas, KnownObjects, PopError, ProcessError,
     core::{Core, Entries, State},
 };
-use crate::{FastMap, FastSet, KeyError, ObjectKey, meta_namespace_key};
+use crate::{FastMap, FastSet, KeyError, ObjectKey};
 
 /// A queue that hands out every event, one at a time, strictly in the order it arrived
 /// (client-go's `RealFIFO`, the informers' default since Kubernetes 1.36).
@@ -69,10 +69,6 @@ struct OrderedEntries<K> {
 }
 
 impl<K> OrderedEntries<K> {
-    fn push(&mut self, key: ObjectKey, delta: Delta<K>) {
-        self.queue.push_back(Deltas::new(key, delta));
-    }
-
     fn contains_key(&self, key: &str) -> bool {
         self.queue.iter().any(|d| d.key().as_str() == key)
     }
@@ -107,6 +103,10 @@ impl<K> Entries<K> for OrderedEntries<K> {
     fn len(&self) -> usize {
         self.queue.len()
     }
+
+    fn push(&mut self, key: ObjectKey, delta: Delta<K>) {
+        self.queue.push_back(Deltas::new(key, delta));
+    }
 }
 
 impl<K> RealFifo<K> {
@@ -122,35 +122,22 @@ impl<K> RealFifo<K> {
     }
 }
 
-impl<K: Resource + Send + Sync> RealFifo<K> {
-    fn push(&self, obj: Arc<K>, delta: impl FnOnce(Arc<K>) -> Delta<K>) -> Result<(), KeyError> {
-        let key = meta_namespace_key(obj.as_ref())?;
-        self.core.write(|state| {
-            state.population.touch();
-            state.entries.push(key, delta(obj));
-        });
-        Ok(())
-    }
-}
-
 impl<K: Resource + Send + Sync> DeltaSink<K> for RealFifo<K> {
     fn add(&self, obj: Arc<K>) -> Result<(), KeyError> {
-        self.push(obj, Delta::Added)
+        self.core.push_object(obj, Delta::Added)
     }
 
     fn update(&self, obj: Arc<K>) -> Result<(), KeyError> {
-        self.push(obj, Delta::Updated)
+        self.core.push_object(obj, Delta::Updated)
     }
 
     fn delete(&self, obj: Arc<K>) -> Result<(), KeyError> {
-        self.push(obj, |obj| Delta::Deleted(DeletedObject::Known(obj)))
+        self.core
+            .push_object(obj, |obj| Delta::Deleted(DeletedObject::Known(obj)))
     }
 
     fn replace(&self, list: Vec<Arc<K>>) -> Result<(), KeyError> {
-        let keyed = list
-            .into_iter()
-            .map(|obj| Ok((meta_namespace_key(obj.as_ref())?, obj)))
-            .collect::<Result<Vec<_>, KeyError>>()?;
+        let keyed = crate::key::key_all(list)?;
         self.core.write(|state| {
             // Read under our lock (see DeltaFifo::replace): lock order FIFO, then store.
             let known = self.known.entries();
