@@ -59,6 +59,8 @@
 pub mod fifo;
 pub mod index;
 pub mod key;
+pub mod list_watch;
+pub mod reflector;
 pub mod store;
 pub mod workqueue;
 

@@ -307,7 +307,7 @@ impl WatchState {
         if self.faults.malformed_after == n {
             self.faults.malformed_after = None;
             self.pending.push_back(Bytes::from_static(
-                b"{\"type\":\"MODIFIED\",\"object\":{\"kind\":\n",
+                b"{\"type\":\"MODIFIED\",\"object\":{\"kind\" oops}}\n",
             ));
         }
         if self.faults.unknown_after == n {

@@ -1,0 +1,56 @@
+//! The source a reflector lists and watches: [`ListerWatcher`], implemented for
+//! [`kube::Api`] (typed k8s-openapi objects, `DynamicObject`, `PartialObjectMeta`) and open to
+//! any other source (tests, non-Kubernetes data).
+
+use std::future::Future;
+
+use futures_util::{StreamExt, stream::BoxStream};
+use kube::{
+    Api,
+    api::{ListParams, ObjectList, WatchEvent, WatchParams},
+};
+use serde::de::DeserializeOwned;
+
+/// The events of one watch, decoded. An `Err` ends the watch (the reflector resumes it).
+pub type WatchStream<K> = BoxStream<'static, Result<WatchEvent<K>, kube::Error>>;
+
+/// Lists and watches a collection.
+///
+/// `list` returns one page as the server answered it; `watch` opens a watch from
+/// `resource_version` (`""` or `"0"`: from the current state). Errors are
+/// [`kube::Error`]s, so a server's answer keeps its code and reason: the reflector tells a
+/// 410 Gone from a 429 from anything else by them.
+#[doc(alias = "ListWatch")]
+pub trait ListerWatcher<K: Clone>: Send + Sync + 'static {
+    /// One LIST request.
+    fn list(
+        &self,
+        params: &ListParams,
+    ) -> impl Future<Output = Result<ObjectList<K>, kube::Error>> + Send;
+
+    /// One WATCH request, from `resource_version`.
+    fn watch(
+        &self,
+        params: &WatchParams,
+        resource_version: &str,
+    ) -> impl Future<Output = Result<WatchStream<K>, kube::Error>> + Send;
+}
+
+impl<K> ListerWatcher<K> for Api<K>
+where
+    K: Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+{
+    async fn list(&self, params: &ListParams) -> Result<ObjectList<K>, kube::Error> {
+        Api::list(self, params).await
+    }
+
+    /// Each line of the response is decoded straight into `K` by kube (no intermediate
+    /// `serde_json::Value`), in the reflector's task.
+    async fn watch(
+        &self,
+        params: &WatchParams,
+        resource_version: &str,
+    ) -> Result<WatchStream<K>, kube::Error> {
+        Ok(Api::watch(self, params, resource_version).await?.boxed())
+    }
+}

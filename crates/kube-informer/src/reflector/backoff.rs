@@ -1,0 +1,115 @@
+//! Exponential backoff with jitter, reset after a quiet period: the reflector never retries
+//! in a hot loop.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// A small deterministic generator for jitter.
+#[derive(Debug, Clone)]
+pub(crate) struct Jitter(u64);
+
+impl Jitter {
+    pub(crate) fn new(seed: u64) -> Self {
+        Self(seed ^ 0x2545_F491_4F6C_DD1D | 1)
+    }
+
+    /// Uniform in `[low, high]`.
+    pub(crate) fn between(&mut self, low: Duration, high: Duration) -> Duration {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        let unit = (self.0 >> 11) as f64 / (1u64 << 53) as f64;
+        low + (high.saturating_sub(low)).mul_f64(unit)
+    }
+}
+
+/// Delays after consecutive failures: each drawn uniformly between `initial` and the current
+/// cap, the cap doubling from `initial` to `max`; a failure after `reset` without one starts
+/// over.
+#[derive(Debug)]
+pub(crate) struct Backoff {
+    initial: Duration,
+    max: Duration,
+    reset: Duration,
+    failures: u32,
+    last_failure: Option<Instant>,
+    jitter: Jitter,
+}
+
+impl Backoff {
+    pub(crate) fn new(initial: Duration, max: Duration, reset: Duration, seed: u64) -> Self {
+        Self {
+            initial,
+            max,
+            reset,
+            failures: 0,
+            last_failure: None,
+            jitter: Jitter::new(seed),
+        }
+    }
+
+    /// The delay before retrying after a failure now.
+    pub(crate) fn next_delay(&mut self) -> Duration {
+        let now = Instant::now();
+        if self
+            .last_failure
+            .is_some_and(|t| now.saturating_duration_since(t) > self.reset)
+        {
+            self.failures = 0;
+        }
+        self.last_failure = Some(now);
+        let factor = 1u32.checked_shl(self.failures.min(31)).unwrap_or(u32::MAX);
+        let cap = self
+            .initial
+            .checked_mul(factor)
+            .unwrap_or(self.max)
+            .min(self.max);
+        self.failures = self.failures.saturating_add(1);
+        self.jitter.between(self.initial, cap)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn delays_grow_to_the_cap_and_reset_after_quiet() {
+        let (initial, max) = (Duration::from_millis(800), Duration::from_secs(30));
+        let mut b = Backoff::new(initial, max, Duration::from_secs(120), 1);
+        let mut caps = Vec::new();
+        for n in 0..10u32 {
+            let d = b.next_delay();
+            let cap = (initial * 2u32.pow(n)).min(max);
+            assert!(
+                d >= initial && d <= cap,
+                "failure {n}: {d:?} not in [{initial:?}, {cap:?}]"
+            );
+            caps.push(cap);
+        }
+        assert_eq!(*caps.last().unwrap(), max);
+        tokio::time::advance(Duration::from_secs(121)).await;
+        assert!(
+            b.next_delay() <= initial,
+            "quiet for 2 min: back to the first step"
+        );
+    }
+
+    #[test]
+    fn jitter_spreads_and_is_seeded() {
+        let (lo, hi) = (Duration::from_secs(300), Duration::from_secs(600));
+        let draws: Vec<_> = {
+            let mut j = Jitter::new(9);
+            (0..100).map(|_| j.between(lo, hi)).collect()
+        };
+        assert!(draws.iter().all(|d| *d >= lo && *d <= hi));
+        assert!(draws.iter().any(|d| *d < Duration::from_secs(400)));
+        assert!(draws.iter().any(|d| *d > Duration::from_secs(500)));
+        let again: Vec<_> = {
+            let mut j = Jitter::new(9);
+            (0..100).map(|_| j.between(lo, hi)).collect()
+        };
+        assert_eq!(draws, again);
+    }
+}
