@@ -7,68 +7,11 @@
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use fake_apiserver::{FakeApiServer, Gvr, ServerConfig};
+use fake_apiserver::{FakeApiServer, Gvr, ServerConfig, fixtures::realistic_pod};
 use http_body_util::{BodyExt, Empty};
 use hyper::Request;
 use hyper_util::rt::TokioIo;
-use serde_json::{Value, json};
-
-/// A pod shaped like a real one: labels, annotations, two containers with env, resources,
-/// ports, probes and mounts, and a status; the server adds managedFields.
-fn pod(i: usize) -> Value {
-    let container = |name: &str, image: &str| {
-        json!({
-            "name": name,
-            "image": image,
-            "imagePullPolicy": "IfNotPresent",
-            "ports": [{"containerPort": 8080, "name": "http", "protocol": "TCP"}],
-            "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.name"}}},
-                    {"name": "LOG_LEVEL", "value": "info"}, {"name": "REGION", "value": "eu-west-1"}],
-            "resources": {"limits": {"cpu": "500m", "memory": "256Mi"}, "requests": {"cpu": "100m", "memory": "128Mi"}},
-            "readinessProbe": {"httpGet": {"path": "/healthz", "port": 8080, "scheme": "HTTP"}, "periodSeconds": 10, "timeoutSeconds": 1},
-            "volumeMounts": [{"name": "config", "mountPath": "/etc/app"}, {"name": "kube-api-access", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount", "readOnly": true}],
-            "terminationMessagePath": "/dev/termination-log",
-            "terminationMessagePolicy": "File"
-        })
-    };
-    json!({
-        "metadata": {
-            "name": format!("web-{i:06}-7d9c5b8f6-x2k4p"),
-            "namespace": format!("team-{}", i % 50),
-            "labels": {"app": "web", "pod-template-hash": "7d9c5b8f6", "tier": "frontend", "version": "v2"},
-            "annotations": {"kubectl.kubernetes.io/restartedAt": "2026-11-20T10:00:00Z", "prometheus.io/scrape": "true"},
-            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-7d9c5b8f6", "uid": "6f7d9a4e-1c2b-4e8f-9a3d-5b6c7d8e9f01", "controller": true, "blockOwnerDeletion": true}]
-        },
-        "spec": {
-            "containers": [container("web", "registry.example.com/web:2.4.1"), container("sidecar", "registry.example.com/proxy:1.9.0")],
-            "volumes": [{"name": "config", "configMap": {"name": "web-config", "defaultMode": 420}}],
-            "nodeName": format!("node-{}", i % 200),
-            "serviceAccountName": "web",
-            "restartPolicy": "Always",
-            "dnsPolicy": "ClusterFirst",
-            "schedulerName": "default-scheduler",
-            "terminationGracePeriodSeconds": 30,
-            "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}]
-        },
-        "status": {
-            "phase": "Running",
-            "podIP": format!("10.{}.{}.{}", i % 250, (i / 250) % 250, i % 200),
-            "hostIP": "192.168.1.10",
-            "qosClass": "Burstable",
-            "startTime": "2026-11-20T10:00:05Z",
-            "conditions": [
-                {"type": "Initialized", "status": "True", "lastTransitionTime": "2026-11-20T10:00:05Z"},
-                {"type": "Ready", "status": "True", "lastTransitionTime": "2026-11-20T10:00:09Z"},
-                {"type": "ContainersReady", "status": "True", "lastTransitionTime": "2026-11-20T10:00:09Z"},
-                {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-11-20T10:00:05Z"}
-            ],
-            "containerStatuses": [
-                {"name": "web", "ready": true, "restartCount": 0, "image": "registry.example.com/web:2.4.1", "imageID": "registry.example.com/web@sha256:4f1c2d3e", "containerID": "containerd://8a7b6c5d4e3f", "started": true, "state": {"running": {"startedAt": "2026-11-20T10:00:07Z"}}},
-                {"name": "sidecar", "ready": true, "restartCount": 0, "image": "registry.example.com/proxy:1.9.0", "imageID": "registry.example.com/proxy@sha256:9e8d7c6b", "containerID": "containerd://1f2e3d4c5b6a", "started": true, "state": {"running": {"startedAt": "2026-11-20T10:00:08Z"}}}
-            ]
-        }
-    })
-}
+use serde_json::json;
 
 /// GETs `uri`, reading the body as it streams; returns (bytes, newlines) once `lines` lines
 /// were read (or the body ended).
@@ -112,7 +55,7 @@ async fn main() {
         .await
         .unwrap();
     let started = Instant::now();
-    server.seed(&pods, (0..n).map(pod)).unwrap();
+    server.seed(&pods, (0..n).map(realistic_pod)).unwrap();
     let seeded = started.elapsed();
     let sample = server
         .get(&pods, Some("team-1"), "web-000001-7d9c5b8f6-x2k4p")

@@ -36,6 +36,7 @@
 
 mod config;
 mod faults;
+pub mod fixtures;
 mod http;
 mod ops;
 mod registry;

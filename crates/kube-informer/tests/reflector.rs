@@ -724,3 +724,89 @@ async fn a_persistently_failing_server_is_retried_on_the_backoff_schedule() {
         "after 8 failures the delays approach the cap, mean {mean:.1} s"
     );
 }
+
+#[tokio::test]
+async fn metrics_count_lists_watches_and_restarts() {
+    use kube_informer::reflector::ReflectorMetrics;
+    use prometheus_client::{encoding::text::encode, registry::Registry};
+    let mut registry = Registry::default();
+    let metrics = ReflectorMetrics::register(&mut registry);
+    let server = server(ServerConfig::default()).await;
+    seed(&server, (0..7).map(|i| format!("cm-{i}")));
+    let h = Harness::start(
+        server,
+        fast().streaming_lists(false).name("cms").metrics(&metrics),
+    )
+    .await;
+    h.converge().await;
+    h.watching().await;
+    h.server.inject(Fault::Delay {
+        verb: Verb::Watch,
+        delay: Duration::from_millis(200),
+        times: 1,
+    });
+    h.server.restart();
+    seed(&h.server, ["x".to_owned()]);
+    h.server.compact();
+    h.converge().await;
+    let mut text = String::new();
+    encode(&mut text, &registry).unwrap();
+    for expected in [
+        r#"reflector_lists_total{name="cms"} 2"#,
+        r#"reflector_list_items_count{name="cms"} 2"#,
+        r#"reflector_watch_restarts_total{name="cms",reason="gone"} 1"#,
+        &format!(
+            r#"reflector_last_resource_version{{name="cms"}} {}"#,
+            h.server.resource_version()
+        ),
+    ] {
+        assert!(text.contains(expected), "missing {expected:?} in\n{text}");
+    }
+    assert!(text.contains(r#"reflector_watches_total{name="cms"}"#));
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn dynamic_objects_of_a_custom_resource_sync_too() {
+    use fake_apiserver::ResourceType;
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+    let widgets = Gvr::new("example.com", "v1", "widgets");
+    let server = server(
+        ServerConfig::default().resource(ResourceType::namespaced(widgets.clone(), "Widget")),
+    )
+    .await;
+    for i in 0..5 {
+        server
+            .create(
+                &widgets,
+                Some("demo"),
+                json!({"metadata": {"name": format!("w-{i}")}, "spec": {"size": i}}),
+            )
+            .unwrap();
+    }
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("example.com", "v1", "Widget"),
+        "widgets",
+    );
+    let api: Api<DynamicObject> = Api::namespaced_with(server.client().unwrap(), "demo", &resource);
+    let store: Store<DynamicObject> = Store::default();
+    let fifo = Arc::new(RealFifo::new(Arc::new(store.clone())));
+    let reflector = Arc::new(Reflector::new(api, fifo.clone(), fast()));
+    let cancel = CancellationToken::new();
+    let run = tokio::spawn({
+        let (reflector, cancel) = (reflector.clone(), cancel.clone());
+        async move { reflector.run(cancel).await }
+    });
+    while store.len() < 5 {
+        fifo.pop(|deltas, _| {
+            store.insert(deltas.key().clone(), deltas.newest().object().clone());
+            Ok::<(), ProcessError<Infallible>>(())
+        })
+        .await
+        .unwrap();
+    }
+    let w3 = store.get_by_key("demo/w-3").unwrap();
+    assert_eq!(w3.data["spec"]["size"], 3);
+    cancel.cancel();
+    run.await.unwrap();
+}

@@ -26,6 +26,8 @@
 
 mod backoff;
 mod error;
+#[cfg(feature = "metrics")]
+mod metrics;
 mod options;
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
@@ -39,6 +41,8 @@ use parking_lot::Mutex;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+#[cfg(feature = "metrics")]
+pub use self::metrics::ReflectorMetrics;
 use self::{
     backoff::{Backoff, Jitter},
     error::{Reaction, react, react_to_status},
@@ -136,7 +140,8 @@ where
     /// A reflector listing and watching with `lw` into `sink`.
     pub fn new(lw: L, sink: Arc<dyn DeltaSink<K>>, options: ReflectorOptions) -> Self {
         let full = std::any::type_name::<K>();
-        let name = full.rsplit("::").next().unwrap_or(full).to_owned();
+        let short = full.rsplit("::").next().unwrap_or(full);
+        let name = options.name.clone().unwrap_or_else(|| short.to_owned());
         Self {
             lw,
             sink,
@@ -213,7 +218,17 @@ where
         }
     }
 
+    /// Records into the metrics, when configured.
+    #[cfg(feature = "metrics")]
+    fn metric(&self, record: impl FnOnce(&ReflectorMetrics, &str)) {
+        if let Some(metrics) = &self.options.metrics {
+            record(metrics, &self.name);
+        }
+    }
+
     fn set_synced(&self, run: &mut Run, resource_version: String) {
+        #[cfg(feature = "metrics")]
+        self.metric(|m, name| m.synced(name, &resource_version));
         *self.shared.last_sync_resource_version.lock() = resource_version.clone();
         run.resource_version = resource_version;
     }
@@ -289,12 +304,20 @@ where
             ListFrom::LastSynced => "0".to_owned(),
             ListFrom::Consistent => String::new(),
         };
+        #[cfg(feature = "metrics")]
+        self.metric(|m, name| m.list_started(name));
+        let started = Instant::now();
         let listed = tokio::select! {
             () = cancel.cancelled() => return Err(Stop::Cancelled),
             listed = self.list_all(&resource_version) => listed,
         };
         match listed {
             Ok((items, list_rv)) => {
+                let _ = started;
+                #[cfg(feature = "metrics")]
+                self.metric(|m, name| {
+                    m.list_done(name, started.elapsed().as_secs_f64(), items.len())
+                });
                 let objects = self.keyed(items);
                 if let Err(source) = self.sink.replace(objects) {
                     // Unreachable after `keyed`, but never lose the cache over it.
@@ -375,6 +398,8 @@ where
             _ => String::new(),
         };
         let params = self.watch_params(run, true);
+        #[cfg(feature = "metrics")]
+        self.metric(|m, name| m.watch_started(name));
         let opened = tokio::select! {
             () = cancel.cancelled() => return Err(Stop::Cancelled),
             opened = self.lw.watch(&params, &from) => opened,
@@ -514,6 +539,8 @@ where
                 Some(stream) => stream,
                 None => {
                     let params = self.watch_params(run, false);
+                    #[cfg(feature = "metrics")]
+                    self.metric(|m, name| m.watch_started(name));
                     let opened = tokio::select! {
                         () = cancel.cancelled() => return Stop::Cancelled,
                         opened = self.lw.watch(&params, &run.resource_version) => opened,
@@ -541,7 +568,20 @@ where
                     }
                 }
             };
-            match self.consume(cancel, stream, run).await {
+            let end = self.consume(cancel, stream, run).await;
+            #[cfg(feature = "metrics")]
+            self.metric(|m, name| {
+                let reason = match &end {
+                    WatchEnd::Cancelled => return,
+                    WatchEnd::Closed { .. } => "closed",
+                    WatchEnd::Gone => "gone",
+                    WatchEnd::TooLarge => "too_large",
+                    WatchEnd::Failed => "error",
+                    WatchEnd::Idle => "idle",
+                };
+                m.watch_ended(name, reason);
+            });
+            match end {
                 WatchEnd::Cancelled => return Stop::Cancelled,
                 WatchEnd::Gone => return Stop::Resync, // relist at the last synced version
                 WatchEnd::TooLarge => {

@@ -16,6 +16,9 @@ pub struct ReflectorOptions {
     pub(crate) label_selector: Option<String>,
     pub(crate) field_selector: Option<String>,
     pub(crate) seed: u64,
+    pub(crate) name: Option<String>,
+    #[cfg(feature = "metrics")]
+    pub(crate) metrics: Option<super::ReflectorMetrics>,
 }
 
 impl Default for ReflectorOptions {
@@ -32,6 +35,9 @@ impl Default for ReflectorOptions {
             label_selector: None,
             field_selector: None,
             seed: 0,
+            name: None,
+            #[cfg(feature = "metrics")]
+            metrics: None,
         }
     }
 }
@@ -99,6 +105,21 @@ impl ReflectorOptions {
     #[must_use]
     pub fn field_selector(mut self, selector: impl Into<String>) -> Self {
         self.field_selector = Some(selector.into());
+        self
+    }
+
+    /// The reflector's name in logs and metrics (default: the object type, e.g. `Pod`).
+    #[must_use]
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Records lists, watches and watch restarts into `metrics`.
+    #[cfg(feature = "metrics")]
+    #[must_use]
+    pub fn metrics(mut self, metrics: &super::ReflectorMetrics) -> Self {
+        self.metrics = Some(metrics.clone());
         self
     }
 

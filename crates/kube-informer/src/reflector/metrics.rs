@@ -1,0 +1,131 @@
+//! Prometheus metrics for reflectors (feature `metrics`).
+//!
+//! | metric | type | labels | meaning |
+//! |---|---|---|---|
+//! | `reflector_lists_total` | counter | name | LIST syncs attempted |
+//! | `reflector_list_duration_seconds` | histogram | name | how long a successful LIST sync took |
+//! | `reflector_list_items` | histogram | name | objects per successful LIST sync |
+//! | `reflector_watches_total` | counter | name | watches opened (streaming lists included) |
+//! | `reflector_watch_restarts_total` | counter | name, reason | why watches ended: `closed`, `gone`, `too_large`, `error`, `idle` |
+//! | `reflector_last_resource_version` | gauge | name | the last synced resourceVersion (when numeric) |
+
+use prometheus_client::{
+    encoding::EncodeLabelSet,
+    metrics::{
+        counter::Counter,
+        family::Family,
+        gauge::Gauge,
+        histogram::{Histogram, exponential_buckets},
+    },
+    registry::Registry,
+};
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Name {
+    name: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NameReason {
+    name: String,
+    reason: &'static str,
+}
+
+type Histograms = Family<Name, Histogram, fn() -> Histogram>;
+
+/// The metrics of any number of reflectors, registered once; give it to each reflector
+/// with [`ReflectorOptions::metrics`](super::ReflectorOptions::metrics).
+#[derive(Clone)]
+pub struct ReflectorMetrics {
+    lists: Family<Name, Counter>,
+    list_duration: Histograms,
+    list_items: Histograms,
+    watches: Family<Name, Counter>,
+    watch_restarts: Family<NameReason, Counter>,
+    last_resource_version: Family<Name, Gauge>,
+}
+
+impl std::fmt::Debug for ReflectorMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReflectorMetrics").finish_non_exhaustive()
+    }
+}
+
+impl ReflectorMetrics {
+    /// Creates the metrics and registers them in `registry`.
+    pub fn register(registry: &mut Registry) -> Self {
+        fn seconds() -> Histogram {
+            Histogram::new(exponential_buckets(0.005, 2.0, 14))
+        }
+        fn items() -> Histogram {
+            Histogram::new(exponential_buckets(1.0, 4.0, 12))
+        }
+        let m = Self {
+            lists: Family::default(),
+            list_duration: Family::new_with_constructor(seconds),
+            list_items: Family::new_with_constructor(items),
+            watches: Family::default(),
+            watch_restarts: Family::default(),
+            last_resource_version: Family::default(),
+        };
+        registry.register("reflector_lists", "LIST syncs attempted", m.lists.clone());
+        registry.register(
+            "reflector_list_duration_seconds",
+            "How long a successful LIST sync took",
+            m.list_duration.clone(),
+        );
+        registry.register(
+            "reflector_list_items",
+            "Objects per successful LIST sync",
+            m.list_items.clone(),
+        );
+        registry.register("reflector_watches", "Watches opened", m.watches.clone());
+        registry.register(
+            "reflector_watch_restarts",
+            "Why watches ended",
+            m.watch_restarts.clone(),
+        );
+        registry.register(
+            "reflector_last_resource_version",
+            "The last synced resourceVersion",
+            m.last_resource_version.clone(),
+        );
+        m
+    }
+
+    fn name(name: &str) -> Name {
+        Name {
+            name: name.to_owned(),
+        }
+    }
+
+    pub(super) fn list_started(&self, name: &str) {
+        self.lists.get_or_create(&Self::name(name)).inc();
+    }
+
+    pub(super) fn list_done(&self, name: &str, seconds: f64, items: usize) {
+        let label = Self::name(name);
+        self.list_duration.get_or_create(&label).observe(seconds);
+        self.list_items.get_or_create(&label).observe(items as f64);
+    }
+
+    pub(super) fn watch_started(&self, name: &str) {
+        self.watches.get_or_create(&Self::name(name)).inc();
+    }
+
+    pub(super) fn watch_ended(&self, name: &str, reason: &'static str) {
+        let label = NameReason {
+            name: name.to_owned(),
+            reason,
+        };
+        self.watch_restarts.get_or_create(&label).inc();
+    }
+
+    pub(super) fn synced(&self, name: &str, resource_version: &str) {
+        if let Ok(rv) = resource_version.parse::<i64>() {
+            self.last_resource_version
+                .get_or_create(&Self::name(name))
+                .set(rv);
+        }
+    }
+}
