@@ -810,3 +810,169 @@ async fn dynamic_objects_of_a_custom_resource_sync_too() {
     cancel.cancel();
     run.await.unwrap();
 }
+
+/// A source whose LIST is empty and whose every watch ends at once, without events.
+struct ClosesAtOnce {
+    watches: Arc<Mutex<usize>>,
+}
+
+impl ListerWatcher<ConfigMap> for ClosesAtOnce {
+    async fn list(
+        &self,
+        _: &kube::api::ListParams,
+    ) -> Result<kube::api::ObjectList<ConfigMap>, kube::Error> {
+        let list = json!({"metadata": {"resourceVersion": "7"}, "items": []});
+        Ok(serde_json::from_value(list).unwrap())
+    }
+
+    async fn watch(
+        &self,
+        _: &kube::api::WatchParams,
+        _: &str,
+    ) -> Result<kube_informer::list_watch::WatchStream<ConfigMap>, kube::Error> {
+        *self.watches.lock() += 1;
+        Ok(Box::pin(futures_util::stream::empty()))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_watch_ending_at_once_without_events_is_reported_and_backed_off() {
+    let watches = Arc::new(Mutex::new(0));
+    let store: Store<ConfigMap> = Store::default();
+    let fifo = Arc::new(RealFifo::new(Arc::new(store)));
+    let source = ClosesAtOnce {
+        watches: watches.clone(),
+    };
+    let reflector = Reflector::new(
+        source,
+        fifo,
+        ReflectorOptions::default().streaming_lists(false),
+    );
+    let errors = Arc::new(Mutex::new(Vec::new()));
+    let seen = errors.clone();
+    reflector.set_error_handler(move |e: &ReflectorError| seen.lock().push(e.to_string()));
+    let cancel = CancellationToken::new();
+    let run = tokio::spawn({
+        let cancel = cancel.clone();
+        async move { reflector.run(cancel).await }
+    });
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    cancel.cancel();
+    run.await.unwrap();
+    let watches = *watches.lock();
+    assert!(
+        (2..=75).contains(&watches),
+        "{watches} watches in 60 s: not a hot loop, still retrying"
+    );
+    assert!(
+        errors
+            .lock()
+            .iter()
+            .all(|e| e.contains("without any event")),
+        "{:?}",
+        errors.lock()
+    );
+    assert_eq!(errors.lock().len(), watches);
+}
+
+/// Records what reaches the sink.
+#[derive(Default)]
+struct Recording {
+    resyncs: Mutex<usize>,
+    replaced: Mutex<usize>,
+}
+
+impl kube_informer::fifo::DeltaSink<ConfigMap> for Recording {
+    fn add(&self, _: Arc<ConfigMap>) -> Result<(), kube_informer::KeyError> {
+        Ok(())
+    }
+    fn update(&self, _: Arc<ConfigMap>) -> Result<(), kube_informer::KeyError> {
+        Ok(())
+    }
+    fn delete(&self, _: Arc<ConfigMap>) -> Result<(), kube_informer::KeyError> {
+        Ok(())
+    }
+    fn replace(&self, list: Vec<Arc<ConfigMap>>) -> Result<(), kube_informer::KeyError> {
+        *self.replaced.lock() += list.len();
+        Ok(())
+    }
+    fn resync(&self) {
+        *self.resyncs.lock() += 1;
+    }
+}
+
+#[tokio::test]
+async fn the_resync_ticker_resyncs_only_when_due() {
+    let server = server(ServerConfig::default()).await;
+    seed(&server, (0..3).map(|i| format!("cm-{i}")));
+    let sink = Arc::new(Recording::default());
+    let api: Api<ConfigMap> = Api::namespaced(server.client().unwrap(), "demo");
+    let reflector = Reflector::new(
+        api,
+        sink.clone(),
+        fast().resync_period(Duration::from_millis(20)),
+    );
+    let checks = Arc::new(Mutex::new(0usize));
+    let counted = checks.clone();
+    // Due on every other check.
+    reflector.set_should_resync(move || {
+        let mut n = counted.lock();
+        *n += 1;
+        *n % 2 == 0
+    });
+    let cancel = CancellationToken::new();
+    let run = tokio::spawn({
+        let cancel = cancel.clone();
+        async move { reflector.run(cancel).await }
+    });
+    for _ in 0..2000 {
+        if *checks.lock() >= 6 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    cancel.cancel();
+    run.await.unwrap();
+    let (checks, resyncs) = (*checks.lock(), *sink.resyncs.lock());
+    assert!(checks >= 6, "the ticker never ticked");
+    assert_eq!(
+        resyncs,
+        checks / 2,
+        "resync exactly when due: {resyncs} of {checks} checks"
+    );
+    assert_eq!(*sink.replaced.lock(), 3);
+}
+
+#[tokio::test]
+async fn metadata_only_objects_sync() {
+    use kube::core::PartialObjectMeta;
+    let server = server(ServerConfig::default()).await;
+    seed(&server, (0..4).map(|i| format!("cm-{i}")));
+    let api: Api<PartialObjectMeta<ConfigMap>> = Api::namespaced(server.client().unwrap(), "demo");
+    let store: Store<PartialObjectMeta<ConfigMap>> = Store::default();
+    let fifo = Arc::new(RealFifo::new(Arc::new(store.clone())));
+    let reflector = Arc::new(Reflector::new(api, fifo.clone(), fast()));
+    let cancel = CancellationToken::new();
+    let run = tokio::spawn({
+        let (reflector, cancel) = (reflector.clone(), cancel.clone());
+        async move { reflector.run(cancel).await }
+    });
+    while store.len() < 4 {
+        fifo.pop(|deltas, _| {
+            store.insert(deltas.key().clone(), deltas.newest().object().clone());
+            Ok::<(), ProcessError<Infallible>>(())
+        })
+        .await
+        .unwrap();
+    }
+    assert!(
+        store
+            .get_by_key("demo/cm-2")
+            .unwrap()
+            .metadata
+            .uid
+            .is_some()
+    );
+    cancel.cancel();
+    run.await.unwrap();
+}
