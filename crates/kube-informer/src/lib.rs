@@ -23,6 +23,12 @@
 //!   with two implementations: [`RealFifo`] (strict arrival order, client-go 1.36's default)
 //!   and [`DeltaFifo`] (per-key coalescing, the classic design). Tombstones are the
 //!   [`DeletedObject`] enum, so a handler cannot forget the "final state unknown" case.
+//! - [`list_watch`] and [`reflector`]: the [`list_watch::ListerWatcher`] source (implemented
+//!   for `kube::Api` of typed objects, `DynamicObject` and `PartialObjectMeta`) and the
+//!   [`reflector::Reflector`] that keeps a FIFO in step with the API server through every
+//!   failure: streaming lists with LIST fallback, client-go's resourceVersion ladder, paged
+//!   consistent lists, resumed watches, 410 relists, Retry-After, jittered backoff, idle
+//!   detection of half-open watches, metrics.
 //! - [`workqueue`]: client-go's work queues for controllers: [`workqueue::Queue`],
 //!   [`workqueue::DelayingQueue`], [`workqueue::RateLimitingQueue`], rate limiters, and
 //!   Prometheus metrics; a [`workqueue::WorkItem`] guard makes Get/Done/Forget impossible to
