@@ -122,6 +122,18 @@ enum Stop {
     Resync,
 }
 
+/// What waiting on a watch stream gave.
+enum Next<K> {
+    Cancelled,
+    /// Nothing for longer than the idle limit (already reported).
+    Idle,
+    /// The stream ended.
+    Ended,
+    /// The stream broke (already reported).
+    Broke,
+    Event(WatchEvent<K>),
+}
+
 /// How one watch ended.
 enum WatchEnd {
     Cancelled,
@@ -424,33 +436,17 @@ where
         };
         let mut initial: HashMap<ObjectKey, Arc<K>> = HashMap::new();
         loop {
-            let next = tokio::select! {
-                () = cancel.cancelled() => return Err(Stop::Cancelled),
-                next = tokio::time::timeout(self.options.idle_timeout, stream.next()) => next,
-            };
-            let event = match next {
-                Err(_) => {
-                    let idle = self.options.idle_timeout;
-                    self.report(ReflectorError::Idle {
-                        resource: self.name.clone(),
-                        idle,
-                    });
-                    return Err(Stop::Resync);
-                }
-                Ok(None) => {
+            let event = match self.next_event(cancel, &mut stream).await {
+                Next::Cancelled => return Err(Stop::Cancelled),
+                Next::Idle => return Err(Stop::Resync),
+                Next::Ended => {
                     return Err(self.fall_back_to_list(
                         run,
                         "the stream ended before the initial-events-end bookmark".into(),
                     ));
                 }
-                Ok(Some(Err(source))) => {
-                    self.report(ReflectorError::Watch {
-                        resource: self.name.clone(),
-                        source,
-                    });
-                    return Err(self.wait_for(cancel, run, Reaction::Retry).await);
-                }
-                Ok(Some(Ok(event))) => event,
+                Next::Broke => return Err(self.wait_for(cancel, run, Reaction::Retry).await),
+                Next::Event(event) => event,
             };
             let skipped = match event {
                 WatchEvent::Added(obj) | WatchEvent::Modified(obj) => {
@@ -523,6 +519,34 @@ where
             code: status.code,
             reason: status.reason.clone(),
             message: status.message.clone(),
+        }
+    }
+
+    /// The next event of `stream`, unless cancelled, idle for too long, ended or broken
+    /// (the last two reported).
+    async fn next_event(&self, cancel: &CancellationToken, stream: &mut WatchStream<K>) -> Next<K> {
+        let next = tokio::select! {
+            () = cancel.cancelled() => return Next::Cancelled,
+            next = tokio::time::timeout(self.options.idle_timeout, stream.next()) => next,
+        };
+        match next {
+            Err(_) => {
+                let idle = self.options.idle_timeout;
+                self.report(ReflectorError::Idle {
+                    resource: self.name.clone(),
+                    idle,
+                });
+                Next::Idle
+            }
+            Ok(None) => Next::Ended,
+            Ok(Some(Err(source))) => {
+                self.report(ReflectorError::Watch {
+                    resource: self.name.clone(),
+                    source,
+                });
+                Next::Broke
+            }
+            Ok(Some(Ok(event))) => Next::Event(event),
         }
     }
 
@@ -619,28 +643,12 @@ where
     ) -> WatchEnd {
         let mut events = 0;
         loop {
-            let next = tokio::select! {
-                () = cancel.cancelled() => return WatchEnd::Cancelled,
-                next = tokio::time::timeout(self.options.idle_timeout, stream.next()) => next,
-            };
-            let event = match next {
-                Err(_) => {
-                    let idle = self.options.idle_timeout;
-                    self.report(ReflectorError::Idle {
-                        resource: self.name.clone(),
-                        idle,
-                    });
-                    return WatchEnd::Idle;
-                }
-                Ok(None) => return WatchEnd::Closed { events },
-                Ok(Some(Err(source))) => {
-                    self.report(ReflectorError::Watch {
-                        resource: self.name.clone(),
-                        source,
-                    });
-                    return WatchEnd::Failed;
-                }
-                Ok(Some(Ok(event))) => event,
+            let event = match self.next_event(cancel, &mut stream).await {
+                Next::Cancelled => return WatchEnd::Cancelled,
+                Next::Idle => return WatchEnd::Idle,
+                Next::Ended => return WatchEnd::Closed { events },
+                Next::Broke => return WatchEnd::Failed,
+                Next::Event(event) => event,
             };
             let (object, apply): (Option<&K>, _) = match &event {
                 WatchEvent::Added(obj) => (Some(obj), 0),
