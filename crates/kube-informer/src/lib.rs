@@ -29,6 +29,8 @@
 //!   failure: streaming lists with LIST fallback, client-go's resourceVersion ladder, paged
 //!   consistent lists, resumed watches, 410 relists, Retry-After, jittered backoff, idle
 //!   detection of half-open watches, metrics.
+//! - [`lister`]: [`Lister`] and [`NamespaceLister`], typed read-only views of the cache with
+//!   label selectors.
 //! - [`workqueue`]: client-go's work queues for controllers: [`workqueue::Queue`],
 //!   [`workqueue::DelayingQueue`], [`workqueue::RateLimitingQueue`], rate limiters, and
 //!   Prometheus metrics; a [`workqueue::WorkItem`] guard makes Get/Done/Forget impossible to
@@ -66,6 +68,7 @@ pub mod fifo;
 pub mod index;
 pub mod key;
 pub mod list_watch;
+pub mod lister;
 pub mod reflector;
 pub mod store;
 pub mod workqueue;
@@ -77,6 +80,7 @@ pub use self::{
         KeyError, ObjectKey, deletion_handling_meta_namespace_key, meta_namespace_key,
         split_meta_namespace_key,
     },
+    lister::{Lister, NamespaceLister},
     store::{Indexer, Store},
 };
 
