@@ -17,8 +17,9 @@ use hyper_util::rt::TokioIo;
 use k8s_openapi::api::core::v1::Pod;
 use kube::{Api, api::WatchEvent};
 use kube_informer::{
-    Delta, RealFifo, Store,
+    RealFifo, Store,
     fifo::{DeltaQueue, ProcessError},
+    informer::handle_deltas,
     reflector::{Reflector, ReflectorOptions},
 };
 use tokio_util::sync::CancellationToken;
@@ -41,17 +42,8 @@ async fn sync(server: &FakeApiServer, n: usize, streaming: bool) -> Duration {
     });
     // The informer's part: apply what is popped.
     while store.len() < n {
-        fifo.pop(|deltas, _| {
-            for delta in deltas {
-                match delta {
-                    Delta::Deleted(_) => {
-                        store.delete_by_key(deltas.key().as_str());
-                    }
-                    other => {
-                        store.insert(deltas.key().clone(), other.object().clone());
-                    }
-                }
-            }
+        fifo.pop(|deltas, initial| {
+            handle_deltas(&store, deltas, initial, &mut Vec::new());
             Ok::<(), ProcessError<Infallible>>(())
         })
         .await

@@ -66,6 +66,7 @@
 
 pub mod fifo;
 pub mod index;
+pub mod informer;
 pub mod key;
 pub mod list_watch;
 pub mod lister;

@@ -7,8 +7,9 @@ use fake_apiserver::{FakeApiServer, Fault, Gvr, RequestRecord, ServerConfig, Ver
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube_informer::{
-    Delta, RealFifo, Store,
+    RealFifo, Store,
     fifo::{DeltaQueue, ProcessError},
+    informer::handle_deltas,
     list_watch::ListerWatcher,
     reflector::{Reflector, ReflectorError, ReflectorOptions},
 };
@@ -90,17 +91,8 @@ impl Harness {
             async move {
                 loop {
                     let popped = fifo
-                        .pop(|deltas, _| {
-                            for delta in deltas {
-                                match delta {
-                                    Delta::Deleted(_) => {
-                                        store.delete_by_key(deltas.key().as_str());
-                                    }
-                                    other => {
-                                        store.insert(deltas.key().clone(), other.object().clone());
-                                    }
-                                }
-                            }
+                        .pop(|deltas, initial| {
+                            handle_deltas(&store, deltas, initial, &mut Vec::new());
                             Ok::<(), ProcessError<Infallible>>(())
                         })
                         .await;
