@@ -5,6 +5,8 @@
 
 mod handle_deltas;
 mod handler;
+#[allow(dead_code)] // driven by the SharedIndexInformer that completes #6; tested now
+mod listener;
 
 pub use self::handle_deltas::{Distribution, handle_deltas};
 pub use self::handler::{FilteringHandler, HandlerFuncs, Notification, ResourceEventHandler};
