@@ -92,11 +92,6 @@ impl<K: Resource + Send + Sync + 'static> Listener<K> {
         self.shared.buffer.lock().initial_pending == 0
     }
 
-    /// The handler's name.
-    pub(crate) fn name(&self) -> &str {
-        &self.shared.name
-    }
-
     /// Stops delivery (what is queued is dropped) and waits for the task to end, so the
     /// handler is not called any more once this returns.
     pub(crate) async fn stop(&self) {
@@ -260,6 +255,5 @@ mod tests {
         listener.push(add("late", false));
         tokio::task::yield_now().await;
         assert_eq!(*calls.lock(), 0, "no call after stop");
-        assert_eq!(listener.name(), "stopped");
     }
 }

@@ -1,12 +1,36 @@
-//! The shared informer's building blocks (issue #6, in progress): the handler interface
-//! ([`ResourceEventHandler`], [`HandlerFuncs`], [`FilteringHandler`]), the [`Notification`]s
-//! handlers receive, and [`handle_deltas`], which applies popped deltas to the indexer and
-//! decides what each handler hears. The `SharedIndexInformer` that runs them comes next.
+//! The shared informer: one LIST+WATCH per resource (the [reflector](crate::reflector)), an
+//! indexed cache, and any number of handlers, each told of every change in order on its own
+//! task.
+//!
+//! - [`SharedIndexInformer`]: pops the FIFO, applies each entry to the cache first
+//!   ([`handle_deltas`]), then distributes adds, updates and deletes to the handlers'
+//!   listeners; handlers added while running first get the whole cache as adds.
+//! - [`ResourceEventHandler`], [`HandlerFuncs`], [`FilteringHandler`]: what handlers are.
+//! - Each handler has a listener: an ordered, unbounded buffer and a task; a slow handler
+//!   delays only itself, a panicking one is caught and logged and keeps receiving.
+//! - Resync replays the cache as updates to the handlers whose period is due; it never calls
+//!   the API server.
 
 mod handle_deltas;
 mod handler;
-#[allow(dead_code)] // driven by the SharedIndexInformer that completes #6; tested now
 mod listener;
+mod processor;
+mod shared;
 
-pub use self::handle_deltas::{Distribution, handle_deltas};
-pub use self::handler::{FilteringHandler, HandlerFuncs, Notification, ResourceEventHandler};
+use kube::Resource;
+
+pub use self::{
+    handle_deltas::{Distribution, handle_deltas},
+    handler::{FilteringHandler, HandlerFuncs, Notification, ResourceEventHandler},
+    shared::{
+        HandlerOptions, HandlerRegistration, InformerError, InformerOptions, QueueKind,
+        SharedIndexInformer,
+    },
+};
+
+/// A transform that drops `metadata.managedFields` (often a quarter of an object's bytes),
+/// for [`SharedIndexInformer::set_transform`].
+pub fn strip_managed_fields<K: Resource>(mut object: K) -> K {
+    object.meta_mut().managed_fields = None;
+    object
+}

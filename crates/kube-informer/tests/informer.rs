@@ -1,0 +1,258 @@
+//! The shared informer against fake-apiserver: sharing, ordering, late handlers, removal,
+//! panics, transforms.
+
+use std::{collections::BTreeMap, sync::Arc, time::Duration};
+
+use fake_apiserver::{FakeApiServer, Gvr, ServerConfig, Verb};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+use kube_informer::{
+    DeletedObject,
+    informer::{
+        HandlerFuncs, HandlerOptions, InformerOptions, SharedIndexInformer, strip_managed_fields,
+    },
+    reflector::ReflectorOptions,
+};
+use parking_lot::Mutex;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+fn cms() -> Gvr {
+    Gvr::core("configmaps")
+}
+
+async fn server() -> Arc<FakeApiServer> {
+    let server = FakeApiServer::start(ServerConfig::default()).await.unwrap();
+    server
+        .create(
+            &Gvr::core("namespaces"),
+            None,
+            json!({"metadata": {"name": "demo"}}),
+        )
+        .unwrap();
+    Arc::new(server)
+}
+
+fn informer(server: &FakeApiServer) -> SharedIndexInformer<ConfigMap> {
+    let api: Api<ConfigMap> = Api::namespaced(server.client().unwrap(), "demo");
+    let fast = ReflectorOptions::default().backoff(
+        Duration::from_millis(10),
+        Duration::from_millis(50),
+        Duration::from_secs(60),
+    );
+    SharedIndexInformer::new(api, InformerOptions::default().reflector(fast))
+}
+
+fn start(
+    informer: &SharedIndexInformer<ConfigMap>,
+) -> (CancellationToken, tokio::task::JoinHandle<()>) {
+    let cancel = CancellationToken::new();
+    let task = tokio::spawn({
+        let (informer, cancel) = (informer.clone(), cancel.clone());
+        async move { informer.run(cancel).await }
+    });
+    (cancel, task)
+}
+
+async fn until(what: &str, mut done: impl FnMut() -> bool) {
+    for _ in 0..3000 {
+        if done() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("timed out waiting for: {what}");
+}
+
+/// (event, name, resourceVersion), in the order a handler saw them.
+type Log = Arc<Mutex<Vec<(String, String, u64)>>>;
+
+/// A handler recording what it sees.
+fn recorder() -> (HandlerFuncs<ConfigMap>, Log) {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let rv = |o: &ConfigMap| {
+        o.metadata
+            .resource_version
+            .as_deref()
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+    };
+    let name = |o: &ConfigMap| o.metadata.name.clone().unwrap();
+    let (a, u, d) = (log.clone(), log.clone(), log.clone());
+    let funcs = HandlerFuncs::new()
+        .on_add(move |o: Arc<ConfigMap>, _| a.lock().push(("add".into(), name(&o), rv(&o))))
+        .on_update(move |_, n: Arc<ConfigMap>| u.lock().push(("update".into(), name(&n), rv(&n))))
+        .on_delete(move |o: DeletedObject<ConfigMap>| {
+            d.lock()
+                .push(("delete".into(), name(o.object()), rv(o.object())))
+        });
+    (funcs, log)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_handlers_share_one_list_and_watch_and_see_every_key_in_order() {
+    let server = server().await;
+    for i in 0..20 {
+        server
+            .create(
+                &cms(),
+                Some("demo"),
+                json!({"metadata": {"name": format!("cm-{i}")}}),
+            )
+            .unwrap();
+    }
+    let informer = informer(&server);
+    let (h1, log1) = recorder();
+    let (h2, log2) = recorder();
+    let r1 = informer.add_event_handler(h1, HandlerOptions::default().name("one"));
+    let r2 = informer.add_event_handler(h2, HandlerOptions::default().name("two"));
+    let (cancel, task) = start(&informer);
+    until("both handlers synced", || {
+        r1.has_synced() && r2.has_synced()
+    })
+    .await;
+    // A burst of updates to few keys.
+    for round in 0..30 {
+        let name = format!("cm-{}", round % 5);
+        server
+            .patch(
+                &cms(),
+                Some("demo"),
+                &name,
+                json!({"data": {"round": round.to_string()}}),
+            )
+            .unwrap();
+    }
+    server.delete(&cms(), Some("demo"), "cm-19").unwrap();
+    let last = server.resource_version();
+    until("both saw the last write", || {
+        [&log1, &log2]
+            .iter()
+            .all(|l| l.lock().iter().any(|(_, _, rv)| *rv == last))
+    })
+    .await;
+    for log in [&log1, &log2] {
+        let mut per_key: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+        for (_, name, rv) in log.lock().iter() {
+            per_key.entry(name.clone()).or_default().push(*rv);
+        }
+        for (name, rvs) in &per_key {
+            assert!(
+                rvs.windows(2).all(|w| w[0] < w[1]),
+                "{name}: out of order {rvs:?}"
+            );
+        }
+        assert_eq!(per_key.len(), 20);
+        assert_eq!(log.lock().iter().filter(|(e, _, _)| e == "add").count(), 20);
+    }
+    let watches = server
+        .requests()
+        .iter()
+        .filter(|r| r.verb == Some(Verb::Watch))
+        .count();
+    let lists = server
+        .requests()
+        .iter()
+        .filter(|r| r.verb == Some(Verb::List))
+        .count();
+    assert_eq!(
+        (watches, lists),
+        (1, 0),
+        "one streaming watch serves both handlers"
+    );
+    cancel.cancel();
+    task.await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_handler_first_gets_the_whole_cache_then_changes() {
+    let server = server().await;
+    for i in 0..10 {
+        server
+            .create(
+                &cms(),
+                Some("demo"),
+                json!({"metadata": {"name": format!("cm-{i}")}}),
+            )
+            .unwrap();
+    }
+    let informer = informer(&server);
+    let (cancel, task) = start(&informer);
+    until("synced", || informer.has_synced()).await;
+    let (late, log) = recorder();
+    let registration = informer.add_event_handler(late, HandlerOptions::default());
+    until("late handler synced", || registration.has_synced()).await;
+    assert_eq!(log.lock().len(), 10);
+    server
+        .create(&cms(), Some("demo"), json!({"metadata": {"name": "after"}}))
+        .unwrap();
+    until("the change after", || {
+        log.lock().iter().any(|(_, n, _)| n == "after")
+    })
+    .await;
+    assert_eq!(log.lock().len(), 11, "nothing twice");
+    cancel.cancel();
+    task.await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_removed_handler_is_no_longer_called_and_a_panicking_one_keeps_receiving() {
+    let server = server().await;
+    let informer = informer(&server);
+    let (removed, removed_log) = recorder();
+    let registration = informer.add_event_handler(removed, HandlerOptions::default());
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s = seen.clone();
+    let panicky = HandlerFuncs::new().on_add(move |o: Arc<ConfigMap>, _| {
+        let name = o.metadata.name.clone().unwrap();
+        if name == "bad" {
+            panic!("handler bug");
+        }
+        s.lock().push(name);
+    });
+    informer.add_event_handler(panicky, HandlerOptions::default().name("panicky"));
+    let (cancel, task) = start(&informer);
+    until("synced", || informer.has_synced()).await;
+    informer.remove_event_handler(&registration).await;
+    for name in ["bad", "good"] {
+        server
+            .create(&cms(), Some("demo"), json!({"metadata": {"name": name}}))
+            .unwrap();
+    }
+    until("after the panic", || {
+        seen.lock().contains(&"good".to_owned())
+    })
+    .await;
+    assert!(
+        removed_log.lock().is_empty(),
+        "removed before any object existed"
+    );
+    cancel.cancel();
+    task.await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transform_applies_before_the_cache_and_configuration_after_start_is_refused() {
+    let server = server().await;
+    server
+        .create(&cms(), Some("demo"), json!({"metadata": {"name": "a"}}))
+        .unwrap();
+    let informer = informer(&server);
+    informer.set_transform(strip_managed_fields).unwrap();
+    let (cancel, task) = start(&informer);
+    until("synced", || informer.store().len() == 1).await;
+    let cached = informer.store().get_by_key("demo/a").unwrap();
+    assert!(cached.metadata.managed_fields.is_none());
+    assert!(server.get(&cms(), Some("demo"), "a").unwrap()["metadata"]["managedFields"].is_array());
+    let refused = informer.set_transform(|o| o).unwrap_err();
+    assert!(refused.to_string().contains("already started"), "{refused}");
+    assert!(
+        informer
+            .add_indexers(kube_informer::Indexers::new().namespace())
+            .is_err()
+    );
+    assert!(!informer.last_sync_resource_version().is_empty());
+    cancel.cancel();
+    task.await.unwrap();
+}
