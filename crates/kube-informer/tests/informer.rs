@@ -256,3 +256,111 @@ async fn a_transform_applies_before_the_cache_and_configuration_after_start_is_r
     cancel.cancel();
     task.await.unwrap();
 }
+
+/// A static source: a LIST of two objects, then watches that stay open and quiet.
+struct Static;
+
+impl kube_informer::list_watch::ListerWatcher<ConfigMap> for Static {
+    async fn list(
+        &self,
+        _: &kube::api::ListParams,
+    ) -> Result<kube::api::ObjectList<ConfigMap>, kube::Error> {
+        let item =
+            |n: &str| json!({"metadata": {"name": n, "namespace": "demo", "resourceVersion": "5"}});
+        let list = json!({"metadata": {"resourceVersion": "5"}, "items": [item("a"), item("b")]});
+        Ok(serde_json::from_value(list).unwrap())
+    }
+
+    async fn watch(
+        &self,
+        _: &kube::api::WatchParams,
+        _: &str,
+    ) -> Result<kube_informer::list_watch::WatchStream<ConfigMap>, kube::Error> {
+        Ok(Box::pin(futures_util::stream::pending()))
+    }
+}
+
+/// Counts the resync updates (old and new the same object) a handler gets.
+fn resync_counter() -> (HandlerFuncs<ConfigMap>, Arc<Mutex<usize>>) {
+    let count = Arc::new(Mutex::new(0));
+    let c = count.clone();
+    let funcs = HandlerFuncs::new().on_update(move |old: Arc<ConfigMap>, new: Arc<ConfigMap>| {
+        if Arc::ptr_eq(&old, &new) {
+            *c.lock() += 1;
+        }
+    });
+    (funcs, count)
+}
+
+#[tokio::test(start_paused = true)]
+async fn resync_updates_reach_only_the_handlers_that_are_due() {
+    let options = InformerOptions::default().reflector(
+        ReflectorOptions::default()
+            .streaming_lists(false)
+            .idle_timeout(Duration::from_secs(100_000))
+            .resync_period(Duration::from_secs(1)),
+    );
+    let informer = SharedIndexInformer::new(Static, options);
+    let (every_2s, fast) = resync_counter();
+    let (every_10s, slow) = resync_counter();
+    let (never, none) = resync_counter();
+    informer.add_event_handler(
+        every_2s,
+        HandlerOptions::default().resync(Duration::from_secs(2)),
+    );
+    informer.add_event_handler(
+        every_10s,
+        HandlerOptions::default().resync(Duration::from_secs(10)),
+    );
+    informer.add_event_handler(never, HandlerOptions::default());
+    let (cancel, task) = start(&informer);
+    // 30 s of paused time: checks every second.
+    for _ in 0..30 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    cancel.cancel();
+    task.await.unwrap();
+    let (fast, slow, none) = (*fast.lock(), *slow.lock(), *none.lock());
+    // Two objects per resync: ~15 resyncs every 2 s, ~3 every 10 s.
+    assert!(
+        (26..=30).contains(&fast),
+        "every 2 s: {fast} resync updates"
+    );
+    assert!((4..=6).contains(&slow), "every 10 s: {slow} resync updates");
+    assert_eq!(none, 0, "a handler without a resync period gets none");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn notifications_can_be_read_as_a_stream_until_the_informer_stops() {
+    use futures_util::StreamExt;
+    use kube_informer::informer::Notification;
+    let server = server().await;
+    server
+        .create(&cms(), Some("demo"), json!({"metadata": {"name": "a"}}))
+        .unwrap();
+    let informer = informer(&server);
+    let mut stream = informer.stream(HandlerOptions::default());
+    let (cancel, task) = start(&informer);
+    match stream.next().await.unwrap() {
+        Notification::Add {
+            object,
+            is_in_initial_list,
+        } => {
+            assert_eq!(object.metadata.name.as_deref(), Some("a"));
+            assert!(is_in_initial_list);
+        }
+        other => panic!("expected the initial add, got {other:?}"),
+    }
+    server.delete(&cms(), Some("demo"), "a").unwrap();
+    assert!(matches!(
+        stream.next().await.unwrap(),
+        Notification::Delete(_)
+    ));
+    until("registration synced", || stream.registration().has_synced()).await;
+    cancel.cancel();
+    task.await.unwrap();
+    assert!(
+        stream.next().await.is_none(),
+        "the stream ends with the informer"
+    );
+}

@@ -16,6 +16,7 @@ mod handler;
 mod listener;
 mod processor;
 mod shared;
+mod stream;
 
 use kube::Resource;
 
@@ -26,6 +27,7 @@ pub use self::{
         HandlerOptions, HandlerRegistration, InformerError, InformerOptions, QueueKind,
         SharedIndexInformer,
     },
+    stream::NotificationStream,
 };
 
 /// A transform that drops `metadata.managedFields` (often a quarter of an object's bytes),

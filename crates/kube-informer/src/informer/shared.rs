@@ -395,6 +395,16 @@ where
         }
     }
 
+    /// The notifications of a new handler as an async stream (the same guarantees as
+    /// [`add_event_handler`](Self::add_event_handler)). The stream ends when the informer
+    /// stops; remove its [`registration`](super::NotificationStream::registration) to
+    /// detach it earlier.
+    pub fn stream(&self, options: HandlerOptions) -> super::NotificationStream<K> {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let registration = self.add_event_handler(super::stream::Forward(tx), options);
+        super::NotificationStream { rx, registration }
+    }
+
     /// Stops delivery to a handler; once this returns the handler is no longer called.
     #[doc(alias = "RemoveEventHandler")]
     #[doc(alias = "ShutDownEventHandler")]
