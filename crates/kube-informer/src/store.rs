@@ -70,6 +70,30 @@ struct State<K> {
 }
 
 impl<K> State<K> {
+    fn insert(&mut self, key: ObjectKey, obj: Arc<K>) -> Option<Arc<K>> {
+        if let Some(&slot) = self.slots.get(key.as_str()) {
+            // Keep the key allocation the store already has: one copy of each key string.
+            let entry = &mut self.slab.entries[slot as usize];
+            let old = std::mem::replace(&mut entry.as_mut().expect("occupied").1, obj);
+            let new = &entry.as_ref().expect("occupied").1;
+            self.indices
+                .update(slot, Some(old.as_ref()), Some(new.as_ref()));
+            return Some(old);
+        }
+        let slot = self.slab.insert(key.clone(), obj);
+        self.slots.insert(key, slot);
+        let new = &self.slab.get(slot).1;
+        self.indices.update(slot, None, Some(new.as_ref()));
+        None
+    }
+
+    fn delete(&mut self, key: &str) -> Option<Arc<K>> {
+        let slot = self.slots.remove(key)?;
+        let (_, old) = self.slab.remove(slot);
+        self.indices.update(slot, Some(old.as_ref()), None);
+        Some(old)
+    }
+
     fn get(&self, key: &str) -> Option<&Arc<K>> {
         self.slots.get(key).map(|&slot| &self.slab.get(slot).1)
     }
@@ -101,6 +125,36 @@ impl<K> State<K> {
         };
         state.indices = Indices::build(indexers, state.objects());
         state
+    }
+}
+
+/// Writes applied under one write lock; see [`Store::transaction`].
+pub struct Transaction<'a, K> {
+    state: &'a mut State<K>,
+}
+
+impl<K> Transaction<'_, K> {
+    /// As [`Store::insert`].
+    pub fn insert(&mut self, key: ObjectKey, obj: Arc<K>) -> Option<Arc<K>> {
+        self.state.insert(key, obj)
+    }
+
+    /// As [`Store::delete_by_key`].
+    pub fn delete_by_key(&mut self, key: &str) -> Option<Arc<K>> {
+        self.state.delete(key)
+    }
+
+    /// As [`Store::get_by_key`].
+    pub fn get_by_key(&self, key: &str) -> Option<Arc<K>> {
+        self.state.get(key).cloned()
+    }
+}
+
+impl<K> fmt::Debug for Transaction<'_, K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Transaction")
+            .field("len", &self.state.slots.len())
+            .finish()
     }
 }
 
@@ -240,35 +294,22 @@ impl<K> Store<K> {
     /// For callers that already hold the key (the informer has it from the FIFO); `key` must
     /// be the object's key.
     pub fn insert(&self, key: ObjectKey, obj: Arc<K>) -> Option<Arc<K>> {
-        let mut guard = self.state.write();
-        let state = &mut *guard;
-        if let Some(&slot) = state.slots.get(key.as_str()) {
-            // Keep the key allocation the store already has: one copy of each key string.
-            let entry = &mut state.slab.entries[slot as usize];
-            let old = std::mem::replace(&mut entry.as_mut().expect("occupied").1, obj);
-            let new = &entry.as_ref().expect("occupied").1;
-            state
-                .indices
-                .update(slot, Some(old.as_ref()), Some(new.as_ref()));
-            drop(guard);
-            return Some(old);
-        }
-        let slot = state.slab.insert(key.clone(), obj);
-        state.slots.insert(key, slot);
-        let new = &state.slab.get(slot).1;
-        state.indices.update(slot, None, Some(new.as_ref()));
-        None
+        self.state.write().insert(key, obj)
     }
 
     /// Removes the object stored under `key` from the map and from every index. Returns it.
     pub fn delete_by_key(&self, key: &str) -> Option<Arc<K>> {
+        self.state.write().delete(key)
+    }
+
+    /// Applies several writes under one write lock: readers see all of them or none, and a
+    /// stream of writes cannot be starved by many readers (client-go batches up to 1000 keys
+    /// per lock for that reason, kubernetes/kubernetes#130767).
+    ///
+    /// Keep `write` short: readers wait for it.
+    pub fn transaction<R>(&self, write: impl FnOnce(&mut Transaction<'_, K>) -> R) -> R {
         let mut guard = self.state.write();
-        let state = &mut *guard;
-        let slot = state.slots.remove(key)?;
-        let (_, old) = state.slab.remove(slot);
-        state.indices.update(slot, Some(old.as_ref()), None);
-        drop(guard);
-        Some(old)
+        write(&mut Transaction { state: &mut guard })
     }
 
     /// The objects whose index function `index_name` produced `value`.

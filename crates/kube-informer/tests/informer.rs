@@ -364,3 +364,81 @@ async fn notifications_can_be_read_as_a_stream_until_the_informer_stops() {
         "the stream ends with the informer"
     );
 }
+
+/// A relist that replaces every object reaches the cache at once: readers on other threads
+/// see the old generation or the new one, never a mix.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readers_never_see_a_half_applied_relist() {
+    use fake_apiserver::Fault;
+    const N: usize = 60;
+    let server = server().await;
+    let make = |generation: &str| {
+        for i in 0..N {
+            let name = format!("{generation}-{i}");
+            server
+                .create(
+                    &cms(),
+                    Some("demo"),
+                    json!({"metadata": {"name": name, "labels": {"gen": generation}}}),
+                )
+                .unwrap();
+        }
+    };
+    make("a");
+    let informer = informer(&server);
+    let (cancel, task) = start(&informer);
+    until("synced on generation a", || informer.store().len() == N).await;
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let (store, stop) = (informer.store(), stop.clone());
+            std::thread::spawn(move || {
+                let mut reads = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let objects = store.list();
+                    let a = objects
+                        .iter()
+                        .filter(|o| o.metadata.name.as_deref().unwrap().starts_with("a-"))
+                        .count();
+                    assert!(
+                        (a, objects.len()) == (N, N) || (a, objects.len()) == (0, N),
+                        "a reader saw {a} of generation a among {} objects",
+                        objects.len()
+                    );
+                    reads += 1;
+                }
+                reads
+            })
+        })
+        .collect();
+    // While the watch is down, generation a is replaced by b; the resumed watch is too old
+    // (410), so the informer relists and replaces the whole cache.
+    server.inject(Fault::Delay {
+        verb: Verb::Watch,
+        delay: Duration::from_millis(300),
+        times: 1,
+    });
+    server.restart();
+    for i in 0..N {
+        server
+            .delete(&cms(), Some("demo"), &format!("a-{i}"))
+            .unwrap();
+    }
+    make("b");
+    server.compact();
+    until("generation b", || {
+        informer
+            .store()
+            .list()
+            .iter()
+            .all(|o| o.metadata.name.as_deref().unwrap().starts_with("b-"))
+            && informer.store().len() == N
+    })
+    .await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for reader in readers {
+        assert!(reader.join().expect("a reader saw a half-applied relist") > 0);
+    }
+    cancel.cancel();
+    task.await.unwrap();
+}

@@ -55,6 +55,8 @@ pub(super) trait Entries<K> {
     fn len(&self) -> usize;
     /// Queues `delta` for `key` (how depends on the FIFO).
     fn push(&mut self, key: ObjectKey, delta: Delta<K>);
+    /// The replace group of the next entry (0: none), or `None` when empty.
+    fn front_group(&self) -> Option<u64>;
 }
 
 pub(super) struct State<S> {
@@ -122,6 +124,63 @@ impl<S> Core<S> {
 
     pub(super) fn has_synced(&self) -> bool {
         self.state.lock().population.has_synced()
+    }
+
+    /// Pops entries for up to `max_keys` distinct keys (more if needed to finish the
+    /// replace group the batch is in) and runs `process` on them under the lock.
+    pub(super) async fn pop_batch<K, F, E>(
+        &self,
+        max_keys: usize,
+        process: F,
+    ) -> Result<(), PopError<E>>
+    where
+        S: Entries<K>,
+        F: FnOnce(&[(Deltas<K>, bool)]) -> Result<(), ProcessError<E>>,
+    {
+        loop {
+            let notified = self.notify.notified();
+            let mut notified = std::pin::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let mut state = self.state.lock();
+                if state.entries.len() > 0 {
+                    let mut batch: Vec<(Deltas<K>, bool)> = Vec::new();
+                    let mut keys: crate::FastSet<ObjectKey> = crate::FastSet::default();
+                    let mut group = 0;
+                    while let Some(next_group) = state.entries.front_group() {
+                        let in_open_group = group != 0 && next_group == group;
+                        if !batch.is_empty() && keys.len() >= max_keys.max(1) && !in_open_group {
+                            break;
+                        }
+                        let deltas = state.entries.pop_front().expect("front_group saw an entry");
+                        let in_initial_list = state.population.popped();
+                        keys.insert(deltas.key().clone());
+                        group = next_group;
+                        batch.push((deltas, in_initial_list));
+                    }
+                    let more = state.entries.len() > 0;
+                    let result = match process(&batch) {
+                        Ok(()) => Ok(()),
+                        Err(ProcessError::Requeue(err)) => {
+                            for (deltas, _) in batch.into_iter().rev() {
+                                state.entries.requeue(deltas);
+                            }
+                            Err(PopError::Process(err))
+                        }
+                        Err(ProcessError::Fail(err)) => Err(PopError::Process(err)),
+                    };
+                    drop(state);
+                    if more {
+                        self.notify.notify_one();
+                    }
+                    return result;
+                }
+                if state.closed {
+                    return Err(PopError::Closed);
+                }
+            }
+            notified.await;
+        }
     }
 
     pub(super) async fn pop<K, F, E>(&self, process: F) -> Result<(), PopError<E>>

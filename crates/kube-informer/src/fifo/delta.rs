@@ -155,6 +155,9 @@ impl<K: fmt::Debug> fmt::Debug for Delta<K> {
 pub struct Deltas<K> {
     key: ObjectKey,
     deltas: SmallVec<[Delta<K>; 1]>,
+    /// Entries queued by one `RealFifo::replace` share a non-zero group, which a batch pop
+    /// never splits (so a relist reaches the cache at once).
+    pub(crate) group: u64,
 }
 
 impl<K> Deltas<K> {
@@ -162,7 +165,11 @@ impl<K> Deltas<K> {
     pub fn new(key: ObjectKey, delta: Delta<K>) -> Self {
         let mut deltas = SmallVec::new();
         deltas.push(delta);
-        Self { key, deltas }
+        Self {
+            key,
+            deltas,
+            group: 0,
+        }
     }
 
     /// The key of the object these deltas are about.
@@ -230,6 +237,7 @@ impl<K> Clone for Deltas<K> {
         Self {
             key: self.key.clone(),
             deltas: self.deltas.clone(),
+            group: self.group,
         }
     }
 }

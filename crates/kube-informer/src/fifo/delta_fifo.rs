@@ -84,6 +84,10 @@ impl<K> Entries<K> for KeyedEntries<K> {
         self.queue.len()
     }
 
+    fn front_group(&self) -> Option<u64> {
+        (!self.queue.is_empty()).then_some(0)
+    }
+
     /// Appends `delta` to `key`'s entry, queueing the key if it had none.
     fn push(&mut self, key: ObjectKey, delta: Delta<K>) {
         match self.items.get_mut(key.as_str()) {
@@ -211,6 +215,14 @@ impl<K: Resource + Send + Sync> DeltaQueue<K> for DeltaFifo<K> {
         E: Send,
     {
         self.core.pop(process).await
+    }
+
+    async fn pop_batch<F, E>(&self, max_keys: usize, process: F) -> Result<(), PopError<E>>
+    where
+        F: FnOnce(&[(Deltas<K>, bool)]) -> Result<(), ProcessError<E>> + Send,
+        E: Send,
+    {
+        self.core.pop_batch(max_keys, process).await
     }
 
     fn add_if_not_present(&self, deltas: Deltas<K>) {

@@ -91,6 +91,18 @@ pub trait DeltaQueue<K>: DeltaSink<K> {
     where
         F: FnOnce(&Deltas<K>, bool) -> Result<(), ProcessError<E>> + Send,
         E: Send;
+    /// Like [`pop`](Self::pop), for a batch: entries of up to `max_keys` distinct keys, in
+    /// order, in one call of `process` (each with its `is_in_initial_list`). `RealFifo`
+    /// never splits the entries of one `replace` across batches, so a relist can be applied
+    /// to the cache at once.
+    fn pop_batch<F, E>(
+        &self,
+        max_keys: usize,
+        process: F,
+    ) -> impl Future<Output = Result<(), PopError<E>>> + Send
+    where
+        F: FnOnce(&[(Deltas<K>, bool)]) -> Result<(), ProcessError<E>> + Send,
+        E: Send;
     /// Queues `deltas` unless something is already queued for their key: for a consumer to
     /// retry an entry without overwriting newer news for it.
     fn add_if_not_present(&self, deltas: Deltas<K>);

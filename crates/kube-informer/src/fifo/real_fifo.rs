@@ -66,6 +66,8 @@ pub struct RealFifo<K> {
 /// re-added entry may hold several for one key.
 struct OrderedEntries<K> {
     queue: VecDeque<Deltas<K>>,
+    /// The last replace group handed out.
+    last_group: u64,
 }
 
 impl<K> OrderedEntries<K> {
@@ -104,6 +106,10 @@ impl<K> Entries<K> for OrderedEntries<K> {
         self.queue.len()
     }
 
+    fn front_group(&self) -> Option<u64> {
+        self.queue.front().map(|d| d.group)
+    }
+
     fn push(&mut self, key: ObjectKey, delta: Delta<K>) {
         self.queue.push_back(Deltas::new(key, delta));
     }
@@ -116,6 +122,7 @@ impl<K> RealFifo<K> {
         Self {
             core: Core::new(OrderedEntries {
                 queue: VecDeque::new(),
+                last_group: 0,
             }),
             known,
         }
@@ -189,15 +196,19 @@ fn replace_locked<K>(
             .filter(|(key, _)| !listed.contains(key.as_str()) && !queued.contains(key.as_str()));
         from_queue.chain(from_store).collect::<Vec<_>>()
     };
+    state.entries.last_group += 1;
+    let group = state.entries.last_group;
     for (key, last_known) in tombstones {
         let tombstone = DeletedObject::FinalStateUnknown {
             key: key.clone(),
             last_known,
         };
         state.entries.push(key, Delta::Deleted(tombstone));
+        state.entries.queue.back_mut().expect("just pushed").group = group;
     }
     for (key, obj) in keyed {
         state.entries.push(key, Delta::Replaced(obj));
+        state.entries.queue.back_mut().expect("just pushed").group = group;
     }
     let queued = state.entries.queue.len();
     state.population.replaced(queued);
@@ -210,6 +221,14 @@ impl<K: Resource + Send + Sync> DeltaQueue<K> for RealFifo<K> {
         E: Send,
     {
         self.core.pop(process).await
+    }
+
+    async fn pop_batch<F, E>(&self, max_keys: usize, process: F) -> Result<(), PopError<E>>
+    where
+        F: FnOnce(&[(Deltas<K>, bool)]) -> Result<(), ProcessError<E>> + Send,
+        E: Send,
+    {
+        self.core.pop_batch(max_keys, process).await
     }
 
     /// Queues `deltas` at the back unless an entry for their key is queued.

@@ -847,3 +847,70 @@ async fn ping_pong_never_loses_a_wake_up() {
     ping_pong(Arc::new(real_fifo(&store))).await;
     ping_pong(Arc::new(delta_fifo(&store))).await;
 }
+
+// ---- batches ---------------------------------------------------------------------------
+
+/// Pops batches of up to `max` keys; returns the keys of each batch.
+async fn batches<Q: DeltaQueue<ConfigMap>>(q: &Q, max: usize) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    while !q.is_empty() {
+        q.pop_batch(max, |batch| {
+            out.push(
+                batch
+                    .iter()
+                    .map(|(d, _)| d.key().name().to_owned())
+                    .collect(),
+            );
+            Ok::<(), ProcessError<Infallible>>(())
+        })
+        .await
+        .unwrap();
+    }
+    out
+}
+
+#[tokio::test]
+async fn batches_hold_up_to_max_keys_in_order() {
+    let store = Store::default();
+    let q = real_fifo(&store);
+    for name in ["a", "b", "a", "c", "d", "e"] {
+        q.update(cm(name, "1")).unwrap();
+    }
+    // "a" twice counts once: [a b a c] is 3 keys.
+    assert_eq!(
+        batches(&q, 3).await,
+        [vec!["a", "b", "a", "c"], vec!["d", "e"]]
+    );
+    let q = delta_fifo(&store);
+    for name in ["a", "b", "c", "d", "e"] {
+        q.update(cm(name, "1")).unwrap();
+    }
+    assert_eq!(
+        batches(&q, 2).await,
+        [vec!["a", "b"], vec!["c", "d"], vec!["e"]]
+    );
+}
+
+#[tokio::test]
+async fn real_fifo_never_splits_a_relist_across_batches() {
+    let store = Store::default();
+    store.add(cm("gone", "1")).unwrap();
+    let q = real_fifo(&store);
+    q.add(cm("x", "1")).unwrap();
+    q.add(cm("y", "1")).unwrap();
+    q.replace((0..6).map(|i| cm(&format!("r{i}"), "1")).collect())
+        .unwrap();
+    q.add(cm("z", "1")).unwrap();
+    let got = batches(&q, 3).await;
+    // The relist (tombstones for the queued x and y and the cached "gone", then 6 items)
+    // rides whole in the batch it starts in.
+    assert_eq!(
+        got,
+        [
+            vec![
+                "x", "y", "x", "y", "gone", "r0", "r1", "r2", "r3", "r4", "r5"
+            ],
+            vec!["z"]
+        ]
+    );
+}

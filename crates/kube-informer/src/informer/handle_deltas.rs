@@ -6,7 +6,7 @@ use std::sync::Arc;
 use kube::Resource;
 
 use super::Notification;
-use crate::{Delta, Deltas, Store};
+use crate::{Delta, Deltas, Store, store::Transaction};
 
 /// A notification for the handlers, and whether it is a resync (which only handlers due
 /// for one receive).
@@ -47,18 +47,41 @@ pub fn handle_deltas<K: Resource>(
     is_in_initial_list: bool,
     out: &mut Vec<Distribution<K>>,
 ) {
+    store.transaction(|txn| apply(txn, deltas, is_in_initial_list, out));
+}
+
+/// [`handle_deltas`] for a whole batch, under one write lock of the store: readers see the
+/// batch applied entirely or not at all.
+pub fn handle_batch<K: Resource>(
+    store: &Store<K>,
+    batch: &[(Deltas<K>, bool)],
+    out: &mut Vec<Distribution<K>>,
+) {
+    store.transaction(|txn| {
+        for (deltas, is_in_initial_list) in batch {
+            apply(txn, deltas, *is_in_initial_list, out);
+        }
+    });
+}
+
+fn apply<K: Resource>(
+    txn: &mut Transaction<'_, K>,
+    deltas: &Deltas<K>,
+    is_in_initial_list: bool,
+    out: &mut Vec<Distribution<K>>,
+) {
     let key = deltas.key();
     for delta in deltas {
         let distribute = match delta {
             Delta::Deleted(deleted) => {
-                store.delete_by_key(key.as_str());
+                txn.delete_by_key(key.as_str());
                 Distribution {
                     notification: Notification::Delete(deleted.clone()),
                     is_sync: false,
                 }
             }
             Delta::Added(new) | Delta::Updated(new) | Delta::Replaced(new) | Delta::Sync(new) => {
-                match store.insert(key.clone(), new.clone()) {
+                match txn.insert(key.clone(), new.clone()) {
                     Some(old) => {
                         let unchanged = || {
                             let rv = |o: &Arc<K>| o.meta().resource_version.clone();

@@ -21,7 +21,7 @@ mod stream;
 use kube::Resource;
 
 pub use self::{
-    handle_deltas::{Distribution, handle_deltas},
+    handle_deltas::{Distribution, handle_batch, handle_deltas},
     handler::{FilteringHandler, HandlerFuncs, Notification, ResourceEventHandler},
     shared::{
         HandlerOptions, HandlerRegistration, InformerError, InformerOptions, QueueKind,

@@ -16,7 +16,7 @@ use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    ResourceEventHandler, handle_deltas,
+    ResourceEventHandler, handle_batch,
     listener::Listener,
     processor::{Processor, resync_period},
 };
@@ -110,6 +110,10 @@ pub enum InformerError {
 
 type Transform<K> = Arc<dyn Fn(K) -> K + Send + Sync>;
 
+/// The most distinct keys applied to the cache under one write lock (client-go's batch
+/// size), so readers cannot starve the writer; a relist from a `RealFifo` is applied whole.
+const BATCH_KEYS: usize = 1000;
+
 /// The queue, whichever kind.
 enum Queue<K> {
     Real(Arc<RealFifo<K>>),
@@ -138,13 +142,13 @@ impl<K: Resource + Send + Sync + 'static> Queue<K> {
         }
     }
 
-    async fn pop(
+    async fn pop_batch(
         &self,
-        process: impl FnOnce(&crate::Deltas<K>, bool) -> Result<(), ProcessError<Infallible>> + Send,
+        process: impl FnOnce(&[(crate::Deltas<K>, bool)]) -> Result<(), ProcessError<Infallible>> + Send,
     ) -> Result<(), PopError<Infallible>> {
         match self {
-            Self::Real(q) => q.pop(process).await,
-            Self::Delta(q) => q.pop(process).await,
+            Self::Real(q) => q.pop_batch(BATCH_KEYS, process).await,
+            Self::Delta(q) => q.pop_batch(BATCH_KEYS, process).await,
         }
     }
 }
@@ -438,9 +442,9 @@ where
         loop {
             let popped = tokio::select! {
                 () = cancel.cancelled() => break,
-                popped = inner.queue.pop(|deltas, in_initial_list| {
+                popped = inner.queue.pop_batch(|batch| {
                     let _deltas = inner.deltas.lock();
-                    handle_deltas(&inner.indexer, deltas, in_initial_list, &mut out);
+                    handle_batch(&inner.indexer, batch, &mut out);
                     let processor = inner.processor.lock();
                     for d in out.drain(..) {
                         processor.distribute(&d.notification, d.is_sync);
