@@ -64,6 +64,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod factory;
 pub mod fifo;
 pub mod index;
 pub mod informer;

@@ -54,3 +54,70 @@ where
         Ok(Api::watch(self, params, resource_version).await?.boxed())
     }
 }
+
+/// Lists and watches `K` through a [`kube::Client`], in one namespace or in all, whatever
+/// the resource's scope (unlike `kube::Api`, whose namespaced constructor needs it known at
+/// compile time). `metadata_only` asks the server for `PartialObjectMetadata`.
+pub struct ClientListerWatcher<K> {
+    client: kube::Client,
+    request: kube::core::Request,
+    metadata_only: bool,
+    _objects: std::marker::PhantomData<fn() -> K>,
+}
+
+impl<K> std::fmt::Debug for ClientListerWatcher<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientListerWatcher")
+            .field("url", &self.request.url_path)
+            .field("metadata_only", &self.metadata_only)
+            .finish()
+    }
+}
+
+impl<K: kube::Resource> ClientListerWatcher<K> {
+    /// `K` in `namespace` (`None`: all namespaces, or a cluster-scoped type).
+    pub fn new(client: kube::Client, namespace: Option<&str>, dyntype: &K::DynamicType) -> Self {
+        Self {
+            client,
+            request: kube::core::Request::new(K::url_path(dyntype, namespace)),
+            metadata_only: false,
+            _objects: std::marker::PhantomData,
+        }
+    }
+
+    /// Ask for metadata only (use with `K = PartialObjectMeta<T>`).
+    #[must_use]
+    pub fn metadata_only(mut self) -> Self {
+        self.metadata_only = true;
+        self
+    }
+}
+
+impl<K> ListerWatcher<K> for ClientListerWatcher<K>
+where
+    K: Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+{
+    async fn list(&self, params: &ListParams) -> Result<ObjectList<K>, kube::Error> {
+        let request = if self.metadata_only {
+            self.request.list_metadata(params)
+        } else {
+            self.request.list(params)
+        };
+        let request = request.map_err(kube::Error::BuildRequest)?;
+        self.client.request::<ObjectList<K>>(request).await
+    }
+
+    async fn watch(
+        &self,
+        params: &WatchParams,
+        resource_version: &str,
+    ) -> Result<WatchStream<K>, kube::Error> {
+        let request = if self.metadata_only {
+            self.request.watch_metadata(params, resource_version)
+        } else {
+            self.request.watch(params, resource_version)
+        };
+        let request = request.map_err(kube::Error::BuildRequest)?;
+        Ok(self.client.request_events::<K>(request).await?.boxed())
+    }
+}

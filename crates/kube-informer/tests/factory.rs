@@ -1,0 +1,148 @@
+//! The informer factory against fake-apiserver: sharing, dedupe, sync, listers, shutdown.
+
+use std::time::Duration;
+
+use fake_apiserver::{FakeApiServer, Gvr, ServerConfig, Verb};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
+use kube::{api::ApiResource, core::Selector};
+use kube_informer::{
+    factory::{FactoryOptions, SharedInformerFactory},
+    informer::{HandlerFuncs, HandlerOptions},
+    reflector::ReflectorOptions,
+};
+use serde_json::json;
+
+async fn until(what: &str, mut done: impl FnMut() -> bool) {
+    for _ in 0..3000 {
+        if done() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("timed out waiting for: {what}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_informer_per_type_shared_synced_listed_and_shut_down() {
+    let server = FakeApiServer::start(ServerConfig::default()).await.unwrap();
+    let cms = Gvr::core("configmaps");
+    server
+        .seed(&cms, (0..20).map(|i| json!({"metadata": {"name": format!("cm-{i}"), "namespace": "shop", "labels": {"app": if i % 2 == 0 { "web" } else { "db" }}}})))
+        .unwrap();
+    server
+        .seed(
+            &cms,
+            [json!({"metadata": {"name": "elsewhere", "namespace": "ops"}})],
+        )
+        .unwrap();
+    server
+        .seed(
+            &Gvr::core("nodes"),
+            [json!({"metadata": {"name": "node-1"}})],
+        )
+        .unwrap();
+    server
+        .seed(
+            &Gvr::core("pods"),
+            [json!({"metadata": {"name": "p", "namespace": "shop"}})],
+        )
+        .unwrap();
+
+    let fast = ReflectorOptions::default().backoff(
+        Duration::from_millis(10),
+        Duration::from_millis(50),
+        Duration::from_secs(60),
+    );
+    let factory = SharedInformerFactory::new(
+        server.client().unwrap(),
+        FactoryOptions::default().namespace("shop").reflector(fast),
+    );
+    // Two controllers ask for config maps: one informer.
+    let a = factory.informer::<ConfigMap>();
+    let b = factory.informer::<ConfigMap>();
+    let counted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let c = counted.clone();
+    a.add_event_handler(
+        HandlerFuncs::new().on_add(move |_: std::sync::Arc<ConfigMap>, _| {
+            c.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }),
+        HandlerOptions::default(),
+    );
+    let nodes = factory.cluster_informer::<Node>();
+    let dynamic_pods = factory.dynamic_informer(&ApiResource::erase::<Pod>(&()));
+    let pod_meta = factory.metadata_informer::<Pod>();
+    factory.start();
+    let synced = factory.wait_for_cache_sync().await;
+    assert_eq!(synced.len(), 4, "{synced:?}");
+    assert!(synced.values().all(|s| *s), "{synced:?}");
+
+    assert_eq!(
+        b.store().len(),
+        20,
+        "the namespace limits the informer; b is a's cache"
+    );
+    until("handler saw the cache", || {
+        counted.load(std::sync::atomic::Ordering::Relaxed) == 20
+    })
+    .await;
+    assert_eq!(nodes.store().len(), 1);
+    assert_eq!(dynamic_pods.store().len(), 1);
+    assert_eq!(
+        pod_meta
+            .lister()
+            .namespaced("shop")
+            .get("p")
+            .unwrap()
+            .metadata
+            .name
+            .as_deref(),
+        Some("p")
+    );
+    let watches: Vec<_> = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.verb == Some(Verb::Watch) && r.resource.as_deref() == Some("configmaps"))
+        .collect();
+    assert_eq!(watches.len(), 1, "two controllers, one watch");
+    assert!(
+        watches[0].path.contains("/namespaces/shop/"),
+        "{}",
+        watches[0].path
+    );
+
+    // Listers agree with the server after churn.
+    for i in 0..10 {
+        server
+            .patch(
+                &cms,
+                Some("shop"),
+                &format!("cm-{i}"),
+                json!({"metadata": {"labels": {"app": "web"}}}),
+            )
+            .unwrap();
+    }
+    for i in 15..20 {
+        server
+            .delete(&cms, Some("shop"), &format!("cm-{i}"))
+            .unwrap();
+    }
+    let lister = a.lister();
+    let web = Selector::from_iter([("app", "web")]);
+    let truth = |app: &str| {
+        let all = server.list(&cms).unwrap();
+        all.iter()
+            .filter(|o| {
+                o["metadata"]["namespace"] == "shop" && o["metadata"]["labels"]["app"] == app
+            })
+            .count()
+    };
+    until("lister agrees with the server", || {
+        lister.namespaced("shop").list(&web).len() == truth("web")
+            && lister.list(&Selector::default()).len() == 15
+    })
+    .await;
+
+    tokio::time::timeout(Duration::from_secs(10), factory.shutdown())
+        .await
+        .expect("shutdown waits and returns");
+}
