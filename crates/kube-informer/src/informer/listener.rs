@@ -14,6 +14,8 @@ use std::{
 
 use kube::Resource;
 use parking_lot::Mutex;
+
+use crate::{FastMap as HashMap, ObjectKey, deletion_handling_meta_namespace_key};
 use tokio::{sync::Notify, task::JoinHandle};
 
 use super::{Notification, ResourceEventHandler};
@@ -25,10 +27,120 @@ const SLOW_CALL: Duration = Duration::from_millis(100);
 const LONG_BACKLOG: usize = 1024;
 
 struct Buffer<K> {
-    pending: VecDeque<Notification<K>>,
+    pending: Pending<K>,
     /// Initial-list notifications queued but not yet delivered.
     initial_pending: usize,
     closed: bool,
+}
+
+/// How a listener keeps what its handler has not taken yet.
+enum Pending<K> {
+    /// Every notification, in order (client-go's semantics; unbounded).
+    Ordered(VecDeque<Notification<K>>),
+    /// At most one notification per object: the changes a slow handler has not taken yet
+    /// are merged, so memory stays within O(objects).
+    Coalesced {
+        order: VecDeque<ObjectKey>,
+        latest: HashMap<ObjectKey, Notification<K>>,
+    },
+}
+
+fn is_initial<K>(n: &Notification<K>) -> bool {
+    matches!(
+        n,
+        Notification::Add {
+            is_in_initial_list: true,
+            ..
+        }
+    )
+}
+
+/// Merges `new` into the pending `old` of the same object: the handler will see the latest
+/// state, and an add, update or delete that still tells it the truth.
+fn merge<K>(old: Notification<K>, new: Notification<K>) -> Notification<K> {
+    use Notification::{Add, Delete, Update};
+    match (old, new) {
+        // Not seen yet: still an add, of the latest state.
+        (
+            Add {
+                is_in_initial_list, ..
+            },
+            Add { object, .. } | Update { new: object, .. },
+        ) => Add {
+            object,
+            is_in_initial_list,
+        },
+        (Update { old, .. }, Add { object: new, .. } | Update { new, .. }) => Update { old, new },
+        // Gone (or re-created while pending): what the handler last saw -> now.
+        (Delete(gone), Add { object: new, .. } | Update { new, .. }) => Update {
+            old: gone.into_object(),
+            new,
+        },
+        (_, Delete(gone)) => Delete(gone),
+    }
+}
+
+impl<K: Resource> Pending<K> {
+    fn len(&self) -> usize {
+        match self {
+            Self::Ordered(queue) => queue.len(),
+            Self::Coalesced { order, .. } => order.len(),
+        }
+    }
+
+    fn clear(&mut self) {
+        match self {
+            Self::Ordered(queue) => queue.clear(),
+            Self::Coalesced { order, latest } => {
+                order.clear();
+                latest.clear();
+            }
+        }
+    }
+
+    fn pop(&mut self) -> Option<Notification<K>> {
+        match self {
+            Self::Ordered(queue) => queue.pop_front(),
+            Self::Coalesced { order, latest } => {
+                let key = order.pop_front()?;
+                latest.remove(&key)
+            }
+        }
+    }
+
+    /// Queues `n`; returns the change in the count of pending initial-list adds.
+    fn push(&mut self, n: Notification<K>) -> isize {
+        let added = isize::from(is_initial(&n));
+        match self {
+            Self::Ordered(queue) => {
+                queue.push_back(n);
+                added
+            }
+            Self::Coalesced { order, latest } => {
+                let key = match &n {
+                    Notification::Delete(gone) => deletion_handling_meta_namespace_key(gone),
+                    other => meta_namespace_key(other.object().as_ref()),
+                };
+                let Ok(key) = key else {
+                    return 0; // objects in the cache always have keys
+                };
+                match latest.remove(&key) {
+                    None => {
+                        order.push_back(key.clone());
+                        latest.insert(key, n);
+                        added
+                    }
+                    Some(old) => {
+                        let before = isize::from(is_initial(&old));
+                        let merged = merge(old, n);
+                        let after = isize::from(is_initial(&merged));
+                        latest.insert(key, merged);
+                        after - before
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// The informer's side of a listener.
@@ -44,12 +156,25 @@ struct Shared<K> {
 }
 
 impl<K: Resource + Send + Sync + 'static> Listener<K> {
-    /// Starts the delivery task of `handler` (needs a tokio runtime).
-    pub(crate) fn spawn(name: String, handler: Arc<dyn ResourceEventHandler<K>>) -> Self {
+    /// Starts the delivery task of `handler` (needs a tokio runtime); `coalesce` picks the
+    /// bounded, per-object buffer.
+    pub(crate) fn spawn(
+        name: String,
+        handler: Arc<dyn ResourceEventHandler<K>>,
+        coalesce: bool,
+    ) -> Self {
+        let pending = if coalesce {
+            Pending::Coalesced {
+                order: VecDeque::new(),
+                latest: HashMap::default(),
+            }
+        } else {
+            Pending::Ordered(VecDeque::new())
+        };
         let shared = Arc::new(Shared {
             name,
             buffer: Mutex::new(Buffer {
-                pending: VecDeque::new(),
+                pending,
                 initial_pending: 0,
                 closed: false,
             }),
@@ -68,16 +193,8 @@ impl<K: Resource + Send + Sync + 'static> Listener<K> {
         if buffer.closed {
             return;
         }
-        if matches!(
-            notification,
-            Notification::Add {
-                is_in_initial_list: true,
-                ..
-            }
-        ) {
-            buffer.initial_pending += 1;
-        }
-        buffer.pending.push_back(notification);
+        let initial = buffer.pending.push(notification);
+        buffer.initial_pending = buffer.initial_pending.saturating_add_signed(initial);
         drop(buffer);
         self.shared.wake.notify_one();
     }
@@ -121,10 +238,7 @@ async fn deliver<K: Resource + Send + Sync + 'static>(
             if buffer.closed {
                 return;
             }
-            buffer
-                .pending
-                .pop_front()
-                .map(|n| (n, buffer.pending.len()))
+            buffer.pending.pop().map(|n| (n, buffer.pending.len()))
         };
         let Some((notification, backlog)) = next else {
             wake.await;
@@ -189,12 +303,13 @@ mod tests {
         }
     }
 
+    /// Waits for `done` (the bound only turns a hang into a failure).
     async fn until(mut done: impl FnMut() -> bool) {
-        for _ in 0..10_000 {
+        for _ in 0..30_000 {
             if done() {
                 return;
             }
-            tokio::task::yield_now().await;
+            tokio::time::sleep(Duration::from_millis(1)).await;
         }
         panic!("condition never held");
     }
@@ -210,7 +325,7 @@ mod tests {
             }
             log.lock().push(name);
         });
-        let listener = Listener::spawn("test".into(), Arc::new(handler));
+        let listener = Listener::spawn("test".into(), Arc::new(handler), false);
         for name in ["a", "b", "boom", "c", "d"] {
             listener.push(add(name, false));
         }
@@ -233,7 +348,7 @@ mod tests {
                 std::thread::yield_now();
             }
         });
-        let listener = Listener::spawn("slow".into(), Arc::new(handler));
+        let listener = Listener::spawn("slow".into(), Arc::new(handler), false);
         listener.push(add("x", true));
         listener.push(add("y", true));
         listener.push(add("z", false));
@@ -245,12 +360,127 @@ mod tests {
         listener.stop().await;
     }
 
+    fn versioned(name: &str, rv: u32) -> Arc<ConfigMap> {
+        let mut obj = (*cm(name)).clone();
+        obj.metadata.resource_version = Some(rv.to_string());
+        Arc::new(obj)
+    }
+
+    /// A stuck handler while 50 objects change 100 times each: the default buffer grows to
+    /// every notification, the coalescing one stays at one per object and then hands over
+    /// the latest state of each.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn coalescing_bounds_the_backlog_of_a_stuck_handler() {
+        for coalesce in [false, true] {
+            // The first call blocks until released (bounded, so a failure cannot hang).
+            let (release, gate) = std::sync::mpsc::channel::<()>();
+            let gate = Mutex::new(Some(gate));
+            let seen = Arc::new(Mutex::new(
+                std::collections::BTreeMap::<String, String>::new(),
+            ));
+            let s = seen.clone();
+            let record = move |o: Arc<ConfigMap>| {
+                let rv = o.metadata.resource_version.clone().unwrap_or_default();
+                s.lock()
+                    .insert(o.metadata.name.clone().unwrap_or_default(), rv);
+            };
+            let record2 = record.clone();
+            let handler = HandlerFuncs::new()
+                .on_add(move |o: Arc<ConfigMap>, _| {
+                    if let Some(gate) = gate.lock().take() {
+                        let _ = gate.recv_timeout(Duration::from_secs(30));
+                    }
+                    record(o);
+                })
+                .on_update(move |_, n: Arc<ConfigMap>| record2(n));
+            let listener = Listener::spawn("stuck".into(), Arc::new(handler), coalesce);
+            listener.push(add("block", false)); // the handler sticks on this one
+            until(|| listener.backlog() == 0).await;
+            for round in 1..=100u32 {
+                for i in 0..50 {
+                    let name = format!("o{i}");
+                    let n = if round == 1 {
+                        Notification::Add {
+                            object: versioned(&name, round),
+                            is_in_initial_list: false,
+                        }
+                    } else {
+                        Notification::Update {
+                            old: versioned(&name, round - 1),
+                            new: versioned(&name, round),
+                        }
+                    };
+                    listener.push(n);
+                }
+            }
+            let backlog = listener.backlog();
+            if coalesce {
+                assert_eq!(backlog, 50, "one pending notification per object");
+            } else {
+                assert_eq!(backlog, 5000, "every notification, in order");
+            }
+            release.send(()).unwrap();
+            for _ in 0..60_000 {
+                if listener.backlog() == 0 && seen.lock().len() == 51 {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            assert_eq!(seen.lock().len(), 51, "every object delivered");
+            let latest: Vec<_> = seen
+                .lock()
+                .iter()
+                .filter(|(k, _)| k.starts_with('o'))
+                .map(|(_, v)| v.clone())
+                .collect();
+            assert!(
+                latest.iter().all(|rv| rv == "100"),
+                "the latest state of every object"
+            );
+            listener.stop().await;
+        }
+    }
+
+    #[test]
+    fn merging_keeps_what_the_handler_must_know() {
+        let (a1, a2) = (versioned("a", 1), versioned("a", 2));
+        let rv =
+            |n: &Notification<ConfigMap>| n.object().metadata.resource_version.clone().unwrap();
+        let add = |o: &Arc<ConfigMap>| Notification::Add {
+            object: o.clone(),
+            is_in_initial_list: true,
+        };
+        let update = |o: &Arc<ConfigMap>, n: &Arc<ConfigMap>| Notification::Update {
+            old: o.clone(),
+            new: n.clone(),
+        };
+        let delete =
+            |o: &Arc<ConfigMap>| Notification::Delete(crate::DeletedObject::Known(o.clone()));
+        let m = merge(add(&a1), update(&a1, &a2));
+        assert!(
+            matches!(
+                m,
+                Notification::Add {
+                    is_in_initial_list: true,
+                    ..
+                }
+            ) && rv(&m) == "2"
+        );
+        let m = merge(update(&a1, &a2), delete(&a2));
+        assert!(matches!(m, Notification::Delete(_)));
+        let m = merge(delete(&a1), add(&a2));
+        assert!(
+            matches!(&m, Notification::Update { old, .. } if old.metadata.resource_version.as_deref() == Some("1"))
+                && rv(&m) == "2"
+        );
+    }
+
     #[tokio::test]
     async fn stop_waits_for_the_task_and_drops_what_is_queued() {
         let calls = Arc::new(Mutex::new(0usize));
         let c = calls.clone();
         let handler = HandlerFuncs::new().on_add(move |_: Arc<ConfigMap>, _| *c.lock() += 1);
-        let listener = Listener::spawn("stopped".into(), Arc::new(handler));
+        let listener = Listener::spawn("stopped".into(), Arc::new(handler), false);
         listener.stop().await;
         listener.push(add("late", false));
         tokio::task::yield_now().await;

@@ -74,6 +74,7 @@ impl InformerOptions {
 pub struct HandlerOptions {
     resync: Option<Duration>,
     name: Option<String>,
+    coalesce: bool,
 }
 
 impl HandlerOptions {
@@ -89,6 +90,18 @@ impl HandlerOptions {
     #[must_use]
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.name = Some(name.into());
+        self
+    }
+
+    /// Bound the handler's buffer to one pending notification per object: changes it has
+    /// not taken yet are merged (it sees the latest state, an add for an object it has not
+    /// seen yet, an update from what it last saw, a delete). Memory stays O(objects) however
+    /// slow the handler; the price is that intermediate states are skipped, which suits
+    /// level-triggered controllers. The default delivers every notification, unbounded, as
+    /// client-go does.
+    #[must_use]
+    pub fn coalescing(mut self) -> Self {
+        self.coalesce = true;
         self
     }
 }
@@ -382,7 +395,7 @@ where
         let asked = options.resync.or(self.inner.options.default_resync);
         let _deltas = self.inner.deltas.lock();
         let resync = resync_period(asked, *self.inner.check_period.lock());
-        let listener = Arc::new(Listener::spawn(name, Arc::new(handler)));
+        let listener = Arc::new(Listener::spawn(name, Arc::new(handler), options.coalesce));
         if self.inner.started.load(Ordering::SeqCst) {
             for object in self.inner.indexer.list() {
                 listener.push(super::Notification::Add {
