@@ -442,3 +442,54 @@ async fn readers_never_see_a_half_applied_relist() {
     cancel.cancel();
     task.await.unwrap();
 }
+
+#[cfg(feature = "metrics")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn informer_metrics_report_depth_latency_version_and_backlogs() {
+    use kube_informer::informer::InformerMetrics;
+    use prometheus_client::{encoding::text::encode, registry::Registry};
+    let mut registry = Registry::default();
+    let metrics = InformerMetrics::register(&mut registry);
+    let server = server().await;
+    for i in 0..5 {
+        server
+            .create(
+                &cms(),
+                Some("demo"),
+                json!({"metadata": {"name": format!("cm-{i}")}}),
+            )
+            .unwrap();
+    }
+    let api: Api<ConfigMap> = Api::namespaced(server.client().unwrap(), "demo");
+    let informer = SharedIndexInformer::new(
+        api,
+        InformerOptions::default().name("cms").metrics(&metrics),
+    );
+    let (handler, log) = recorder();
+    informer.add_event_handler(handler, HandlerOptions::default().name("recorder"));
+    let (cancel, task) = start(&informer);
+    until("all delivered", || log.lock().len() == 5).await;
+    server
+        .create(
+            &cms(),
+            Some("demo"),
+            json!({"metadata": {"name": "one-more"}}),
+        )
+        .unwrap();
+    until("the last one", || log.lock().len() == 6).await;
+    let mut text = String::new();
+    encode(&mut text, &registry).unwrap();
+    for expected in [
+        r#"informer_fifo_depth{name="cms"} 0"#,
+        &format!(
+            r#"informer_store_resource_version{{name="cms"}} {}"#,
+            server.resource_version()
+        ),
+        r#"informer_handler_backlog{name="cms",handler="recorder"}"#,
+        r#"informer_processing_seconds_count{name="cms"}"#,
+    ] {
+        assert!(text.contains(expected), "missing {expected:?} in\n{text}");
+    }
+    cancel.cancel();
+    task.await.unwrap();
+}

@@ -717,6 +717,7 @@ async fn a_persistently_failing_server_is_retried_on_the_backoff_schedule() {
     );
 }
 
+#[cfg(feature = "metrics")]
 #[tokio::test]
 async fn metrics_count_lists_watches_and_restarts() {
     use kube_informer::reflector::ReflectorMetrics;

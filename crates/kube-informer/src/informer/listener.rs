@@ -204,6 +204,12 @@ impl<K: Resource + Send + Sync + 'static> Listener<K> {
         self.shared.buffer.lock().pending.len()
     }
 
+    /// The handler's name.
+    #[cfg(feature = "metrics")]
+    pub(crate) fn name(&self) -> &str {
+        &self.shared.name
+    }
+
     /// Whether every initial-list notification queued so far has been handled.
     pub(crate) fn initial_delivered(&self) -> bool {
         self.shared.buffer.lock().initial_pending == 0

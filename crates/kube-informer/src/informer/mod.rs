@@ -14,12 +14,16 @@
 mod handle_deltas;
 mod handler;
 mod listener;
+#[cfg(feature = "metrics")]
+mod metrics;
 mod processor;
 mod shared;
 mod stream;
 
 use kube::Resource;
 
+#[cfg(feature = "metrics")]
+pub use self::metrics::InformerMetrics;
 pub use self::{
     handle_deltas::{Distribution, handle_batch, handle_deltas},
     handler::{FilteringHandler, HandlerFuncs, Notification, ResourceEventHandler},

@@ -43,6 +43,9 @@ pub struct InformerOptions {
     pub(crate) queue: QueueKind,
     pub(crate) default_resync: Option<Duration>,
     pub(crate) reflector: ReflectorOptions,
+    pub(crate) name: Option<String>,
+    #[cfg(feature = "metrics")]
+    pub(crate) metrics: Option<super::InformerMetrics>,
 }
 
 impl InformerOptions {
@@ -65,6 +68,22 @@ impl InformerOptions {
     #[must_use]
     pub fn reflector(mut self, options: ReflectorOptions) -> Self {
         self.reflector = options;
+        self
+    }
+
+    /// The informer's name in metrics (default: the object type, e.g. `Pod`).
+    #[must_use]
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Records FIFO depth, processing time, the cache's resourceVersion and each handler's
+    /// backlog into `metrics`.
+    #[cfg(feature = "metrics")]
+    #[must_use]
+    pub fn metrics(mut self, metrics: &super::InformerMetrics) -> Self {
+        self.metrics = Some(metrics.clone());
         self
     }
 }
@@ -152,6 +171,14 @@ impl<K: Resource + Send + Sync + 'static> Queue<K> {
         match self {
             Self::Real(q) => q.close(),
             Self::Delta(q) => q.close(),
+        }
+    }
+
+    #[cfg(feature = "metrics")]
+    fn len(&self) -> usize {
+        match self {
+            Self::Real(q) => q.len(),
+            Self::Delta(q) => q.len(),
         }
     }
 
@@ -453,9 +480,15 @@ where
         let inner = &self.inner;
         let mut out = Vec::new();
         loop {
+            #[cfg(feature = "metrics")]
+            let started_batch = Mutex::new(None::<std::time::Instant>);
             let popped = tokio::select! {
                 () = cancel.cancelled() => break,
                 popped = inner.queue.pop_batch(|batch| {
+                    #[cfg(feature = "metrics")]
+                    {
+                        *started_batch.lock() = Some(std::time::Instant::now());
+                    }
                     let _deltas = inner.deltas.lock();
                     handle_batch(&inner.indexer, batch, &mut out);
                     let processor = inner.processor.lock();
@@ -468,12 +501,41 @@ where
             if popped.is_err() {
                 break;
             }
+            #[cfg(feature = "metrics")]
+            self.record_batch(&started_batch);
         }
         inner.queue.close();
         let _ = reflector.await;
         let listeners: Vec<_> = inner.processor.lock().listeners().cloned().collect();
         for listener in listeners {
             listener.stop().await;
+        }
+    }
+}
+
+impl<K> SharedIndexInformer<K>
+where
+    K: Resource + Clone + Send + Sync + 'static,
+{
+    /// Records the metrics of one applied batch.
+    #[cfg(feature = "metrics")]
+    fn record_batch(&self, started: &Mutex<Option<std::time::Instant>>) {
+        let (Some(metrics), Some(started)) = (&self.inner.options.metrics, *started.lock()) else {
+            return;
+        };
+        let name = self.inner.options.name.clone().unwrap_or_else(|| {
+            let full = std::any::type_name::<K>();
+            full.rsplit("::").next().unwrap_or(full).to_owned()
+        });
+        let rv = self.inner.reflector.last_sync_resource_version();
+        metrics.batch_done(
+            &name,
+            self.inner.queue.len(),
+            started.elapsed().as_secs_f64(),
+            &rv,
+        );
+        for listener in self.inner.processor.lock().listeners() {
+            metrics.backlog(&name, listener.name(), listener.backlog());
         }
     }
 }
