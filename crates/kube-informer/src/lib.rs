@@ -29,6 +29,11 @@
 //!   failure: streaming lists with LIST fallback, client-go's resourceVersion ladder, paged
 //!   consistent lists, resumed watches, 410 relists, Retry-After, jittered backoff, idle
 //!   detection of half-open watches, metrics.
+//! - [`informer`]: [`informer::SharedIndexInformer`] — one reflector, one cache, any number
+//!   of handlers, each told of every change in order on its own task (panics isolated,
+//!   optional per-object coalescing, per-handler resync and sync tracking, batched and atomic
+//!   application to the cache), and [`factory::SharedInformerFactory`], which shares one
+//!   informer per type between controllers.
 //! - [`lister`]: [`Lister`] and [`NamespaceLister`], typed read-only views of the cache with
 //!   label selectors.
 //! - [`workqueue`]: client-go's work queues for controllers: [`workqueue::Queue`],

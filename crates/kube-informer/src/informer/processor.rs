@@ -97,3 +97,35 @@ pub(crate) fn resync_period(
         Some(None) => None, // started without a resync ticker: resync is not possible
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resync_periods_follow_client_gos_rules() {
+        let s = Duration::from_secs;
+        assert_eq!(resync_period(None, None), None, "none stays none");
+        assert_eq!(
+            resync_period(Some(Duration::from_millis(10)), None),
+            Some(s(1)),
+            "at least 1 s"
+        );
+        assert_eq!(
+            resync_period(Some(s(5)), None),
+            Some(s(5)),
+            "before start: as asked"
+        );
+        assert_eq!(
+            resync_period(Some(s(5)), Some(Some(s(30)))),
+            Some(s(30)),
+            "after start: raised to the check period"
+        );
+        assert_eq!(resync_period(Some(s(60)), Some(Some(s(30)))), Some(s(60)));
+        assert_eq!(
+            resync_period(Some(s(5)), Some(None)),
+            None,
+            "started without a ticker: no resync"
+        );
+    }
+}
