@@ -36,6 +36,9 @@
 //!   informer per type between controllers.
 //! - [`lister`]: [`Lister`] and [`NamespaceLister`], typed read-only views of the cache with
 //!   label selectors.
+//! - [`controller`]: N workers over a rate-limited queue calling your reconcile function
+//!   (done, requeue after, retry with backoff up to a limit, panics caught, drain on stop),
+//!   and [`controller::enqueue_keys`] to feed it from an informer.
 //! - [`workqueue`]: client-go's work queues for controllers: [`workqueue::Queue`],
 //!   [`workqueue::DelayingQueue`], [`workqueue::RateLimitingQueue`], rate limiters, and
 //!   Prometheus metrics; a [`workqueue::WorkItem`] guard makes Get/Done/Forget impossible to
@@ -69,6 +72,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod controller;
 pub mod factory;
 pub mod fifo;
 pub mod index;
