@@ -47,6 +47,51 @@
 //! Objects are any [`kube::Resource`]: k8s-openapi types, `DynamicObject`,
 //! `PartialObjectMeta`.
 //!
+//! ## Example: a small controller
+//!
+//! One shared informer, a handler queueing keys, and workers reconciling them from the cache
+//! (run here against the in-process fake-apiserver; with a real cluster, pass your
+//! `kube::Client`):
+//!
+//! ```
+//! use std::sync::Arc;
+//! use fake_apiserver::{FakeApiServer, Gvr, ServerConfig};
+//! use k8s_openapi::api::core::v1::ConfigMap;
+//! use kube_informer::{
+//!     ObjectKey,
+//!     controller::{enqueue_keys, Action, Controller, ControllerOptions},
+//!     factory::{FactoryOptions, SharedInformerFactory},
+//!     informer::HandlerOptions,
+//! };
+//! use serde_json::json;
+//! use tokio_util::sync::CancellationToken;
+//!
+//! # #[tokio::main(flavor = "current_thread")] async fn main() {
+//! let server = FakeApiServer::start(ServerConfig::default()).await.unwrap();
+//! server.seed(&Gvr::core("configmaps"), [json!({"metadata": {"name": "app", "namespace": "default"}, "data": {"k": "v"}})]).unwrap();
+//!
+//! let factory = SharedInformerFactory::new(server.client().unwrap(), FactoryOptions::default());
+//! let configs = factory.informer::<ConfigMap>();
+//! let controller = Controller::<ObjectKey>::new(ControllerOptions::default());
+//! configs.add_event_handler(enqueue_keys(controller.queue().clone()), HandlerOptions::default());
+//! factory.start();
+//! factory.wait_for_cache_sync().await;
+//!
+//! let (cache, seen) = (configs.store(), Arc::new(std::sync::Mutex::new(Vec::new())));
+//! let cancel = CancellationToken::new();
+//! let log = seen.clone();
+//! let stop = cancel.clone();
+//! controller.run(move |key: ObjectKey| {
+//!     let exists = cache.get_by_key(key.as_str()).is_some();
+//!     log.lock().unwrap().push(format!("{key} exists={exists}"));
+//!     stop.cancel(); // one reconcile is enough for this example
+//!     async { Ok::<_, std::convert::Infallible>(Action::Done) }
+//! }, cancel).await;
+//! assert_eq!(*seen.lock().unwrap(), ["default/app exists=true"]);
+//! factory.shutdown().await;
+//! # }
+//! ```
+//!
 //! ## Example: an indexed cache
 //!
 //! ```

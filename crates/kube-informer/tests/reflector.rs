@@ -246,6 +246,7 @@ async fn lists_at_zero_then_watches_with_bookmarks_and_a_spread_timeout() {
     seed(&server, (0..5).map(|i| format!("cm-{i}")));
     let h = Harness::start(server, fast().streaming_lists(false)).await;
     h.converge().await;
+    h.watching().await; // converged by the LIST; the watch follows it
     let list = &h.requests(Verb::List)[0];
     assert_eq!(list.param("resourceVersion"), Some("0"));
     let watch = &h.requests(Verb::Watch)[0];
