@@ -41,7 +41,8 @@ struct Args {
     seed: u64,
 }
 
-const USAGE: &str = "usage: demo [--kubeconfig PATH] [--seconds N] [--pods N] [--seed S] [--write]";
+const USAGE: &str =
+    "usage: demo [--kubeconfig PATH | --fake] [--seconds N] [--pods N] [--seed S] [--write]";
 
 fn parse_args() -> Result<Args, String> {
     let mut args = Args {
