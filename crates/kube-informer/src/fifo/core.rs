@@ -126,49 +126,29 @@ impl<S> Core<S> {
         self.state.lock().population.has_synced()
     }
 
-    /// Pops entries for up to `max_keys` distinct keys (more if needed to finish the
-    /// replace group the batch is in) and runs `process` on them under the lock.
-    pub(super) async fn pop_batch<K, F, E>(
+    /// Waits until something is queued, then runs `take` under the lock (it pops and
+    /// processes); `Closed` once the queue is closed and empty. The wake-up is passed on
+    /// when entries remain, for other waiting pops.
+    async fn with_entries<K, R, E>(
         &self,
-        max_keys: usize,
-        process: F,
-    ) -> Result<(), PopError<E>>
+        take: impl FnOnce(&mut State<S>) -> Result<R, PopError<E>>,
+    ) -> Result<R, PopError<E>>
     where
         S: Entries<K>,
-        F: FnOnce(&[(Deltas<K>, bool)]) -> Result<(), ProcessError<E>>,
     {
+        let mut take = Some(take);
         loop {
+            // Register for a wake-up before looking, so an add between the look and the
+            // wait cannot be missed.
             let notified = self.notify.notified();
             let mut notified = std::pin::pin!(notified);
             notified.as_mut().enable();
             {
                 let mut state = self.state.lock();
                 if state.entries.len() > 0 {
-                    let mut batch: Vec<(Deltas<K>, bool)> = Vec::new();
-                    let mut keys: crate::FastSet<ObjectKey> = crate::FastSet::default();
-                    let mut group = 0;
-                    while let Some(next_group) = state.entries.front_group() {
-                        let in_open_group = group != 0 && next_group == group;
-                        if !batch.is_empty() && keys.len() >= max_keys.max(1) && !in_open_group {
-                            break;
-                        }
-                        let deltas = state.entries.pop_front().expect("front_group saw an entry");
-                        let in_initial_list = state.population.popped();
-                        keys.insert(deltas.key().clone());
-                        group = next_group;
-                        batch.push((deltas, in_initial_list));
-                    }
+                    let take = take.take().expect("called once: we return right after");
+                    let result = take(&mut state);
                     let more = state.entries.len() > 0;
-                    let result = match process(&batch) {
-                        Ok(()) => Ok(()),
-                        Err(ProcessError::Requeue(err)) => {
-                            for (deltas, _) in batch.into_iter().rev() {
-                                state.entries.requeue(deltas);
-                            }
-                            Err(PopError::Process(err))
-                        }
-                        Err(ProcessError::Fail(err)) => Err(PopError::Process(err)),
-                    };
                     drop(state);
                     if more {
                         self.notify.notify_one();
@@ -183,42 +163,74 @@ impl<S> Core<S> {
         }
     }
 
+    /// Pops one entry and runs `process` on it under the lock.
     pub(super) async fn pop<K, F, E>(&self, process: F) -> Result<(), PopError<E>>
     where
         S: Entries<K>,
         F: FnOnce(&Deltas<K>, bool) -> Result<(), ProcessError<E>>,
     {
-        loop {
-            // Register for a wake-up before looking, so an add between the look and the
-            // wait cannot be missed.
-            let notified = self.notify.notified();
-            let mut notified = std::pin::pin!(notified);
-            notified.as_mut().enable();
-            {
-                let mut state = self.state.lock();
-                if let Some(deltas) = state.entries.pop_front() {
-                    let in_initial_list = state.population.popped();
-                    let more = state.entries.len() > 0;
-                    let result = match process(&deltas, in_initial_list) {
-                        Ok(()) => Ok(()),
-                        Err(ProcessError::Requeue(err)) => {
-                            state.entries.requeue(deltas);
-                            Err(PopError::Process(err))
-                        }
-                        Err(ProcessError::Fail(err)) => Err(PopError::Process(err)),
-                    };
-                    drop(state);
-                    if more {
-                        // Another popper may be waiting for what is left.
-                        self.notify.notify_one();
-                    }
-                    return result;
+        self.with_entries(|state| {
+            let deltas = state
+                .entries
+                .pop_front()
+                .expect("with_entries saw an entry");
+            let in_initial_list = state.population.popped();
+            let result = process(&deltas, in_initial_list);
+            outcome(result, || state.entries.requeue(deltas))
+        })
+        .await
+    }
+
+    /// Pops entries for up to `max_keys` distinct keys (more if needed to finish the
+    /// replace group the batch is in) and runs `process` on them under the lock.
+    pub(super) async fn pop_batch<K, F, E>(
+        &self,
+        max_keys: usize,
+        process: F,
+    ) -> Result<(), PopError<E>>
+    where
+        S: Entries<K>,
+        F: FnOnce(&[(Deltas<K>, bool)]) -> Result<(), ProcessError<E>>,
+    {
+        self.with_entries(|state| {
+            let mut batch: Vec<(Deltas<K>, bool)> = Vec::new();
+            let mut keys: crate::FastSet<ObjectKey> = crate::FastSet::default();
+            let mut group = 0;
+            while let Some(next_group) = state.entries.front_group() {
+                let in_open_group = group != 0 && next_group == group;
+                if !batch.is_empty() && keys.len() >= max_keys.max(1) && !in_open_group {
+                    break;
                 }
-                if state.closed {
-                    return Err(PopError::Closed);
-                }
+                let deltas = state.entries.pop_front().expect("front_group saw an entry");
+                let in_initial_list = state.population.popped();
+                keys.insert(deltas.key().clone());
+                group = next_group;
+                batch.push((deltas, in_initial_list));
             }
-            notified.await;
+            let result = process(&batch);
+            outcome(result, || {
+                // Back to the front, in their order (a DeltaFifo re-adds at the back).
+                for (deltas, _) in batch.into_iter().rev() {
+                    state.entries.requeue(deltas);
+                }
+            })
+        })
+        .await
+    }
+}
+
+/// What `pop` returns for what `process` returned; `requeue` puts the entries back when it
+/// asked for that.
+fn outcome<E>(
+    result: Result<(), ProcessError<E>>,
+    requeue: impl FnOnce(),
+) -> Result<(), PopError<E>> {
+    match result {
+        Ok(()) => Ok(()),
+        Err(ProcessError::Requeue(err)) => {
+            requeue();
+            Err(PopError::Process(err))
         }
+        Err(ProcessError::Fail(err)) => Err(PopError::Process(err)),
     }
 }
