@@ -257,9 +257,13 @@ async fn deliver<K: Resource + Send + Sync + 'static>(
                 ..
             }
         );
-        let key = meta_namespace_key(notification.object().as_ref())
-            .map(|k| k.to_string())
-            .unwrap_or_default();
+        // The key is formatted only if something is logged; keep the object for that.
+        let object = notification.object().clone();
+        let key = || {
+            meta_namespace_key(object.as_ref())
+                .map(|k| k.to_string())
+                .unwrap_or_default()
+        };
         let started = Instant::now();
         let outcome = catch_unwind(AssertUnwindSafe(|| notification.dispatch(handler.as_ref())));
         let took = started.elapsed();
@@ -269,10 +273,10 @@ async fn deliver<K: Resource + Send + Sync + 'static>(
                 .map(|s| (*s).to_owned())
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "a non-string panic".to_owned());
-            tracing::error!(handler = %shared.name, object = %key, "event handler panicked: {message}");
+            tracing::error!(handler = %shared.name, object = %key(), "event handler panicked: {message}");
         }
         if took > SLOW_CALL && backlog > LONG_BACKLOG {
-            tracing::warn!(handler = %shared.name, object = %key, ?took, backlog, "slow event handler with a long backlog");
+            tracing::warn!(handler = %shared.name, object = %key(), ?took, backlog, "slow event handler with a long backlog");
         }
         if initial {
             let mut buffer = shared.buffer.lock();
