@@ -40,6 +40,7 @@ pub mod fixtures;
 mod http;
 mod ops;
 mod registry;
+pub mod replay;
 mod requests;
 mod selector;
 mod status;

@@ -117,6 +117,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod compact;
 pub mod controller;
 pub mod factory;
 pub mod fifo;

@@ -14,7 +14,8 @@ use hyper::{Method, Request, Response, body::Incoming, header};
 use serde_json::Value;
 
 pub(crate) use self::response::Body;
-use self::response::{Reply, parse_query};
+use self::response::Reply;
+pub(crate) use self::response::parse_query;
 use crate::{
     Inner,
     faults::Verb,

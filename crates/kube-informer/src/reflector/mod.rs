@@ -199,7 +199,11 @@ where
         let o = &self.options;
         let mut run = Run {
             resource_version: String::new(),
-            list_from: ListFrom::Cache,
+            list_from: if self.options.consistent_first_list {
+                ListFrom::Consistent
+            } else {
+                ListFrom::Cache
+            },
             streaming: o.streaming_lists,
             backoff: Backoff::new(o.backoff_initial, o.backoff_max, o.backoff_reset, o.seed),
             jitter: Jitter::new(o.seed.wrapping_add(1)),

@@ -7,6 +7,7 @@ use std::time::Duration;
 pub struct ReflectorOptions {
     pub(crate) page_size: u32,
     pub(crate) streaming_lists: bool,
+    pub(crate) consistent_first_list: bool,
     pub(crate) watch_timeout: (Duration, Duration),
     pub(crate) idle_timeout: Duration,
     pub(crate) backoff_initial: Duration,
@@ -26,6 +27,7 @@ impl Default for ReflectorOptions {
         Self {
             page_size: 500,
             streaming_lists: true,
+            consistent_first_list: false,
             watch_timeout: (Duration::from_secs(300), Duration::from_secs(600)),
             idle_timeout: Duration::from_secs(180),
             backoff_initial: Duration::from_millis(800),
@@ -57,6 +59,21 @@ impl ReflectorOptions {
     #[must_use]
     pub fn streaming_lists(mut self, enabled: bool) -> Self {
         self.streaming_lists = enabled;
+        self
+    }
+
+    /// Whether the first LIST is a consistent read (`""`, paged by [`page_size`]) instead of
+    /// the default read at `"0"` from the API server's cache (default: off, as client-go).
+    ///
+    /// A cache read is cheaper for the API server and etcd, but the cache ignores the page
+    /// size: the whole collection comes in one response, which the client holds in memory
+    /// while decoding it. Paging keeps this client's peak memory down on large collections
+    /// at the price of a read from etcd; kube-rs's watcher lists this way by default.
+    ///
+    /// [`page_size`]: Self::page_size
+    #[must_use]
+    pub fn consistent_first_list(mut self, enabled: bool) -> Self {
+        self.consistent_first_list = enabled;
         self
     }
 

@@ -1,0 +1,170 @@
+//! The clients compared, each run in its own process: it syncs N objects from the server,
+//! then counts M watch events in K handlers, and prints one [`Outcome`] line.
+
+mod bound;
+mod informer;
+mod kube_rs;
+
+use std::{
+    fmt,
+    str::FromStr,
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use crate::measure;
+
+/// Which client a process runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Impl {
+    /// serde_json decoding the same bytes into `Pod`s through kube's client; nothing stored.
+    Bound,
+    /// kube-runtime's watcher + reflector store + K handler tasks.
+    KubeRs,
+    /// kube-informer with `Arc<Pod>` in the cache.
+    Typed,
+    /// kube-informer with `Compact<Pod>` in the cache.
+    Compact,
+}
+
+impl Impl {
+    /// Every client, in table order.
+    pub(crate) const ALL: [Impl; 4] = [Impl::Bound, Impl::KubeRs, Impl::Typed, Impl::Compact];
+}
+
+impl fmt::Display for Impl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Impl::Bound => "bound",
+            Impl::KubeRs => "kube-rs",
+            Impl::Typed => "typed",
+            Impl::Compact => "compact",
+        })
+    }
+}
+
+impl FromStr for Impl {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        Impl::ALL
+            .into_iter()
+            .find(|i| i.to_string() == s)
+            .ok_or_else(|| format!("unknown client {s:?} (bound, kube-rs, typed, compact)"))
+    }
+}
+
+/// What one client run is asked to do.
+#[derive(Debug, Clone)]
+pub(crate) struct Job {
+    /// The client.
+    pub(crate) client: Impl,
+    /// The replay server's URL.
+    pub(crate) url: String,
+    /// Objects listed.
+    pub(crate) n: usize,
+    /// Watch events after the list.
+    pub(crate) m: usize,
+    /// Counting handlers.
+    pub(crate) k: usize,
+}
+
+/// What one client run measured.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Outcome {
+    /// From the start of the client to a synced cache.
+    pub(crate) sync: Duration,
+    /// From synced to every handler having counted every event.
+    pub(crate) watch: Duration,
+    /// Peak resident memory, KiB.
+    pub(crate) peak_rss_kib: u64,
+    /// CPU time (user + system).
+    pub(crate) cpu: Duration,
+}
+
+impl Outcome {
+    /// One line, parsed back by [`Outcome::parse`].
+    pub(crate) fn line(&self) -> String {
+        format!(
+            "outcome sync_s={:.6} watch_s={:.6} peak_rss_kib={} cpu_s={:.3}",
+            self.sync.as_secs_f64(),
+            self.watch.as_secs_f64(),
+            self.peak_rss_kib,
+            self.cpu.as_secs_f64()
+        )
+    }
+
+    /// Reads a line written by [`Outcome::line`].
+    pub(crate) fn parse(line: &str) -> Option<Self> {
+        let rest = line.strip_prefix("outcome ")?;
+        let mut out = Outcome::default();
+        for field in rest.split_whitespace() {
+            let (name, value) = field.split_once('=')?;
+            let secs = || value.parse::<f64>().ok().map(Duration::from_secs_f64);
+            match name {
+                "sync_s" => out.sync = secs()?,
+                "watch_s" => out.watch = secs()?,
+                "cpu_s" => out.cpu = secs()?,
+                "peak_rss_kib" => out.peak_rss_kib = value.parse().ok()?,
+                _ => return None,
+            }
+        }
+        Some(out)
+    }
+}
+
+/// Handler counters: one per handler, each counting calls.
+#[derive(Clone)]
+pub(crate) struct Counters(Arc<Vec<AtomicUsize>>);
+
+impl Counters {
+    pub(crate) fn new(k: usize) -> Self {
+        Self(Arc::new((0..k).map(|_| AtomicUsize::new(0)).collect()))
+    }
+
+    pub(crate) fn hit(&self, handler: usize) {
+        self.0[handler].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Waits until every handler counted at least `target` calls.
+    pub(crate) async fn wait_all(&self, target: usize) {
+        while self.0.iter().any(|c| c.load(Ordering::Relaxed) < target) {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+}
+
+/// Runs `job` in this process and prints its outcome.
+pub(crate) fn run(job: &Job) -> Result<(), String> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let outcome = runtime.block_on(async {
+        let started = Instant::now();
+        let (synced, done) = match job.client {
+            Impl::Bound => bound::run(job).await?,
+            Impl::KubeRs => kube_rs::run(job).await?,
+            Impl::Typed => informer::run_typed(job).await?,
+            Impl::Compact => informer::run_compact(job).await?,
+        };
+        Ok::<_, String>(Outcome {
+            sync: synced - started,
+            watch: done - synced,
+            peak_rss_kib: measure::peak_rss_kib(),
+            cpu: measure::cpu_time(),
+        })
+    })?;
+    println!("{}", outcome.line());
+    // Exit without tearing the caches down: freeing is not part of any figure.
+    std::process::exit(0);
+}
+
+/// A kube client for the replay server.
+pub(crate) fn client(url: &str) -> Result<kube::Client, String> {
+    let uri = url.parse().map_err(|e| format!("bad url {url}: {e}"))?;
+    kube::Client::try_from(kube::Config::new(uri)).map_err(|e| e.to_string())
+}

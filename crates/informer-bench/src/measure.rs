@@ -1,0 +1,36 @@
+//! What a client process reports about itself: peak resident memory and CPU time (Linux
+//! `/proc`), read just before it exits.
+
+use std::time::Duration;
+
+/// Peak resident set size of this process (`VmHWM`), in KiB.
+pub(crate) fn peak_rss_kib() -> u64 {
+    status_field("VmHWM:")
+}
+
+fn status_field(name: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with(name))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// User + system CPU time of this process so far.
+pub(crate) fn cpu_time() -> Duration {
+    // Fields 14 and 15 of /proc/self/stat, after the parenthesised command name, in clock
+    // ticks; the kernel's ABI fixes USER_HZ at 100 ticks per second.
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after_name = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    // After the name: state is field 3, so utime (14) and stime (15) are at 11 and 12.
+    Duration::from_millis((ticks(11) + ticks(12)) * 10)
+}

@@ -1,0 +1,262 @@
+//! Renders each scenario's traffic once, serves it, runs every client in its own process
+//! `runs` times (interleaved, so drift on a noisy machine hits all clients alike), and prints
+//! the medians as one table.
+
+use std::{collections::BTreeMap, process::Stdio, time::Duration};
+
+use fake_apiserver::replay::ReplayServer;
+use tokio::{io::AsyncReadExt, process::Command};
+
+use crate::{
+    clients::{Impl, Outcome},
+    traffic,
+};
+
+/// The longest one client run may take.
+const RUN_LIMIT: Duration = Duration::from_secs(600);
+
+/// One workload.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Scenario {
+    /// Pods listed.
+    pub(crate) n: usize,
+    /// Watch events after the list.
+    pub(crate) m: usize,
+    /// Counting handlers.
+    pub(crate) k: usize,
+}
+
+impl Scenario {
+    fn label(&self) -> String {
+        let short = |x: usize| {
+            if x >= 1000 && x % 1000 == 0 {
+                format!("{}k", x / 1000)
+            } else {
+                x.to_string()
+            }
+        };
+        if self.m == 0 {
+            format!("N={} sync", short(self.n))
+        } else {
+            format!("N={} M={} K={}", short(self.n), short(self.m), self.k)
+        }
+    }
+}
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub(crate) struct Plan {
+    /// The workloads, in order.
+    pub(crate) scenarios: Vec<Scenario>,
+    /// The clients compared.
+    pub(crate) clients: Vec<Impl>,
+    /// Runs per client and scenario (the table shows medians).
+    pub(crate) runs: usize,
+    /// Seeds the traffic.
+    pub(crate) seed: u64,
+}
+
+impl Plan {
+    /// Issue #8's workloads: 10k pods then 100k events to 1 and 10 handlers; 50k pods synced.
+    pub(crate) fn full() -> Self {
+        Self {
+            scenarios: vec![
+                Scenario {
+                    n: 10_000,
+                    m: 100_000,
+                    k: 1,
+                },
+                Scenario {
+                    n: 10_000,
+                    m: 100_000,
+                    k: 10,
+                },
+                Scenario {
+                    n: 50_000,
+                    m: 0,
+                    k: 1,
+                },
+            ],
+            clients: Impl::ALL.to_vec(),
+            runs: 3,
+            seed: 8,
+        }
+    }
+
+    /// A quick look: 2k pods then 20k events; 10k pods synced; one run.
+    pub(crate) fn quick() -> Self {
+        Self {
+            scenarios: vec![
+                Scenario {
+                    n: 2_000,
+                    m: 20_000,
+                    k: 1,
+                },
+                Scenario {
+                    n: 2_000,
+                    m: 20_000,
+                    k: 10,
+                },
+                Scenario {
+                    n: 10_000,
+                    m: 0,
+                    k: 1,
+                },
+            ],
+            runs: 1,
+            ..Self::full()
+        }
+    }
+}
+
+/// Runs the plan and prints the table.
+pub(crate) fn run(plan: &Plan) -> Result<(), String> {
+    // The server gets one thread; the clients' processes get the rest of the machine.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    runtime.block_on(run_plan(plan))
+}
+
+async fn run_plan(plan: &Plan) -> Result<(), String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let mut rows = Vec::new();
+    let mut rendered: Option<((usize, usize), ReplayServer, usize)> = None;
+    for scenario in &plan.scenarios {
+        if rendered.as_ref().map(|r| r.0) != Some((scenario.n, scenario.m)) {
+            drop(rendered.take()); // free the previous traffic first
+            eprintln!("rendering {} pods and {} events...", scenario.n, scenario.m);
+            let traffic = traffic::render(scenario.n, scenario.m, plan.seed);
+            let bytes = traffic.objects.iter().map(|o| o.len()).sum::<usize>();
+            let avg = bytes / traffic.objects.len().max(1);
+            let server = ReplayServer::start(traffic)
+                .await
+                .map_err(|e| e.to_string())?;
+            rendered = Some(((scenario.n, scenario.m), server, avg));
+        }
+        let (_, server, avg) = rendered.as_ref().expect("rendered above");
+        eprintln!("{} (pods of {avg} bytes on average)", scenario.label());
+        let mut outcomes: BTreeMap<String, Vec<Outcome>> = BTreeMap::new();
+        for run in 0..plan.runs {
+            for client in &plan.clients {
+                let outcome = run_client(&exe, *client, server.url(), scenario).await?;
+                eprintln!(
+                    "  run {} {client:>8}: sync {:.2} s, watch {:.2} s, peak {} MiB, cpu {:.1} s",
+                    run + 1,
+                    outcome.sync.as_secs_f64(),
+                    outcome.watch.as_secs_f64(),
+                    outcome.peak_rss_kib / 1024,
+                    outcome.cpu.as_secs_f64()
+                );
+                outcomes
+                    .entry(client.to_string())
+                    .or_default()
+                    .push(outcome);
+            }
+        }
+        for client in &plan.clients {
+            let runs = &outcomes[&client.to_string()];
+            rows.push((*scenario, *client, median(runs)));
+        }
+    }
+    println!("{}", table(&rows));
+    Ok(())
+}
+
+async fn run_client(
+    exe: &std::path::Path,
+    client: Impl,
+    url: &str,
+    s: &Scenario,
+) -> Result<Outcome, String> {
+    let mut child = Command::new(exe)
+        .args(["client", "--client", &client.to_string(), "--url", url])
+        .args([
+            "--n",
+            &s.n.to_string(),
+            "--m",
+            &s.m.to_string(),
+            "--k",
+            &s.k.to_string(),
+        ])
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
+    let mut stdout = child.stdout.take().expect("piped");
+    let finished = tokio::time::timeout(RUN_LIMIT, async {
+        let mut out = String::new();
+        let _ = stdout.read_to_string(&mut out).await;
+        (child.wait().await, out)
+    })
+    .await;
+    let (status, out) = finished.map_err(|_| format!("{client} took longer than {RUN_LIMIT:?}"))?;
+    let status = status.map_err(|e| e.to_string())?;
+    out.lines()
+        .find_map(Outcome::parse)
+        .filter(|_| status.success())
+        .ok_or_else(|| format!("{client} failed ({status}): {out}"))
+}
+
+/// The median of each figure separately.
+fn median(runs: &[Outcome]) -> Outcome {
+    fn mid<T: Copy + Ord>(mut v: Vec<T>) -> T {
+        v.sort_unstable();
+        v[v.len() / 2]
+    }
+    Outcome {
+        sync: mid(runs.iter().map(|o| o.sync).collect()),
+        watch: mid(runs.iter().map(|o| o.watch).collect()),
+        peak_rss_kib: mid(runs.iter().map(|o| o.peak_rss_kib).collect()),
+        cpu: mid(runs.iter().map(|o| o.cpu).collect()),
+    }
+}
+
+/// The markdown table: figures, then speed and memory as ratios to kube-rs and to the bound.
+/// Speed is events/s for scenarios with events, pods synced per second otherwise.
+fn table(rows: &[(Scenario, Impl, Outcome)]) -> String {
+    let speed = |s: &Scenario, o: &Outcome| {
+        if s.m > 0 {
+            s.m as f64 / o.watch.as_secs_f64()
+        } else {
+            s.n as f64 / o.sync.as_secs_f64()
+        }
+    };
+    let find = |s: &Scenario, client: Impl| {
+        rows.iter()
+            .find(|(rs, c, _)| rs.label() == s.label() && *c == client)
+            .map(|(_, _, o)| o)
+    };
+    let mut out = String::from(
+        "| scenario | client | sync s | watch s | events/s | peak RSS MiB | KiB/pod | CPU s | speed ÷ kube-rs | speed ÷ bound | RSS ÷ kube-rs |\n\
+         |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for (s, client, o) in rows {
+        let ratio = |peer: Impl| {
+            find(s, peer).map_or("—".to_owned(), |p| {
+                format!("{:.2}", speed(s, o) / speed(s, p))
+            })
+        };
+        let rss_ratio = find(s, Impl::KubeRs).map_or("—".to_owned(), |p| {
+            format!("{:.2}", o.peak_rss_kib as f64 / p.peak_rss_kib as f64)
+        });
+        let events = if s.m > 0 {
+            format!("{:.0}", speed(s, o))
+        } else {
+            "—".into()
+        };
+        out.push_str(&format!(
+            "| {} | {client} | {:.2} | {:.2} | {events} | {:.0} | {:.1} | {:.1} | {} | {} | {rss_ratio} |\n",
+            s.label(),
+            o.sync.as_secs_f64(),
+            o.watch.as_secs_f64(),
+            o.peak_rss_kib as f64 / 1024.0,
+            o.peak_rss_kib as f64 / s.n as f64,
+            o.cpu.as_secs_f64(),
+            ratio(Impl::KubeRs),
+            ratio(Impl::Bound),
+        ));
+    }
+    out
+}
