@@ -16,6 +16,10 @@ mod traffic;
 
 use clients::{Impl, Job};
 
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const USAGE: &str = "usage: informer-bench [--runs N] [--quick] [--clients a,b,...] [--seed S]
        informer-bench client --client NAME --url URL --n N --m M --k K
 

@@ -8,7 +8,10 @@
 use std::{
     collections::VecDeque,
     panic::{AssertUnwindSafe, catch_unwind},
-    sync::Arc,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
     time::{Duration, Instant},
 };
 
@@ -25,6 +28,8 @@ use crate::meta_namespace_key;
 const SLOW_CALL: Duration = Duration::from_millis(100);
 /// The backlog above which slow calls are logged (client-go's initial buffer size).
 const LONG_BACKLOG: usize = 1024;
+/// Notifications a delivery task takes from its buffer under one lock.
+const DELIVERY_BATCH: usize = 64;
 
 struct Buffer<K> {
     pending: Pending<K>,
@@ -152,6 +157,8 @@ pub(crate) struct Listener<K> {
 struct Shared<K> {
     name: String,
     buffer: Mutex<Buffer<K>>,
+    /// `buffer.closed`, readable without the lock between the calls of a batch.
+    closed: AtomicBool,
     wake: Notify,
 }
 
@@ -178,6 +185,7 @@ impl<K: Resource + Send + Sync + 'static> Listener<K> {
                 initial_pending: 0,
                 closed: false,
             }),
+            closed: AtomicBool::new(false),
             wake: Notify::new(),
         });
         let task = tokio::spawn(deliver(shared.clone(), handler));
@@ -222,6 +230,7 @@ impl<K: Resource + Send + Sync + 'static> Listener<K> {
             let mut buffer = self.shared.buffer.lock();
             buffer.closed = true;
             buffer.pending.clear();
+            self.shared.closed.store(true, Ordering::Release);
         }
         self.shared.wake.notify_one();
         let task = self.task.lock().take();
@@ -235,55 +244,74 @@ async fn deliver<K: Resource + Send + Sync + 'static>(
     shared: Arc<Shared<K>>,
     handler: Arc<dyn ResourceEventHandler<K>>,
 ) {
+    let mut batch = Vec::with_capacity(DELIVERY_BATCH);
     loop {
         let wake = shared.wake.notified();
         let mut wake = std::pin::pin!(wake);
         wake.as_mut().enable();
-        let next = {
+        let backlog = {
             let mut buffer = shared.buffer.lock();
             if buffer.closed {
                 return;
             }
-            buffer.pending.pop().map(|n| (n, buffer.pending.len()))
+            while batch.len() < DELIVERY_BATCH {
+                match buffer.pending.pop() {
+                    Some(n) => batch.push(n),
+                    None => break,
+                }
+            }
+            buffer.pending.len()
         };
-        let Some((notification, backlog)) = next else {
+        if batch.is_empty() {
             wake.await;
             continue;
-        };
-        let initial = matches!(
-            notification,
-            Notification::Add {
-                is_in_initial_list: true,
-                ..
+        }
+        let mut initial_delivered = 0;
+        for notification in batch.drain(..) {
+            if shared.closed.load(Ordering::Acquire) {
+                return;
             }
-        );
-        // The key is formatted only if something is logged; keep the object for that.
-        let object = notification.object().clone();
-        let key = || {
-            meta_namespace_key(object.as_ref())
-                .map(|k| k.to_string())
-                .unwrap_or_default()
-        };
-        let started = Instant::now();
-        let outcome = catch_unwind(AssertUnwindSafe(|| notification.dispatch(handler.as_ref())));
-        let took = started.elapsed();
-        if let Err(panic) = outcome {
-            let message = panic
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_owned())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "a non-string panic".to_owned());
-            tracing::error!(handler = %shared.name, object = %key(), "event handler panicked: {message}");
+            initial_delivered += usize::from(is_initial(&notification));
+            call(&shared.name, handler.as_ref(), notification, backlog);
+            // Yields only once the task's scheduling budget is spent: fair to the other
+            // tasks without a trip through the scheduler per call.
+            tokio::task::consume_budget().await;
         }
-        if took > SLOW_CALL && backlog > LONG_BACKLOG {
-            tracing::warn!(handler = %shared.name, object = %key(), ?took, backlog, "slow event handler with a long backlog");
-        }
-        if initial {
+        if initial_delivered > 0 {
             let mut buffer = shared.buffer.lock();
-            buffer.initial_pending = buffer.initial_pending.saturating_sub(1);
+            buffer.initial_pending = buffer.initial_pending.saturating_sub(initial_delivered);
         }
-        // Let other tasks run between calls even when the backlog never empties.
-        tokio::task::yield_now().await;
+    }
+}
+
+/// Calls the handler with one notification, catching and logging a panic and logging a
+/// slow call made while the backlog is long.
+fn call<K: Resource + Send + Sync + 'static>(
+    name: &str,
+    handler: &dyn ResourceEventHandler<K>,
+    notification: Notification<K>,
+    backlog: usize,
+) {
+    // The key is formatted only if something is logged; keep the object for that.
+    let object = notification.object().clone();
+    let key = || {
+        meta_namespace_key(object.as_ref())
+            .map(|k| k.to_string())
+            .unwrap_or_default()
+    };
+    let started = Instant::now();
+    let outcome = catch_unwind(AssertUnwindSafe(|| notification.dispatch(handler)));
+    let took = started.elapsed();
+    if let Err(panic) = outcome {
+        let message = panic
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a non-string panic".to_owned());
+        tracing::error!(handler = %name, object = %key(), "event handler panicked: {message}");
+    }
+    if took > SLOW_CALL && backlog > LONG_BACKLOG {
+        tracing::warn!(handler = %name, object = %key(), ?took, backlog, "slow event handler with a long backlog");
     }
 }
 
