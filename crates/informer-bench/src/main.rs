@@ -20,11 +20,12 @@ use clients::{Impl, Job};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-const USAGE: &str = "usage: informer-bench [--runs N] [--quick] [--clients a,b,...] [--seed S]
+const USAGE: &str = "usage: informer-bench [--runs N] [--quick] [--clients a,b,...] [--seed S] [--scenario N:M:K ...]
        informer-bench client --client NAME --url URL --n N --m M --k K
 
 clients: bound, kube-rs, typed, compact (default: all)
---quick: smaller scenarios (2k pods + 20k events; 10k pods sync), one run";
+--quick: smaller scenarios (2k pods + 20k events; 10k pods sync), one run
+--scenario N:M:K: N pods, then M watch events to K handlers (repeatable; replaces the defaults)";
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -96,6 +97,7 @@ fn parse_plan(args: &[String]) -> Result<orchestrate::Plan, String> {
         orchestrate::Plan::full()
     };
     let mut runs = None;
+    let mut custom = false;
     for (name, value) in flags(args)? {
         match name {
             "runs" => runs = Some(number(name, value)?.max(1)),
@@ -107,6 +109,22 @@ fn parse_plan(args: &[String]) -> Result<orchestrate::Plan, String> {
                     .split(',')
                     .map(str::parse)
                     .collect::<Result<_, _>>()?;
+            }
+            "scenario" => {
+                let parts: Vec<usize> = value
+                    .unwrap_or_default()
+                    .split(':')
+                    .map(|p| p.parse().map_err(|_| "--scenario needs N:M:K".to_owned()))
+                    .collect::<Result<_, _>>()?;
+                let [n, m, k] = parts[..] else {
+                    return Err("--scenario needs N:M:K".into());
+                };
+                if !custom {
+                    plan.scenarios.clear();
+                    custom = true;
+                }
+                plan.scenarios
+                    .push(orchestrate::Scenario { n, m, k: k.max(1) });
             }
             "help" => return Err("help".into()),
             _ => return Err(format!("unknown flag --{name}")),

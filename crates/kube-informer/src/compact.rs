@@ -157,6 +157,10 @@ impl<K: Resource> Resource for Compact<K> {
         K::plural(dt)
     }
 
+    fn metadata_api() -> bool {
+        K::metadata_api()
+    }
+
     fn meta(&self) -> &ObjectMeta {
         &self.meta
     }

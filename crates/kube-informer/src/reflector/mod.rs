@@ -30,7 +30,11 @@ mod error;
 mod metrics;
 mod options;
 
-use std::{collections::HashMap, sync::Arc, time::Duration};
+use std::{
+    collections::{HashMap, VecDeque},
+    sync::Arc,
+    time::Duration,
+};
 
 use futures_util::StreamExt;
 use kube::{
@@ -113,6 +117,23 @@ struct Run {
     streaming: bool,
     backoff: Backoff,
     jitter: Jitter,
+}
+
+/// A LIST page's items, decoded or being decoded.
+enum Decoding<K> {
+    Ready(Result<Vec<K>, kube::Error>),
+    Blocking(tokio::task::JoinHandle<Result<Vec<K>, kube::Error>>),
+}
+
+impl<K> Decoding<K> {
+    async fn finish(self) -> Result<Vec<K>, kube::Error> {
+        match self {
+            Self::Ready(items) => items,
+            Self::Blocking(task) => task.await.map_err(|e| {
+                kube::Error::Service(format!("decoding a LIST page failed: {e}").into())
+            })?,
+        }
+    }
 }
 
 /// Why a phase stopped.
@@ -328,13 +349,12 @@ where
             listed = self.list_all(&resource_version) => listed,
         };
         match listed {
-            Ok((items, list_rv)) => {
+            Ok((objects, list_rv)) => {
                 let _ = started;
                 #[cfg(feature = "metrics")]
                 self.metric(|m, name| {
-                    m.list_done(name, started.elapsed().as_secs_f64(), items.len())
+                    m.list_done(name, started.elapsed().as_secs_f64(), objects.len())
                 });
-                let objects = self.keyed(items);
                 if let Err(source) = self.sink.replace(objects) {
                     // Unreachable after `keyed`, but never lose the cache over it.
                     self.report(ReflectorError::InvalidObject {
@@ -360,8 +380,12 @@ where
         }
     }
 
-    /// Every page of a LIST at `resource_version`, and the list's version.
-    async fn list_all(&self, resource_version: &str) -> Result<(Vec<K>, String), kube::Error> {
+    /// Every page of a LIST at `resource_version` (keyed), and the list's version.
+    ///
+    /// Pages are fetched one after the other (each needs the previous one's continue
+    /// token) but decoded on the blocking pool, up to one page per core at a time, so
+    /// fetching and decoding overlap and pages decode in parallel.
+    async fn list_all(&self, resource_version: &str) -> Result<(Vec<Arc<K>>, String), kube::Error> {
         // Only a consistent ("") list is paged. A list at "0" or at a version is served
         // whole from the API server's cache (which ignores a limit), and kube drops
         // `resourceVersion=0` when a limit is set, which would turn the cheap cache read
@@ -372,20 +396,32 @@ where
             resource_version: (!resource_version.is_empty()).then(|| resource_version.to_owned()),
             ..self.selectors_list()
         };
+        let parallel = std::thread::available_parallelism().map_or(2, |n| n.get().max(2));
         let mut params = first.clone();
-        let mut items = Vec::new();
+        let mut objects = Vec::new();
+        let mut decoding = VecDeque::new();
         let mut list_rv = None;
         loop {
-            match self.lw.list(&params).await {
+            match self.lw.list_page(&params).await {
                 Ok(page) => {
-                    list_rv.get_or_insert(page.metadata.resource_version.unwrap_or_default());
-                    items.extend(page.items);
-                    match page.metadata.continue_.filter(|c| !c.is_empty()) {
+                    list_rv
+                        .get_or_insert(page.metadata.resource_version.clone().unwrap_or_default());
+                    let next = page.metadata.continue_.clone().filter(|c| !c.is_empty());
+                    decoding.push_back(if page.is_decoded() {
+                        Decoding::Ready(page.into_items())
+                    } else {
+                        Decoding::Blocking(tokio::task::spawn_blocking(move || page.into_items()))
+                    });
+                    while decoding.len() >= parallel || (next.is_none() && !decoding.is_empty()) {
+                        let items = decoding.pop_front().expect("not empty").finish().await?;
+                        objects.extend(self.keyed(items));
+                    }
+                    match next {
                         Some(token) => {
                             params.continue_token = Some(token);
                             params.resource_version = None;
                         }
-                        None => return Ok((items, list_rv.unwrap_or_default())),
+                        None => return Ok((objects, list_rv.unwrap_or_default())),
                     }
                 }
                 Err(err) if params.continue_token.is_some() && react(&err) == Reaction::Gone => {
@@ -394,7 +430,8 @@ where
                         limit: None,
                         ..first.clone()
                     };
-                    items.clear();
+                    objects.clear();
+                    decoding.clear();
                     list_rv = None;
                 }
                 Err(err) => return Err(err),

@@ -2,6 +2,8 @@
 //! [`kube::Api`] (typed k8s-openapi objects, `DynamicObject`, `PartialObjectMeta`) and open to
 //! any other source (tests, non-Kubernetes data).
 
+mod page;
+
 use std::future::Future;
 
 use futures_util::{StreamExt, stream::BoxStream};
@@ -10,6 +12,8 @@ use kube::{
     api::{ListParams, ObjectList, WatchEvent, WatchParams},
 };
 use serde::de::DeserializeOwned;
+
+pub use self::page::ListPage;
 
 /// The events of one watch, decoded. An `Err` ends the watch (the reflector resumes it).
 pub type WatchStream<K> = BoxStream<'static, Result<WatchEvent<K>, kube::Error>>;
@@ -28,6 +32,16 @@ pub trait ListerWatcher<K: Clone>: Send + Sync + 'static {
         params: &ListParams,
     ) -> impl Future<Output = Result<ObjectList<K>, kube::Error>> + Send;
 
+    /// One LIST request as a [`ListPage`], whose items may be decoded later on another
+    /// thread while the next page is fetched. The default calls [`list`](Self::list) and so
+    /// decodes at once; `kube::Api` and [`ClientListerWatcher`] defer the decoding.
+    fn list_page(
+        &self,
+        params: &ListParams,
+    ) -> impl Future<Output = Result<ListPage<K>, kube::Error>> + Send {
+        async move { self.list(params).await.map(ListPage::from) }
+    }
+
     /// One WATCH request, from `resource_version`.
     fn watch(
         &self,
@@ -38,10 +52,16 @@ pub trait ListerWatcher<K: Clone>: Send + Sync + 'static {
 
 impl<K> ListerWatcher<K> for Api<K>
 where
-    K: Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K: kube::Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
 {
     async fn list(&self, params: &ListParams) -> Result<ObjectList<K>, kube::Error> {
         Api::list(self, params).await
+    }
+
+    async fn list_page(&self, params: &ListParams) -> Result<ListPage<K>, kube::Error> {
+        let request = kube::core::Request::new(self.resource_url());
+        let client = self.clone().into_client();
+        raw_list_page(&client, &request, K::metadata_api(), params).await
     }
 
     /// Each line of the response is decoded straight into `K` by kube (no intermediate
@@ -107,6 +127,10 @@ where
         self.client.request::<ObjectList<K>>(request).await
     }
 
+    async fn list_page(&self, params: &ListParams) -> Result<ListPage<K>, kube::Error> {
+        raw_list_page(&self.client, &self.request, self.metadata_only, params).await
+    }
+
     async fn watch(
         &self,
         params: &WatchParams,
@@ -120,4 +144,20 @@ where
         let request = request.map_err(kube::Error::BuildRequest)?;
         Ok(self.client.request_events::<K>(request).await?.boxed())
     }
+}
+
+/// One LIST request whose body is kept undecoded (but for its list metadata).
+async fn raw_list_page<K: DeserializeOwned + Clone>(
+    client: &kube::Client,
+    request: &kube::core::Request,
+    metadata_only: bool,
+    params: &ListParams,
+) -> Result<ListPage<K>, kube::Error> {
+    let request = if metadata_only {
+        request.list_metadata(params)
+    } else {
+        request.list(params)
+    };
+    let request = request.map_err(kube::Error::BuildRequest)?;
+    ListPage::from_body(client.request_text(request).await?)
 }

@@ -1,0 +1,172 @@
+//! One LIST page whose items can be decoded later, on another thread.
+
+use std::fmt;
+
+use kube::api::{ListMeta, ObjectList};
+use serde::{
+    Deserialize,
+    de::{DeserializeOwned, Deserializer, IgnoredAny, MapAccess, Visitor},
+};
+
+/// One LIST page: its metadata (resourceVersion, continue token) at once, its items when
+/// [`ListPage::into_items`] is called.
+///
+/// Decoding typed objects is most of the cost of a LIST. With the continue token known
+/// before the items are decoded, the reflector fetches the next page while earlier pages
+/// decode on other cores.
+pub struct ListPage<K> {
+    /// The page's list metadata.
+    pub metadata: ListMeta,
+    items: Items<K>,
+}
+
+enum Items<K> {
+    Decoded(Vec<K>),
+    /// Decodes the response body's items.
+    Deferred(Box<dyn FnOnce() -> Result<Vec<K>, kube::Error> + Send>),
+}
+
+impl<K> fmt::Debug for ListPage<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ListPage")
+            .field("metadata", &self.metadata)
+            .field("decoded", &self.is_decoded())
+            .finish()
+    }
+}
+
+impl<K> ListPage<K> {
+    /// Whether the items are decoded already.
+    pub fn is_decoded(&self) -> bool {
+        matches!(self.items, Items::Decoded(_))
+    }
+
+    /// The page's objects, decoding them if not done yet.
+    pub fn into_items(self) -> Result<Vec<K>, kube::Error> {
+        match self.items {
+            Items::Decoded(items) => Ok(items),
+            Items::Deferred(decode) => decode(),
+        }
+    }
+}
+
+impl<K> From<ObjectList<K>> for ListPage<K>
+where
+    K: Clone,
+{
+    fn from(list: ObjectList<K>) -> Self {
+        Self {
+            metadata: list.metadata,
+            items: Items::Decoded(list.items),
+        }
+    }
+}
+
+impl<K: DeserializeOwned + Clone> ListPage<K> {
+    /// A page from a LIST response body. Only the list metadata is read now when it comes
+    /// before the items (as the API server writes it); otherwise the whole body is decoded
+    /// at once.
+    pub fn from_body(body: String) -> Result<Self, kube::Error> {
+        match metadata_prefix(body.as_bytes()) {
+            Some(metadata) => Ok(Self {
+                metadata,
+                items: Items::Deferred(Box::new(move || {
+                    serde_json::from_str::<ItemsOnly<K>>(&body)
+                        .map(|list| list.items.unwrap_or_default())
+                        .map_err(kube::Error::SerdeError)
+                })),
+            }),
+            None => serde_json::from_str::<ObjectList<K>>(&body)
+                .map(Self::from)
+                .map_err(kube::Error::SerdeError),
+        }
+    }
+}
+
+/// A list's items; everything else skipped.
+#[derive(Deserialize)]
+#[serde(bound(deserialize = "K: DeserializeOwned"))]
+struct ItemsOnly<K> {
+    #[serde(default)]
+    items: Option<Vec<K>>,
+}
+
+/// Reads a list's `metadata` when it comes before `items`, without reading further.
+fn metadata_prefix(body: &[u8]) -> Option<ListMeta> {
+    struct Prefix<'a>(&'a mut Option<ListMeta>);
+
+    impl<'de> Visitor<'de> for Prefix<'_> {
+        type Value = ();
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a list object")
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            while let Some(key) = map.next_key::<String>()? {
+                match key.as_str() {
+                    "metadata" => {
+                        *self.0 = Some(map.next_value()?);
+                        // Found: stop here rather than scan the items.
+                        return Err(serde::de::Error::custom("stop"));
+                    }
+                    "items" => return Err(serde::de::Error::custom("items first")),
+                    _ => {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+            }
+            Ok(())
+        }
+    }
+
+    let mut found = None;
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let _ = (&mut de).deserialize_map(Prefix(&mut found));
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    use super::*;
+
+    const BODY: &str = r#"{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"42","continue":"abc","remainingItemCount":3},"items":[{"metadata":{"name":"a","namespace":"n"}},{"metadata":{"name":"b","namespace":"n"}}]}"#;
+
+    #[test]
+    fn metadata_is_read_before_the_items_are_decoded() {
+        let page = ListPage::<ConfigMap>::from_body(BODY.into()).unwrap();
+        assert!(!page.is_decoded());
+        assert_eq!(page.metadata.resource_version.as_deref(), Some("42"));
+        assert_eq!(page.metadata.continue_.as_deref(), Some("abc"));
+        assert_eq!(page.metadata.remaining_item_count, Some(3));
+        let names: Vec<_> = page
+            .into_items()
+            .unwrap()
+            .into_iter()
+            .map(|cm| cm.metadata.name.unwrap())
+            .collect();
+        assert_eq!(names, ["a", "b"]);
+    }
+
+    #[test]
+    fn items_before_metadata_are_decoded_at_once() {
+        let body = r#"{"items":[{"metadata":{"name":"a"}}],"metadata":{"resourceVersion":"7"}}"#;
+        let page = ListPage::<ConfigMap>::from_body(body.into()).unwrap();
+        assert!(page.is_decoded());
+        assert_eq!(page.metadata.resource_version.as_deref(), Some("7"));
+        assert_eq!(page.into_items().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn bad_items_are_an_error_when_decoded() {
+        let body = r#"{"metadata":{"resourceVersion":"7"},"items":[{"metadata":{"name":5}}]}"#;
+        let page = ListPage::<ConfigMap>::from_body(body.into()).unwrap();
+        assert!(matches!(page.into_items(), Err(kube::Error::SerdeError(_))));
+        let body = r#"{"metadata":{"resourceVersion":"7"},"items":null}"#;
+        let page = ListPage::<ConfigMap>::from_body(body.into()).unwrap();
+        assert!(page.into_items().unwrap().is_empty());
+        assert!(ListPage::<ConfigMap>::from_body("{".into()).is_err());
+    }
+}
