@@ -29,7 +29,7 @@ pub(crate) struct Scenario {
 impl Scenario {
     fn label(&self) -> String {
         let short = |x: usize| {
-            if x >= 1000 && x % 1000 == 0 {
+            if x >= 1000 && x.is_multiple_of(1000) {
                 format!("{}k", x / 1000)
             } else {
                 x.to_string()

@@ -218,3 +218,80 @@ impl From<LeanMeta> for ObjectMeta {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::Pod;
+
+    use super::*;
+
+    const POD: &str = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"n","uid":"u-1","resourceVersion":"7","generation":2,"labels":{"a":"b"},"annotations":{"x":"y"},"finalizers":["f"],"ownerReferences":[{"apiVersion":"apps/v1","kind":"ReplicaSet","name":"rs","uid":"u-0","controller":true}],"creationTimestamp":"2026-11-20T10:00:00Z","managedFields":[{"manager":"m","operation":"Update","fieldsType":"FieldsV1","fieldsV1":{"f:spec":{}}}]},"spec":{"containers":[{"name":"c","image":"i"}]},"status":{"phase":"Running"},"futureField":{"kept":true}}"#;
+
+    #[test]
+    fn metadata_is_parsed_without_managed_fields_and_the_json_kept_whole() {
+        let compact: Compact<Pod> = serde_json::from_str(POD).unwrap();
+        let typed: Pod = serde_json::from_str(POD).unwrap();
+        let mut expected = typed.metadata.clone();
+        expected.managed_fields = None;
+        assert_eq!(compact.meta(), &expected);
+        assert_eq!(compact.json(), POD, "byte for byte");
+        assert_eq!(
+            compact.decode().unwrap(),
+            typed,
+            "decode gives the typed object"
+        );
+        assert_eq!(serde_json::to_string(&compact).unwrap(), POD);
+    }
+
+    #[test]
+    fn metadata_edits_show_in_the_decoded_object() {
+        let mut compact: Compact<Pod> = serde_json::from_str(POD).unwrap();
+        compact
+            .meta_mut()
+            .labels
+            .get_or_insert_default()
+            .insert("added".into(), "yes".into());
+        let pod = compact.decode().unwrap();
+        assert_eq!(pod.metadata.labels.unwrap()["added"], "yes");
+        assert_eq!(pod.metadata.managed_fields.unwrap().len(), 1);
+    }
+
+    #[test]
+    fn compact_objects_are_resources_of_their_type() {
+        assert_eq!(Compact::<Pod>::kind(&()), "Pod");
+        assert_eq!(Compact::<Pod>::plural(&()), "pods");
+        assert_eq!(
+            Compact::<Pod>::url_path(&(), Some("n")),
+            Pod::url_path(&(), Some("n"))
+        );
+        let list = format!(r#"{{"metadata":{{}},"items":[{POD},{POD}]}}"#);
+        let list: kube::api::ObjectList<Compact<Pod>> = serde_json::from_str(&list).unwrap();
+        assert_eq!(list.items.len(), 2);
+        let from_value: Compact<Pod> =
+            serde_json::from_value(serde_json::from_str(POD).unwrap()).unwrap();
+        assert_eq!(from_value.meta().name.as_deref(), Some("p"));
+    }
+
+    #[test]
+    fn bad_objects_are_refused_with_an_error() {
+        for bad in [
+            r#"{"metadata":{"name":5}}"#,
+            r#"{"metadata":{"labels":{"a":1}}}"#,
+            r#"[1,2]"#,
+            r#"{"metadata":{"name":"p"}"#,
+        ] {
+            assert!(serde_json::from_str::<Compact<Pod>>(bad).is_err(), "{bad}");
+        }
+        let empty: Compact<Pod> = serde_json::from_str("{}").unwrap();
+        assert_eq!(empty.meta(), &ObjectMeta::default());
+        // Buffered formats lose the raw bytes: refused rather than silently re-encoded.
+        #[derive(Deserialize)]
+        #[serde(tag = "t")]
+        #[allow(dead_code)]
+        enum Tagged {
+            A { object: Compact<Pod> },
+        }
+        let tagged = format!(r#"{{"object":{POD},"t":"A"}}"#);
+        assert!(serde_json::from_str::<Tagged>(&tagged).is_err());
+    }
+}

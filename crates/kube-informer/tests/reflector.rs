@@ -10,7 +10,7 @@ use kube_informer::{
     RealFifo, Store,
     fifo::{DeltaQueue, ProcessError},
     informer::handle_deltas,
-    list_watch::ListerWatcher,
+    list_watch::{ListPage, ListerWatcher},
     reflector::{Reflector, ReflectorError, ReflectorOptions},
 };
 use parking_lot::Mutex;
@@ -969,4 +969,84 @@ async fn metadata_only_objects_sync() {
     );
     cancel.cancel();
     run.await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consistent_first_list_is_paged_with_pages_decoded_aside() {
+    let server = server(ServerConfig::default()).await;
+    seed(&server, (0..45).map(|i| format!("cm-{i:02}")));
+    let options = fast()
+        .streaming_lists(false)
+        .consistent_first_list(true)
+        .page_size(10);
+    let h = Harness::start(server, options).await;
+    h.converge().await;
+    let lists = h.requests(Verb::List);
+    assert_eq!(lists.len(), 5, "five pages of at most 10: {lists:?}");
+    assert_eq!(
+        (lists[0].param("resourceVersion"), lists[0].param("limit")),
+        (None, Some("10")),
+        "a consistent first read"
+    );
+    assert!(lists[1..].iter().all(|l| l.param("continue").is_some()));
+    assert!(h.errors.lock().is_empty(), "{:?}", h.errors.lock());
+    h.stop().await;
+}
+
+/// Answers the first LIST with a page whose items do not decode.
+struct UndecodableFirstPage {
+    api: Api<ConfigMap>,
+    pages: Mutex<usize>,
+}
+
+impl ListerWatcher<ConfigMap> for UndecodableFirstPage {
+    async fn list(
+        &self,
+        params: &kube::api::ListParams,
+    ) -> Result<kube::api::ObjectList<ConfigMap>, kube::Error> {
+        self.api.list(params).await
+    }
+
+    async fn list_page(
+        &self,
+        params: &kube::api::ListParams,
+    ) -> Result<ListPage<ConfigMap>, kube::Error> {
+        let first = {
+            let mut pages = self.pages.lock();
+            *pages += 1;
+            *pages == 1
+        };
+        if first {
+            let body = r#"{"metadata":{"resourceVersion":"1"},"items":[{"metadata":{"name":5}}]}"#;
+            return ListPage::from_body(body.to_owned());
+        }
+        ListerWatcher::list_page(&self.api, params).await
+    }
+
+    async fn watch(
+        &self,
+        params: &kube::api::WatchParams,
+        rv: &str,
+    ) -> Result<kube_informer::list_watch::WatchStream<ConfigMap>, kube::Error> {
+        ListerWatcher::watch(&self.api, params, rv).await
+    }
+}
+
+#[tokio::test]
+async fn a_page_that_does_not_decode_is_reported_and_the_list_retried() {
+    let server = server(ServerConfig::default()).await;
+    seed(&server, (0..5).map(|i| format!("cm-{i}")));
+    let api: Api<ConfigMap> = Api::namespaced(server.client().unwrap(), "demo");
+    let lw = UndecodableFirstPage {
+        api,
+        pages: Mutex::new(0),
+    };
+    let h = Harness::start_with(server, lw, fast().streaming_lists(false)).await;
+    h.converge().await;
+    let errors = h.errors.lock().clone();
+    assert!(
+        errors.iter().any(|e| e.contains("invalid type")),
+        "the decoding error is reported: {errors:?}"
+    );
+    h.stop().await;
 }
