@@ -10,6 +10,8 @@
 //! `--runs` times per client, interleaved, and the table shows medians. See BENCHMARKS.md.
 
 mod clients;
+#[cfg(feature = "decoders")]
+mod decoders;
 mod measure;
 mod orchestrate;
 mod traffic;
@@ -22,13 +24,23 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const USAGE: &str = "usage: informer-bench [--runs N] [--quick] [--clients a,b,...] [--seed S] [--scenario N:M:K ...]
        informer-bench client --client NAME --url URL --n N --m M --k K
+       informer-bench decoders [EVENTS]   (with --features decoders)
 
-clients: bound, kube-rs, typed, compact (default: all)
+clients: bound, kube-rs, typed, compact, compact+zstd (default: all)
 --quick: smaller scenarios (2k pods + 20k events; 10k pods sync), one run
 --scenario N:M:K: N pods, then M watch events to K handlers (repeatable; replaces the defaults)";
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    #[cfg(feature = "decoders")]
+    if args.first().map(String::as_str) == Some("decoders") {
+        let events = args.get(1).and_then(|n| n.parse().ok()).unwrap_or(20_000);
+        if let Err(message) = decoders::run(events) {
+            eprintln!("informer-bench: {message}");
+            std::process::exit(2);
+        }
+        return;
+    }
     let result = if args.first().map(String::as_str) == Some("client") {
         parse_job(&args[1..]).and_then(|job| clients::run(&job))
     } else {

@@ -23,6 +23,10 @@ pub(super) async fn run_compact(job: &Job) -> Result<(Instant, Instant), String>
     run::<kube_informer::compact::Compact<Pod>>(job).await
 }
 
+pub(super) async fn run_compact_zstd(job: &Job) -> Result<(Instant, Instant), String> {
+    run::<kube_informer::compact::Compact<Pod, kube_informer::compact::Zstd>>(job).await
+}
+
 async fn run<K>(job: &Job) -> Result<(Instant, Instant), String>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,

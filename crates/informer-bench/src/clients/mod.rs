@@ -28,11 +28,19 @@ pub(crate) enum Impl {
     Typed,
     /// kube-informer with `Compact<Pod>` in the cache.
     Compact,
+    /// kube-informer with `Compact<Pod, Zstd>` in the cache.
+    CompactZstd,
 }
 
 impl Impl {
     /// Every client, in table order.
-    pub(crate) const ALL: [Impl; 4] = [Impl::Bound, Impl::KubeRs, Impl::Typed, Impl::Compact];
+    pub(crate) const ALL: [Impl; 5] = [
+        Impl::Bound,
+        Impl::KubeRs,
+        Impl::Typed,
+        Impl::Compact,
+        Impl::CompactZstd,
+    ];
 }
 
 impl fmt::Display for Impl {
@@ -42,6 +50,7 @@ impl fmt::Display for Impl {
             Impl::KubeRs => "kube-rs",
             Impl::Typed => "typed",
             Impl::Compact => "compact",
+            Impl::CompactZstd => "compact+zstd",
         })
     }
 }
@@ -53,7 +62,9 @@ impl FromStr for Impl {
         Impl::ALL
             .into_iter()
             .find(|i| i.to_string() == s)
-            .ok_or_else(|| format!("unknown client {s:?} (bound, kube-rs, typed, compact)"))
+            .ok_or_else(|| {
+                format!("unknown client {s:?} (bound, kube-rs, typed, compact, compact+zstd)")
+            })
     }
 }
 
@@ -150,6 +161,7 @@ pub(crate) fn run(job: &Job) -> Result<(), String> {
             Impl::KubeRs => kube_rs::run(job).await?,
             Impl::Typed => informer::run_typed(job).await?,
             Impl::Compact => informer::run_compact(job).await?,
+            Impl::CompactZstd => informer::run_compact_zstd(job).await?,
         };
         Ok::<_, String>(Outcome {
             sync: synced - started,

@@ -45,43 +45,55 @@
 //! `Compact` inside a format that buffers values first (e.g. an internally tagged enum) is
 //! refused with an error rather than silently losing fidelity.
 
-use std::{borrow::Cow, collections::BTreeMap, fmt, marker::PhantomData};
+mod meta;
+mod storage;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
+use std::{borrow::Cow, fmt, marker::PhantomData};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use serde::{Deserialize, Deserializer, Serialize, Serializer, de::DeserializeOwned};
 use serde_json::value::RawValue;
 
-/// An object of type `K` kept as its JSON and its parsed metadata (without `managedFields`);
-/// see the [module docs](self).
-pub struct Compact<K> {
+#[cfg(feature = "zstd")]
+pub use self::storage::Zstd;
+pub use self::storage::{JsonStorage, Plain};
+
+/// An object of type `K` kept as its JSON (stored as `S` says: as is by default, or
+/// [`Zstd`]-compressed) and its parsed metadata (without `managedFields`); see the
+/// [module docs](self).
+pub struct Compact<K, S: JsonStorage = Plain> {
     meta: ObjectMeta,
-    json: Box<RawValue>,
-    kind: PhantomData<fn() -> K>,
+    stored: Box<[u8]>,
+    kind: PhantomData<fn() -> (K, S)>,
 }
 
-impl<K> Compact<K> {
+impl<K, S: JsonStorage> Compact<K, S> {
     /// Keeps `json` (one JSON object) and parses its metadata.
     pub fn from_json(json: Box<RawValue>) -> serde_json::Result<Self> {
-        let Envelope { metadata } = serde_json::from_str(json.get())?;
         Ok(Self {
-            meta: metadata.into(),
-            json,
+            meta: meta::parse_metadata(json.get())?,
+            stored: S::store(json),
             kind: PhantomData,
         })
     }
 
-    /// The object's JSON, exactly as received.
-    pub fn json(&self) -> &str {
-        self.json.get()
+    /// The object's JSON, exactly as received (decompressed first with [`Zstd`]).
+    pub fn json(&self) -> Cow<'_, str> {
+        S::load(&self.stored)
+    }
+
+    /// Bytes the JSON takes in memory (compressed size with [`Zstd`]).
+    pub fn stored_len(&self) -> usize {
+        self.stored.len()
     }
 }
 
-impl<K: DeserializeOwned + Resource> Compact<K> {
+impl<K: DeserializeOwned + Resource, S: JsonStorage> Compact<K, S> {
     /// Decodes the whole object. Changes made through `meta_mut` (e.g. by a transform) are
     /// applied over the decoded metadata; `managedFields` come from the JSON.
     pub fn decode(&self) -> serde_json::Result<K> {
-        let mut object: K = serde_json::from_str(self.json.get())?;
+        let mut object: K = serde_json::from_str(&self.json())?;
         let managed = object.meta_mut().managed_fields.take();
         let meta = object.meta_mut();
         *meta = self.meta.clone();
@@ -90,50 +102,52 @@ impl<K: DeserializeOwned + Resource> Compact<K> {
     }
 }
 
-impl<K> Clone for Compact<K> {
+impl<K, S: JsonStorage> Clone for Compact<K, S> {
     fn clone(&self) -> Self {
         Self {
             meta: self.meta.clone(),
-            json: self.json.clone(),
+            stored: self.stored.clone(),
             kind: PhantomData,
         }
     }
 }
 
-impl<K> fmt::Debug for Compact<K> {
+impl<K, S: JsonStorage> fmt::Debug for Compact<K, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Compact")
             .field("namespace", &self.meta.namespace)
             .field("name", &self.meta.name)
             .field("resource_version", &self.meta.resource_version)
-            .field("json_bytes", &self.json.get().len())
+            .field("stored_bytes", &self.stored.len())
             .finish()
     }
 }
 
-impl<K> PartialEq for Compact<K> {
+impl<K, S: JsonStorage> PartialEq for Compact<K, S> {
     /// Same JSON and same metadata.
     fn eq(&self, other: &Self) -> bool {
-        self.json.get() == other.json.get() && self.meta == other.meta
+        self.meta == other.meta && self.json() == other.json()
     }
 }
 
-impl<'de, K> Deserialize<'de> for Compact<K> {
+impl<'de, K, S: JsonStorage> Deserialize<'de> for Compact<K, S> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let json = Box::<RawValue>::deserialize(deserializer)?;
         Self::from_json(json).map_err(serde::de::Error::custom)
     }
 }
 
-impl<K> Serialize for Compact<K> {
+impl<K, S: JsonStorage> Serialize for Compact<K, S> {
     /// Writes the JSON as received (metadata edits made through `meta_mut` are not included;
     /// serialize [`Compact::decode`]'s result to include them).
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        self.json.serialize(serializer)
+    fn serialize<Ser: Serializer>(&self, serializer: Ser) -> Result<Ser::Ok, Ser::Error> {
+        let raw =
+            RawValue::from_string(self.json().into_owned()).map_err(serde::ser::Error::custom)?;
+        raw.serialize(serializer)
     }
 }
 
-impl<K: Resource> Resource for Compact<K> {
+impl<K: Resource, S: JsonStorage> Resource for Compact<K, S> {
     type DynamicType = K::DynamicType;
     type Scope = K::Scope;
 
@@ -167,55 +181,6 @@ impl<K: Resource> Resource for Compact<K> {
 
     fn meta_mut(&mut self) -> &mut ObjectMeta {
         &mut self.meta
-    }
-}
-
-/// The top level of an object: only `metadata` is parsed, the rest is skipped.
-#[derive(Deserialize)]
-struct Envelope {
-    #[serde(default)]
-    metadata: LeanMeta,
-}
-
-/// `ObjectMeta` without `managedFields` (skipped unparsed).
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase", default)]
-struct LeanMeta {
-    annotations: Option<BTreeMap<String, String>>,
-    creation_timestamp: Option<Time>,
-    deletion_grace_period_seconds: Option<i64>,
-    deletion_timestamp: Option<Time>,
-    finalizers: Option<Vec<String>>,
-    generate_name: Option<String>,
-    generation: Option<i64>,
-    labels: Option<BTreeMap<String, String>>,
-    name: Option<String>,
-    namespace: Option<String>,
-    owner_references: Option<Vec<OwnerReference>>,
-    resource_version: Option<String>,
-    self_link: Option<String>,
-    uid: Option<String>,
-}
-
-impl From<LeanMeta> for ObjectMeta {
-    fn from(m: LeanMeta) -> Self {
-        ObjectMeta {
-            annotations: m.annotations,
-            creation_timestamp: m.creation_timestamp,
-            deletion_grace_period_seconds: m.deletion_grace_period_seconds,
-            deletion_timestamp: m.deletion_timestamp,
-            finalizers: m.finalizers,
-            generate_name: m.generate_name,
-            generation: m.generation,
-            labels: m.labels,
-            managed_fields: None,
-            name: m.name,
-            namespace: m.namespace,
-            owner_references: m.owner_references,
-            resource_version: m.resource_version,
-            self_link: m.self_link,
-            uid: m.uid,
-        }
     }
 }
 
@@ -270,6 +235,29 @@ mod tests {
         let from_value: Compact<Pod> =
             serde_json::from_value(serde_json::from_str(POD).unwrap()).unwrap();
         assert_eq!(from_value.meta().name.as_deref(), Some("p"));
+    }
+
+    #[cfg(feature = "zstd")]
+    #[test]
+    fn zstd_storage_keeps_the_same_bytes_in_less_memory() {
+        let big = POD.replace(
+            "\"phase\":\"Running\"",
+            &format!("\"message\":\"{}\"", "ab".repeat(2000)),
+        );
+        let plain: Compact<Pod> = serde_json::from_str(&big).unwrap();
+        let packed: Compact<Pod, Zstd> = serde_json::from_str(&big).unwrap();
+        assert_eq!(packed.json(), big.as_str());
+        assert_eq!(packed.meta(), plain.meta());
+        assert_eq!(packed.decode().unwrap(), plain.decode().unwrap());
+        assert_eq!(serde_json::to_string(&packed).unwrap(), big);
+        assert!(
+            packed.stored_len() * 4 < plain.stored_len(),
+            "{}",
+            packed.stored_len()
+        );
+        // Tiny objects that do not compress are kept as they are.
+        let tiny: Compact<Pod, Zstd> = serde_json::from_str("{}").unwrap();
+        assert_eq!((tiny.json(), tiny.stored_len()), ("{}".into(), 6));
     }
 
     #[test]

@@ -1,0 +1,105 @@
+//! How a compact object keeps its JSON: as is ([`Plain`]) or zstd-compressed ([`Zstd`]).
+
+use std::borrow::Cow;
+
+use serde_json::value::RawValue;
+
+/// How a [`Compact`](super::Compact) object keeps its JSON bytes.
+pub trait JsonStorage: Send + Sync + 'static {
+    /// Keeps `json` (one JSON value, valid UTF-8).
+    fn store(json: Box<RawValue>) -> Box<[u8]>;
+
+    /// The JSON back, exactly as given to [`store`](Self::store).
+    fn load(stored: &[u8]) -> Cow<'_, str>;
+}
+
+/// The JSON as received: reading it is free (the default).
+#[derive(Debug, Clone, Copy)]
+pub enum Plain {}
+
+impl JsonStorage for Plain {
+    fn store(json: Box<RawValue>) -> Box<[u8]> {
+        let json: Box<str> = json.into();
+        json.into_boxed_bytes()
+    }
+
+    fn load(stored: &[u8]) -> Cow<'_, str> {
+        // Only ever holds what `store` was given: valid UTF-8.
+        String::from_utf8_lossy(stored)
+    }
+}
+
+/// The JSON zstd-compressed (level 1, about a quarter of the size for a Pod): less memory,
+/// but each object costs a compression when it arrives and a decompression when its JSON is
+/// read (`decode`, `json`, serializing). Needs the `zstd` feature.
+#[cfg(feature = "zstd")]
+#[derive(Debug, Clone, Copy)]
+pub enum Zstd {}
+
+#[cfg(feature = "zstd")]
+mod zstd_storage {
+    use std::{borrow::Cow, cell::RefCell};
+
+    use serde_json::value::RawValue;
+
+    use super::{JsonStorage, Zstd};
+
+    /// Compression level: the fastest standard level; higher ones gain little on objects
+    /// this small.
+    const LEVEL: i32 = 1;
+
+    thread_local! {
+        static COMPRESSOR: RefCell<Option<zstd::bulk::Compressor<'static>>> = const { RefCell::new(None) };
+        static DECOMPRESSOR: RefCell<Option<zstd::bulk::Decompressor<'static>>> = const { RefCell::new(None) };
+    }
+
+    impl JsonStorage for Zstd {
+        /// Stored as the JSON's length (4 bytes, little endian) then the zstd frame; JSON
+        /// that does not compress (or a compressor failure) is kept as is, length 0.
+        fn store(json: Box<RawValue>) -> Box<[u8]> {
+            let bytes = json.get().as_bytes();
+            let compressed = COMPRESSOR.with(|c| {
+                let mut c = c.borrow_mut();
+                if c.is_none() {
+                    *c = zstd::bulk::Compressor::new(LEVEL).ok();
+                }
+                c.as_mut()?.compress(bytes).ok()
+            });
+            let length = u32::try_from(bytes.len()).ok();
+            let mut stored = Vec::new();
+            match (compressed, length) {
+                (Some(frame), Some(length)) if frame.len() < bytes.len() => {
+                    stored.reserve_exact(4 + frame.len());
+                    stored.extend_from_slice(&length.to_le_bytes());
+                    stored.extend_from_slice(&frame);
+                }
+                _ => {
+                    stored.reserve_exact(4 + bytes.len());
+                    stored.extend_from_slice(&0u32.to_le_bytes());
+                    stored.extend_from_slice(bytes);
+                }
+            }
+            stored.into_boxed_slice()
+        }
+
+        fn load(stored: &[u8]) -> Cow<'_, str> {
+            let (length, body) = stored.split_at(4.min(stored.len()));
+            let length = u32::from_le_bytes(length.try_into().unwrap_or([0; 4])) as usize;
+            if length == 0 {
+                return String::from_utf8_lossy(body);
+            }
+            let json = DECOMPRESSOR.with(|d| {
+                let mut d = d.borrow_mut();
+                if d.is_none() {
+                    *d = zstd::bulk::Decompressor::new().ok();
+                }
+                d.as_mut()?.decompress(body, length).ok()
+            });
+            // Only ever holds what `store` made, so neither fails but for memory exhaustion.
+            match json {
+                Some(json) => Cow::Owned(String::from_utf8_lossy(&json).into_owned()),
+                None => Cow::Borrowed(""),
+            }
+        }
+    }
+}
