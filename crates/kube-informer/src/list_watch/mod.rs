@@ -2,11 +2,12 @@
 //! [`kube::Api`] (typed k8s-openapi objects, `DynamicObject`, `PartialObjectMeta`) and open to
 //! any other source (tests, non-Kubernetes data).
 
+mod decode;
 mod page;
 
 use std::future::Future;
 
-use futures_util::{StreamExt, stream::BoxStream};
+use futures_util::stream::BoxStream;
 use kube::{
     Api,
     api::{ListParams, ObjectList, WatchEvent, WatchParams},
@@ -71,7 +72,16 @@ where
         params: &WatchParams,
         resource_version: &str,
     ) -> Result<WatchStream<K>, kube::Error> {
-        Ok(Api::watch(self, params, resource_version).await?.boxed())
+        let request = kube::core::Request::new(self.resource_url());
+        let client = self.clone().into_client();
+        parallel_watch(
+            &client,
+            &request,
+            K::metadata_api(),
+            params,
+            resource_version,
+        )
+        .await
     }
 }
 
@@ -136,13 +146,14 @@ where
         params: &WatchParams,
         resource_version: &str,
     ) -> Result<WatchStream<K>, kube::Error> {
-        let request = if self.metadata_only {
-            self.request.watch_metadata(params, resource_version)
-        } else {
-            self.request.watch(params, resource_version)
-        };
-        let request = request.map_err(kube::Error::BuildRequest)?;
-        Ok(self.client.request_events::<K>(request).await?.boxed())
+        parallel_watch(
+            &self.client,
+            &self.request,
+            self.metadata_only,
+            params,
+            resource_version,
+        )
+        .await
     }
 }
 
@@ -160,4 +171,27 @@ async fn raw_list_page<K: DeserializeOwned + Clone>(
     };
     let request = request.map_err(kube::Error::BuildRequest)?;
     ListPage::from_body(client.request_text(request).await?)
+}
+
+/// One WATCH request whose objects are decoded on the blocking pool (see `decode`).
+async fn parallel_watch<K: DeserializeOwned + Send + 'static>(
+    client: &kube::Client,
+    request: &kube::core::Request,
+    metadata_only: bool,
+    params: &WatchParams,
+    resource_version: &str,
+) -> Result<WatchStream<K>, kube::Error> {
+    let request = if metadata_only {
+        request.watch_metadata(params, resource_version)
+    } else {
+        request.watch(params, resource_version)
+    };
+    let mut request = request.map_err(kube::Error::BuildRequest)?;
+    // As kube does for watches: compressed watch bodies are not decoded reliably.
+    request.headers_mut().insert(
+        http::header::ACCEPT_ENCODING,
+        http::HeaderValue::from_static("identity"),
+    );
+    let body = client.request_stream(request).await?;
+    Ok(decode::decode_in_parallel(body))
 }

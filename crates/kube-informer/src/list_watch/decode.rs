@@ -1,0 +1,228 @@
+//! A watch response's lines decoded on the blocking pool, in parallel, in order.
+//!
+//! kube decodes each watch line in the task that polls the stream (the reflector's), so one
+//! core decodes while the informer applies on another. Decoding a typed object costs far
+//! more than applying it; here the reflector's task only cuts the body into lines, and the
+//! lines that arrived together are decoded on the blocking pool, up to one batch per core
+//! at once, their order kept. A lone line (the steady state of a quiet watch) is decoded in
+//! place, with no trip to another thread.
+//!
+//! Lines are read as kube reads them: an error line (`Status`) becomes
+//! `kube::Error::Api`, an incomplete last line is skipped, a connection cut mid-body ends the
+//! stream (to be resumed) rather than failing it.
+
+use std::io;
+
+use futures_util::{AsyncBufRead, AsyncBufReadExt, FutureExt, StreamExt, stream};
+use kube::{api::WatchEvent, core::Status};
+use serde::de::DeserializeOwned;
+
+use super::WatchStream;
+
+/// Lines decoded together, at most.
+const BATCH: usize = 64;
+
+/// Decodes the watch `body` into events (see the module docs).
+pub(super) fn decode_in_parallel<K>(
+    body: impl AsyncBufRead + Send + Unpin + 'static,
+) -> WatchStream<K>
+where
+    K: DeserializeOwned + Send + 'static,
+{
+    let parallel = std::thread::available_parallelism().map_or(2, |n| n.get().max(2));
+    stream::unfold(Some((body, Vec::new(), None)), |state| async move {
+        let (mut body, mut partial, mut failed) = state?;
+        if let Some(error) = failed.take() {
+            return Some((Err(error), None));
+        }
+        let batch = next_lines(&mut body, &mut partial, &mut failed).await?;
+        Some((batch, Some((body, partial, failed))))
+    })
+    .map(|batch| async move {
+        match batch {
+            Err(error) => read_error(error).into_iter().collect(),
+            Ok(lines) if lines.len() == 1 => decode_all(&lines),
+            Ok(lines) => tokio::task::spawn_blocking(move || decode_all::<K>(&lines))
+                .await
+                .unwrap_or_else(|e| {
+                    vec![Err(kube::Error::Service(
+                        format!("decoding watch events failed: {e}").into(),
+                    ))]
+                }),
+        }
+    })
+    .buffered(parallel)
+    .flat_map(stream::iter)
+    .boxed()
+}
+
+/// The complete lines that can be read, waiting only for the first (up to [`BATCH`]), or
+/// the read error; `None` at the end of the body. An error after some lines is left in
+/// `failed`.
+async fn next_lines<R: AsyncBufRead + Unpin>(
+    body: &mut R,
+    partial: &mut Vec<u8>,
+    failed: &mut Option<io::Error>,
+) -> Option<io::Result<Vec<Vec<u8>>>> {
+    let mut lines = Vec::new();
+    loop {
+        let read = if lines.is_empty() {
+            body.fill_buf().await
+        } else {
+            // More only if it is there already: never hold lines back to wait for others.
+            match body.fill_buf().now_or_never() {
+                Some(read) => read,
+                None => return Some(Ok(lines)),
+            }
+        };
+        let buf = match read {
+            Ok(buf) => buf,
+            Err(error) if lines.is_empty() => return Some(Err(error)),
+            Err(error) => {
+                *failed = Some(error); // after these lines
+                return Some(Ok(lines));
+            }
+        };
+        if buf.is_empty() {
+            // The end: a last line without its newline is decoded too (and skipped if cut).
+            if !partial.is_empty() {
+                lines.push(std::mem::take(partial));
+            }
+            return (!lines.is_empty()).then_some(Ok(lines));
+        }
+        let mut start = 0;
+        for end in memchr::memchr_iter(b'\n', buf) {
+            let line = &buf[start..end];
+            start = end + 1;
+            if partial.is_empty() && line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            if partial.is_empty() {
+                lines.push(line.to_vec());
+            } else {
+                partial.extend_from_slice(line);
+                lines.push(std::mem::take(partial));
+            }
+        }
+        partial.extend_from_slice(&buf[start..]);
+        let read = buf.len();
+        body.consume_unpin(read);
+        if lines.len() >= BATCH {
+            return Some(Ok(lines));
+        }
+    }
+}
+
+fn decode_all<K: DeserializeOwned>(lines: &[Vec<u8>]) -> Vec<Result<WatchEvent<K>, kube::Error>> {
+    lines.iter().filter_map(|line| decode_line(line)).collect()
+}
+
+/// One line, as kube decodes it.
+fn decode_line<K: DeserializeOwned>(line: &[u8]) -> Option<Result<WatchEvent<K>, kube::Error>> {
+    // Validating the line's UTF-8 once is cheaper than serde_json validating each string.
+    let decoded = match std::str::from_utf8(line) {
+        Ok(text) => serde_json::from_str::<WatchEvent<K>>(text),
+        Err(_) => serde_json::from_slice::<WatchEvent<K>>(line),
+    };
+    match decoded {
+        Ok(event) => Some(Ok(event)),
+        // An incomplete line (the connection was cut): the watch is resumed from the last
+        // version anyway.
+        Err(error) if error.is_eof() => None,
+        Err(error) => Some(Err(match serde_json::from_slice::<Status>(line) {
+            Ok(status) => kube::Error::Api(status.boxed()),
+            Err(_) => kube::Error::SerdeError(error),
+        })),
+    }
+}
+
+/// A read error: a connection cut mid-body or a client timeout ends the stream quietly
+/// (the reflector resumes the watch), anything else is reported.
+fn read_error<K>(error: io::Error) -> Option<Result<WatchEvent<K>, kube::Error>> {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&error);
+    for _ in 0..16 {
+        let Some(current) = source else { break };
+        if let Some(io) = current.downcast_ref::<io::Error>()
+            && matches!(
+                io.kind(),
+                io::ErrorKind::UnexpectedEof | io::ErrorKind::TimedOut
+            )
+        {
+            tracing::debug!(%error, "watch connection ended");
+            return None;
+        }
+        if current.to_string().contains("unexpected EOF during chunk") {
+            tracing::debug!(%error, "watch connection ended");
+            return None;
+        }
+        source = current.source();
+    }
+    Some(Err(kube::Error::ReadEvents(error)))
+}
+
+#[cfg(test)]
+mod tests {
+    use futures_util::io::Cursor;
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    use super::*;
+
+    fn cm(kind: &str, name: &str) -> String {
+        format!(
+            r#"{{"type":"{kind}","object":{{"metadata":{{"name":"{name}","resourceVersion":"1"}}}}}}"#
+        )
+    }
+
+    async fn events(body: String) -> Vec<String> {
+        let stream = decode_in_parallel::<ConfigMap>(Cursor::new(body.into_bytes()));
+        stream
+            .map(|event| match event {
+                Ok(WatchEvent::Added(c)) => format!("added {}", c.metadata.name.unwrap()),
+                Ok(WatchEvent::Modified(c)) => format!("modified {}", c.metadata.name.unwrap()),
+                Ok(WatchEvent::Deleted(c)) => format!("deleted {}", c.metadata.name.unwrap()),
+                Ok(WatchEvent::Bookmark(b)) => format!("bookmark {}", b.metadata.resource_version),
+                Ok(WatchEvent::Error(s)) => format!("error event {}", s.code),
+                Err(kube::Error::Api(s)) => format!("api error {}", s.code),
+                Err(e) => format!("error {e}"),
+            })
+            .collect()
+            .await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn many_lines_keep_their_order_across_parallel_batches() {
+        let names: Vec<String> = (0..5000).map(|i| format!("cm-{i}")).collect();
+        let body: String = names.iter().map(|n| cm("ADDED", n) + "\n").collect();
+        let expected: Vec<String> = names.iter().map(|n| format!("added {n}")).collect();
+        assert_eq!(events(body).await, expected);
+    }
+
+    #[tokio::test]
+    async fn lines_read_as_kube_reads_them() {
+        let body = [
+            cm("ADDED", "a"),
+            String::new(),
+            cm("MODIFIED", "a"),
+            r#"{"type":"BOOKMARK","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"resourceVersion":"9"}}}"#.into(),
+            r#"{"type":"ERROR","object":{"kind":"Status","code":410}}"#.into(),
+            r#"{"kind":"Status","code":500,"message":"boom"}"#.into(),
+            "not json".into(),
+            cm("DELETED", "a"),
+            r#"{"type":"ADDED","object":{"metadata":"#.into(), // cut: skipped
+        ]
+        .join("\n");
+        let seen = events(body).await;
+        assert_eq!(
+            seen[..5],
+            [
+                "added a",
+                "modified a",
+                "bookmark 9",
+                "error event 410",
+                "api error 500"
+            ]
+        );
+        assert!(seen[5].starts_with("error"), "{seen:?}");
+        assert_eq!(seen[6..], ["deleted a"]);
+    }
+}
