@@ -229,8 +229,8 @@ fn table(rows: &[(Scenario, Impl, Outcome)]) -> String {
             .map(|(_, _, o)| o)
     };
     let mut out = String::from(
-        "| scenario | client | sync s | watch s | events/s | peak RSS MiB | KiB/pod | CPU s | speed ÷ kube-rs | speed ÷ bound | RSS ÷ kube-rs |\n\
-         |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| scenario | client | sync s | watch s | events/s | peak RSS MiB | KiB/pod | KiB/pod over bound | CPU s | speed ÷ kube-rs | speed ÷ bound | RSS ÷ kube-rs |\n\
+         |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for (s, client, o) in rows {
         let ratio = |peer: Impl| {
@@ -241,13 +241,20 @@ fn table(rows: &[(Scenario, Impl, Outcome)]) -> String {
         let rss_ratio = find(s, Impl::KubeRs).map_or("—".to_owned(), |p| {
             format!("{:.2}", o.peak_rss_kib as f64 / p.peak_rss_kib as f64)
         });
+        // What caching adds: peak RSS above the bound's (same client stack, nothing kept).
+        let over_bound = find(s, Impl::Bound).map_or("—".to_owned(), |b| {
+            format!(
+                "{:.1}",
+                o.peak_rss_kib.saturating_sub(b.peak_rss_kib) as f64 / s.n as f64
+            )
+        });
         let events = if s.m > 0 {
             format!("{:.0}", speed(s, o))
         } else {
             "—".into()
         };
         out.push_str(&format!(
-            "| {} | {client} | {:.2} | {:.2} | {events} | {:.0} | {:.1} | {:.1} | {} | {} | {rss_ratio} |\n",
+            "| {} | {client} | {:.2} | {:.2} | {events} | {:.0} | {:.1} | {over_bound} | {:.1} | {} | {} | {rss_ratio} |\n",
             s.label(),
             o.sync.as_secs_f64(),
             o.watch.as_secs_f64(),
