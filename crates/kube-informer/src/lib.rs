@@ -123,6 +123,7 @@ pub mod factory;
 pub mod fifo;
 pub mod index;
 pub mod informer;
+mod json_prefix;
 pub mod key;
 pub mod list_watch;
 pub mod lister;

@@ -2,7 +2,10 @@
 //! and by paged LISTs, kept in step by the watch, listed by label without decoding, decoded
 //! in full on demand.
 
-use std::{sync::Arc, time::Duration};
+mod common;
+
+use common::until;
+use std::sync::Arc;
 
 use fake_apiserver::{FakeApiServer, Gvr, ServerConfig};
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -21,16 +24,6 @@ type CompactCm = Compact<ConfigMap>;
 
 fn cms() -> Gvr {
     Gvr::core("configmaps")
-}
-
-async fn until(what: &str, mut done: impl FnMut() -> bool) {
-    for _ in 0..3000 {
-        if done() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    panic!("timed out waiting for: {what}");
 }
 
 fn cm(name: &str, app: &str, value: &str) -> serde_json::Value {

@@ -1,5 +1,8 @@
 //! The informer factory against fake-apiserver: sharing, dedupe, sync, listers, shutdown.
 
+mod common;
+
+use common::until;
 use std::time::Duration;
 
 use fake_apiserver::{FakeApiServer, Gvr, ServerConfig, Verb};
@@ -11,16 +14,6 @@ use kube_informer::{
     reflector::ReflectorOptions,
 };
 use serde_json::json;
-
-async fn until(what: &str, mut done: impl FnMut() -> bool) {
-    for _ in 0..3000 {
-        if done() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    panic!("timed out waiting for: {what}");
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_informer_per_type_shared_synced_listed_and_shut_down() {

@@ -1,6 +1,9 @@
 //! The shared informer against fake-apiserver: sharing, ordering, late handlers, removal,
 //! panics, transforms.
 
+mod common;
+
+use common::until;
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
 use fake_apiserver::{FakeApiServer, Gvr, ServerConfig, Verb};
@@ -52,16 +55,6 @@ fn start(
         async move { informer.run(cancel).await }
     });
     (cancel, task)
-}
-
-async fn until(what: &str, mut done: impl FnMut() -> bool) {
-    for _ in 0..3000 {
-        if done() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    panic!("timed out waiting for: {what}");
 }
 
 /// (event, name, resourceVersion), in the order a handler saw them.

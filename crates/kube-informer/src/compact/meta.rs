@@ -3,53 +3,19 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
-use std::{borrow::Cow, fmt};
-
-use serde::{
-    Deserialize, Deserializer,
-    de::{IgnoredAny, MapAccess, Visitor},
-};
+use serde::Deserialize;
 
 /// Parses the `metadata` of the JSON object `json` (default when absent), reading no further
 /// than its end: `spec` and `status`, which real servers write after it, are not scanned.
 pub(super) fn parse_metadata(json: &str) -> serde_json::Result<ObjectMeta> {
-    struct Top<'a>(&'a mut Option<LeanMeta>);
-
-    impl<'de> Visitor<'de> for Top<'_> {
-        type Value = ();
-
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("a Kubernetes object")
-        }
-
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-            while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-                if key == "metadata" {
-                    *self.0 = Some(map.next_value()?);
-                    // Found: stop instead of scanning the rest (the error is dropped).
-                    return Err(serde::de::Error::custom(FOUND));
-                }
-                map.next_value::<IgnoredAny>()?;
-            }
-            Ok(())
-        }
-    }
-
-    const FOUND: &str = "metadata found";
-    let mut found = None;
-    let mut de = serde_json::Deserializer::from_str(json);
-    match (&mut de).deserialize_map(Top(&mut found)) {
-        Ok(()) => de.end()?,
-        Err(_) if found.is_some() => {}
-        Err(e) => return Err(e),
-    }
-    Ok(found.unwrap_or_default().into())
+    let meta = crate::json_prefix::leading_field::<LeanMeta>(json, "metadata", None)?;
+    Ok(meta.unwrap_or_default().into())
 }
 
 /// `ObjectMeta` without `managedFields` (skipped unparsed).
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase", default)]
-pub(super) struct LeanMeta {
+struct LeanMeta {
     annotations: Option<BTreeMap<String, String>>,
     creation_timestamp: Option<Time>,
     deletion_grace_period_seconds: Option<i64>,

@@ -3,10 +3,7 @@
 use std::fmt;
 
 use kube::api::{ListMeta, ObjectList};
-use serde::{
-    Deserialize,
-    de::{DeserializeOwned, Deserializer, IgnoredAny, MapAccess, Visitor},
-};
+use serde::{Deserialize, de::DeserializeOwned};
 
 /// One LIST page: its metadata (resourceVersion, continue token) at once, its items when
 /// [`ListPage::into_items`] is called.
@@ -67,7 +64,10 @@ impl<K: DeserializeOwned + Clone> ListPage<K> {
     /// before the items (as the API server writes it); otherwise the whole body is decoded
     /// at once.
     pub fn from_body(body: String) -> Result<Self, kube::Error> {
-        match metadata_prefix(body.as_bytes()) {
+        match crate::json_prefix::leading_field::<ListMeta>(&body, "metadata", Some("items"))
+            .ok()
+            .flatten()
+        {
             Some(metadata) => Ok(Self {
                 metadata,
                 items: Items::Deferred(Box::new(move || {
@@ -89,41 +89,6 @@ impl<K: DeserializeOwned + Clone> ListPage<K> {
 struct ItemsOnly<K> {
     #[serde(default)]
     items: Option<Vec<K>>,
-}
-
-/// Reads a list's `metadata` when it comes before `items`, without reading further.
-fn metadata_prefix(body: &[u8]) -> Option<ListMeta> {
-    struct Prefix<'a>(&'a mut Option<ListMeta>);
-
-    impl<'de> Visitor<'de> for Prefix<'_> {
-        type Value = ();
-
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("a list object")
-        }
-
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-            while let Some(key) = map.next_key::<String>()? {
-                match key.as_str() {
-                    "metadata" => {
-                        *self.0 = Some(map.next_value()?);
-                        // Found: stop here rather than scan the items.
-                        return Err(serde::de::Error::custom("stop"));
-                    }
-                    "items" => return Err(serde::de::Error::custom("items first")),
-                    _ => {
-                        map.next_value::<IgnoredAny>()?;
-                    }
-                }
-            }
-            Ok(())
-        }
-    }
-
-    let mut found = None;
-    let mut de = serde_json::Deserializer::from_slice(body);
-    let _ = (&mut de).deserialize_map(Prefix(&mut found));
-    found
 }
 
 #[cfg(test)]
