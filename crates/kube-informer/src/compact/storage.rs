@@ -1,4 +1,4 @@
-//! How a compact object keeps its JSON: as is ([`Plain`]) or zstd-compressed ([`Zstd`]).
+//! How a compact object keeps its JSON: as is ([`Plain`]) or zstd-compressed (`Zstd`, feature `zstd`).
 
 use std::borrow::Cow;
 

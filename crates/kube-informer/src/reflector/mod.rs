@@ -22,6 +22,10 @@
 //!   and resumed. A watch closing within a second without events is reported as suspicious.
 //!   A line that does not decode ends that watch; it is resumed from the last version. The
 //!   sink (the cache) is only ever written with whole, decoded objects.
+//! - **Decoding off this task**: LIST pages are decoded on the blocking pool while the next
+//!   page is fetched, and watch lines in parallel batches, order kept (see
+//!   `ListerWatcher::list_page`); the reflector
+//!   itself only moves decoded objects into the FIFO.
 //! - **Stop** with a cancellation token.
 
 mod backoff;
