@@ -65,8 +65,9 @@ where
         raw_list_page(&client, &request, K::metadata_api(), params).await
     }
 
-    /// Each line of the response is decoded straight into `K` by kube (no intermediate
-    /// `serde_json::Value`), in the reflector's task.
+    /// The response's lines are decoded straight into `K` (no intermediate
+    /// `serde_json::Value`) on the blocking pool, in parallel batches, order kept; errors
+    /// read as kube reads them.
     async fn watch(
         &self,
         params: &WatchParams,

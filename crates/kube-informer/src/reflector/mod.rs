@@ -24,8 +24,8 @@
 //!   sink (the cache) is only ever written with whole, decoded objects.
 //! - **Decoding off this task**: LIST pages are decoded on the blocking pool while the next
 //!   page is fetched, and watch lines in parallel batches, order kept (see
-//!   `ListerWatcher::list_page`); the reflector
-//!   itself only moves decoded objects into the FIFO.
+//!   `ListerWatcher::list_page`); the reflector itself only moves decoded objects into the
+//!   FIFO.
 //! - **Stop** with a cancellation token.
 
 mod backoff;
