@@ -26,7 +26,8 @@ const USAGE: &str = "usage: informer-bench [--runs N] [--quick] [--clients a,b,.
        informer-bench client --client NAME --url URL --n N --m M --k K
        informer-bench decoders [EVENTS]   (with --features decoders)
 
-clients: bound, kube-rs, typed, compact, compact+zstd (default: all)
+clients: bound, kube-rs, client-node, typed, compact, compact+zstd (default: all;
+  client-node needs node and `npm ci --prefix crates/informer-bench/node`)
 --quick: smaller scenarios (2k pods + 20k events; 10k pods sync), one run
 --scenario N:M:K: N pods, then M watch events to K handlers (repeatable; replaces the defaults)";
 

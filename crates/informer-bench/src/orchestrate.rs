@@ -12,6 +12,22 @@ use crate::{
     traffic,
 };
 
+/// The client-node peer's script; `npm ci` in its folder installs what it needs.
+const NODE_CLIENT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/node/client.js");
+
+/// Whether the client-node peer can run: Node on the PATH and its packages installed.
+fn client_node_ready() -> bool {
+    let modules = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/node/node_modules/@kubernetes/client-node"
+    );
+    std::path::Path::new(modules).is_dir()
+        && std::process::Command::new("node")
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+}
+
 /// The longest one client run may take.
 const RUN_LIMIT: Duration = Duration::from_secs(600);
 
@@ -121,6 +137,15 @@ pub(crate) fn run(plan: &Plan) -> Result<(), String> {
 
 async fn run_plan(plan: &Plan) -> Result<(), String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let mut plan = plan.clone();
+    if plan.clients.contains(&Impl::ClientNode) && !client_node_ready() {
+        eprintln!(
+            "client-node left out: needs node and `npm ci --prefix {}`",
+            NODE_CLIENT.trim_end_matches("/client.js")
+        );
+        plan.clients.retain(|c| *c != Impl::ClientNode);
+    }
+    let plan = &plan;
     let mut rows = Vec::new();
     let mut rendered: Option<((usize, usize), ReplayServer, usize)> = None;
     for scenario in &plan.scenarios {
@@ -170,8 +195,17 @@ async fn run_client(
     url: &str,
     s: &Scenario,
 ) -> Result<Outcome, String> {
-    let mut child = Command::new(exe)
-        .args(["client", "--client", &client.to_string(), "--url", url])
+    let mut command = if client == Impl::ClientNode {
+        let mut node = Command::new("node");
+        node.arg(NODE_CLIENT);
+        node
+    } else {
+        let mut own = Command::new(exe);
+        own.args(["client", "--client", &client.to_string()]);
+        own
+    };
+    let mut child = command
+        .args(["--url", url])
         .args([
             "--n",
             &s.n.to_string(),

@@ -30,13 +30,16 @@ pub(crate) enum Impl {
     Compact,
     /// kube-informer with `Compact<Pod, Zstd>` in the cache.
     CompactZstd,
+    /// @kubernetes/client-node's informer, run by Node (see `node/client.js`).
+    ClientNode,
 }
 
 impl Impl {
     /// Every client, in table order.
-    pub(crate) const ALL: [Impl; 5] = [
+    pub(crate) const ALL: [Impl; 6] = [
         Impl::Bound,
         Impl::KubeRs,
+        Impl::ClientNode,
         Impl::Typed,
         Impl::Compact,
         Impl::CompactZstd,
@@ -51,6 +54,7 @@ impl fmt::Display for Impl {
             Impl::Typed => "typed",
             Impl::Compact => "compact",
             Impl::CompactZstd => "compact+zstd",
+            Impl::ClientNode => "client-node",
         })
     }
 }
@@ -63,7 +67,7 @@ impl FromStr for Impl {
             .into_iter()
             .find(|i| i.to_string() == s)
             .ok_or_else(|| {
-                format!("unknown client {s:?} (bound, kube-rs, typed, compact, compact+zstd)")
+                format!("unknown client {s:?} (bound, kube-rs, client-node, typed, compact, compact+zstd)")
             })
     }
 }
@@ -162,6 +166,9 @@ pub(crate) fn run(job: &Job) -> Result<(), String> {
             Impl::Typed => informer::run_typed(job).await?,
             Impl::Compact => informer::run_compact(job).await?,
             Impl::CompactZstd => informer::run_compact_zstd(job).await?,
+            Impl::ClientNode => {
+                return Err("client-node runs under node, not in this process".into());
+            }
         };
         Ok::<_, String>(Outcome {
             sync: synced - started,
