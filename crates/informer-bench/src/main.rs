@@ -1,5 +1,6 @@
-//! `informer-bench`: kube-informer against kube-rs and a decode-only bound on identical,
-//! pre-rendered traffic served over loopback by fake-apiserver's replay server.
+//! `informer-bench`: kube-informer against kube-rs, @kubernetes/client-node and a
+//! decode-only bound on identical, pre-rendered traffic served over loopback by
+//! fake-apiserver's replay server.
 //!
 //! ```text
 //! cargo run --release -p informer-bench -- [--runs 3] [--quick] [--clients typed,compact,...]
