@@ -35,8 +35,11 @@ where
         if let Some(error) = failed.take() {
             return Some((Err(error), None));
         }
-        let batch = next_lines(&mut body, &mut partial, &mut failed).await?;
-        Some((batch, Some((body, partial, failed))))
+        match next_lines(&mut body, &mut partial, &mut failed).await? {
+            // A read error ends the body: report it (or not) and stop reading.
+            Err(error) => Some((Err(error), None)),
+            lines => Some((lines, Some((body, partial, failed)))),
+        }
     })
     .map(|batch| async move {
         match batch {
@@ -195,6 +198,33 @@ mod tests {
         let body: String = names.iter().map(|n| cm("ADDED", n) + "\n").collect();
         let expected: Vec<String> = names.iter().map(|n| format!("added {n}")).collect();
         assert_eq!(events(body).await, expected);
+    }
+
+    async fn events_then(error: io::ErrorKind) -> Vec<String> {
+        use futures_util::TryStreamExt;
+        let chunks: Vec<io::Result<Vec<u8>>> = vec![
+            Ok(format!("{}\n{}", cm("ADDED", "a"), &cm("ADDED", "b")[..10]).into_bytes()),
+            Err(io::Error::new(error, "connection cut")),
+            Ok(b"never read".to_vec()),
+        ];
+        let body = stream::iter(chunks).into_async_read();
+        decode_in_parallel::<ConfigMap>(body)
+            .map(|event| match event {
+                Ok(WatchEvent::Added(c)) => format!("added {}", c.metadata.name.unwrap()),
+                Ok(other) => format!("{other:?}"),
+                Err(e) => format!("error {e}"),
+            })
+            .collect()
+            .await
+    }
+
+    #[tokio::test]
+    async fn a_cut_connection_ends_the_stream_and_other_read_errors_are_reported() {
+        assert_eq!(events_then(io::ErrorKind::UnexpectedEof).await, ["added a"]);
+        let seen = events_then(io::ErrorKind::ConnectionReset).await;
+        assert_eq!(seen.len(), 2, "{seen:?}");
+        assert_eq!(seen[0], "added a");
+        assert!(seen[1].starts_with("error"), "{seen:?}");
     }
 
     #[tokio::test]
