@@ -172,7 +172,10 @@ impl FakeApiServer {
             .map_err(Error::Start)?;
         let addr = listener.local_addr().map_err(Error::Start)?;
         let stop = CancellationToken::new();
-        let accept = tokio::spawn(accept_loop(listener, inner.clone(), stop.clone()));
+        let handler = inner.clone();
+        let accept = tokio::spawn(serve_http1(listener, stop.clone(), true, move |req| {
+            http::handle(handler.clone(), req)
+        }));
         let bookmarks = tokio::spawn(bookmark_loop(
             Arc::downgrade(&inner),
             inner.config.bookmark_interval,
@@ -404,7 +407,19 @@ impl Drop for FakeApiServer {
     }
 }
 
-async fn accept_loop(listener: TcpListener, inner: Arc<Inner>, stop: CancellationToken) {
+/// Accepts connections on `listener` until `stop`, serving each over HTTP/1.1 with `handle`
+/// (header names in `title_case` or as written).
+pub(crate) async fn serve_http1<H, F>(
+    listener: TcpListener,
+    stop: CancellationToken,
+    title_case: bool,
+    handle: H,
+) where
+    H: Fn(hyper::Request<hyper::body::Incoming>) -> F + Clone + Send + 'static,
+    F: std::future::Future<Output = Result<hyper::Response<http::Body>, std::convert::Infallible>>
+        + Send
+        + 'static,
+{
     let mut connections = tokio::task::JoinSet::new();
     loop {
         let accepted = tokio::select! {
@@ -413,11 +428,11 @@ async fn accept_loop(listener: TcpListener, inner: Arc<Inner>, stop: Cancellatio
         };
         let Ok((stream, _)) = accepted else { continue };
         let _ = stream.set_nodelay(true);
-        let inner = inner.clone();
+        let handle = handle.clone();
         connections.spawn(async move {
-            let service = hyper::service::service_fn(move |req| http::handle(inner.clone(), req));
+            let service = hyper::service::service_fn(handle);
             let conn = hyper::server::conn::http1::Builder::new()
-                .title_case_headers(true)
+                .title_case_headers(title_case)
                 .serve_connection(TokioIo::new(stream), service);
             if let Err(err) = conn.await {
                 tracing::debug!(%err, "fake-apiserver: connection ended with an error");

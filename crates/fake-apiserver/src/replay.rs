@@ -33,21 +33,18 @@ use std::{convert::Infallible, io, net::SocketAddr, sync::Arc, time::Duration};
 
 use bytes::{Bytes, BytesMut};
 use futures_util::{StreamExt, stream};
-use http_body_util::{BodyExt, Full, StreamBody, combinators::UnsyncBoxBody};
+use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::{Request, Response, body::Frame, header};
-use hyper_util::rt::TokioIo;
 use tokio::{net::TcpListener, task::JoinHandle};
 use tokio_util::sync::CancellationToken;
 
-use crate::http::parse_query;
+use crate::http::{Body, parse_query};
 
 /// Watch bodies are written in chunks of about this size.
 const CHUNK: usize = 64 * 1024;
 
 /// How long a watch stays open after its last event when the client asks for no timeout.
 const DEFAULT_WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
-
-type Body = UnsyncBoxBody<Bytes, io::Error>;
 
 /// One watch event, rendered once.
 #[derive(Debug, Clone)]
@@ -155,7 +152,17 @@ impl ReplayServer {
         let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
         let addr = listener.local_addr()?;
         let stop = CancellationToken::new();
-        let task = tokio::spawn(accept_loop(listener, Arc::new(traffic), stop.clone()));
+        let traffic = Arc::new(traffic);
+        let answering = stop.clone();
+        let task = tokio::spawn(crate::serve_http1(
+            listener,
+            stop.clone(),
+            false,
+            move |req| {
+                let reply = answer(&traffic, &req, &answering);
+                async move { Ok::<_, Infallible>(reply) }
+            },
+        ));
         Ok(Self {
             url: format!("http://{addr}"),
             addr,
@@ -180,30 +187,6 @@ impl Drop for ReplayServer {
         self.stop.cancel();
         self.task.abort();
     }
-}
-
-async fn accept_loop(listener: TcpListener, traffic: Arc<Traffic>, stop: CancellationToken) {
-    let mut connections = tokio::task::JoinSet::new();
-    loop {
-        let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
-            () = stop.cancelled() => break,
-        };
-        let Ok((socket, _)) = accepted else { continue };
-        let _ = socket.set_nodelay(true);
-        let (traffic, stop) = (traffic.clone(), stop.clone());
-        connections.spawn(async move {
-            let service = hyper::service::service_fn(move |req| {
-                let reply = answer(&traffic, &req, &stop);
-                async move { Ok::<_, Infallible>(reply) }
-            });
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(socket), service)
-                .await;
-        });
-        while connections.try_join_next().is_some() {}
-    }
-    connections.shutdown().await;
 }
 
 fn answer<B>(traffic: &Arc<Traffic>, req: &Request<B>, stop: &CancellationToken) -> Response<Body> {
