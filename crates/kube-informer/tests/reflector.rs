@@ -760,6 +760,32 @@ async fn metrics_count_lists_watches_and_restarts() {
     h.stop().await;
 }
 
+/// Runs a reflector over `lw` into a fresh store until it holds `n` objects, then stops it.
+async fn sync_objects<K>(lw: impl ListerWatcher<K>, n: usize) -> Store<K>
+where
+    K: kube::Resource + Clone + Send + Sync + 'static,
+{
+    let store: Store<K> = Store::default();
+    let fifo = Arc::new(RealFifo::new(Arc::new(store.clone())));
+    let reflector = Arc::new(Reflector::new(lw, fifo.clone(), fast()));
+    let cancel = CancellationToken::new();
+    let run = tokio::spawn({
+        let (reflector, cancel) = (reflector.clone(), cancel.clone());
+        async move { reflector.run(cancel).await }
+    });
+    while store.len() < n {
+        fifo.pop(|deltas, _| {
+            store.insert(deltas.key().clone(), deltas.newest().object().clone());
+            Ok::<(), ProcessError<Infallible>>(())
+        })
+        .await
+        .unwrap();
+    }
+    cancel.cancel();
+    run.await.unwrap();
+    store
+}
+
 #[tokio::test]
 async fn dynamic_objects_of_a_custom_resource_sync_too() {
     use fake_apiserver::ResourceType;
@@ -783,26 +809,9 @@ async fn dynamic_objects_of_a_custom_resource_sync_too() {
         "widgets",
     );
     let api: Api<DynamicObject> = Api::namespaced_with(server.client().unwrap(), "demo", &resource);
-    let store: Store<DynamicObject> = Store::default();
-    let fifo = Arc::new(RealFifo::new(Arc::new(store.clone())));
-    let reflector = Arc::new(Reflector::new(api, fifo.clone(), fast()));
-    let cancel = CancellationToken::new();
-    let run = tokio::spawn({
-        let (reflector, cancel) = (reflector.clone(), cancel.clone());
-        async move { reflector.run(cancel).await }
-    });
-    while store.len() < 5 {
-        fifo.pop(|deltas, _| {
-            store.insert(deltas.key().clone(), deltas.newest().object().clone());
-            Ok::<(), ProcessError<Infallible>>(())
-        })
-        .await
-        .unwrap();
-    }
+    let store = sync_objects(api, 5).await;
     let w3 = store.get_by_key("demo/w-3").unwrap();
     assert_eq!(w3.data["spec"]["size"], 3);
-    cancel.cancel();
-    run.await.unwrap();
 }
 
 /// A source whose LIST is empty and whose every watch ends at once, without events.
@@ -943,22 +952,7 @@ async fn metadata_only_objects_sync() {
     let server = server(ServerConfig::default()).await;
     seed(&server, (0..4).map(|i| format!("cm-{i}")));
     let api: Api<PartialObjectMeta<ConfigMap>> = Api::namespaced(server.client().unwrap(), "demo");
-    let store: Store<PartialObjectMeta<ConfigMap>> = Store::default();
-    let fifo = Arc::new(RealFifo::new(Arc::new(store.clone())));
-    let reflector = Arc::new(Reflector::new(api, fifo.clone(), fast()));
-    let cancel = CancellationToken::new();
-    let run = tokio::spawn({
-        let (reflector, cancel) = (reflector.clone(), cancel.clone());
-        async move { reflector.run(cancel).await }
-    });
-    while store.len() < 4 {
-        fifo.pop(|deltas, _| {
-            store.insert(deltas.key().clone(), deltas.newest().object().clone());
-            Ok::<(), ProcessError<Infallible>>(())
-        })
-        .await
-        .unwrap();
-    }
+    let store = sync_objects(api, 4).await;
     assert!(
         store
             .get_by_key("demo/cm-2")
@@ -967,8 +961,6 @@ async fn metadata_only_objects_sync() {
             .uid
             .is_some()
     );
-    cancel.cancel();
-    run.await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
