@@ -29,7 +29,6 @@ pub(super) fn decode_in_parallel<K>(
 where
     K: DeserializeOwned + Send + 'static,
 {
-    let parallel = std::thread::available_parallelism().map_or(2, |n| n.get().max(2));
     stream::unfold(Some((body, Vec::new(), None)), |state| async move {
         let (mut body, mut partial, mut failed) = state?;
         if let Some(error) = failed.take() {
@@ -54,7 +53,7 @@ where
                 }),
         }
     })
-    .buffered(parallel)
+    .buffered(super::decoders())
     .flat_map(stream::iter)
     .boxed()
 }

@@ -16,6 +16,13 @@ use serde::de::DeserializeOwned;
 
 pub use self::page::ListPage;
 
+/// How many LIST pages or watch batches decode at once: one per core (at least two, so
+/// fetching and decoding overlap even on one core).
+pub(crate) fn decoders() -> usize {
+    static DECODERS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *DECODERS.get_or_init(|| std::thread::available_parallelism().map_or(2, |n| n.get().max(2)))
+}
+
 /// The events of one watch, decoded. An `Err` ends the watch (the reflector resumes it).
 pub type WatchStream<K> = BoxStream<'static, Result<WatchEvent<K>, kube::Error>>;
 

@@ -400,7 +400,7 @@ where
             resource_version: (!resource_version.is_empty()).then(|| resource_version.to_owned()),
             ..self.selectors_list()
         };
-        let parallel = std::thread::available_parallelism().map_or(2, |n| n.get().max(2));
+        let parallel = crate::list_watch::decoders();
         let mut params = first.clone();
         let mut objects = Vec::new();
         let mut decoding = VecDeque::new();
