@@ -106,11 +106,11 @@ fn fifo(c: &mut Criterion) {
                 |(store, list)| {
                     if real {
                         let q = RealFifo::new(Arc::new(store));
-                        q.replace(list).unwrap();
+                        q.replace(list, "1").unwrap();
                         q.len()
                     } else {
                         let q = DeltaFifo::new(Some(Arc::new(store)));
-                        q.replace(list).unwrap();
+                        q.replace(list, "1").unwrap();
                         q.len()
                     }
                 },

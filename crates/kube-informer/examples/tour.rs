@@ -44,19 +44,25 @@ fn node_of(pod: &Pod) -> Vec<String> {
 /// What a reflector would push: a first list, watch events, and a relist that misses a pod
 /// deleted while the watch was down.
 fn reflect(queue: &impl DeltaSink<Pod>) -> Result<(), kube_informer::KeyError> {
-    queue.replace(vec![
-        pod("shop", "web-1", "node-a"),
-        pod("shop", "web-2", "node-b"),
-        pod("ops", "metrics", "node-a"),
-    ])?;
+    queue.replace(
+        vec![
+            pod("shop", "web-1", "node-a"),
+            pod("shop", "web-2", "node-b"),
+            pod("ops", "metrics", "node-a"),
+        ],
+        "10",
+    )?;
     queue.add(pod("shop", "web-3", "node-b"))?;
     queue.update(pod("shop", "web-2", "node-a"))?; // rescheduled
     queue.delete(pod("shop", "web-1", "node-a"))?;
     // The watch dropped; "ops/metrics" was deleted meanwhile. The relist notices.
-    queue.replace(vec![
-        pod("shop", "web-2", "node-a"),
-        pod("shop", "web-3", "node-b"),
-    ])?;
+    queue.replace(
+        vec![
+            pod("shop", "web-2", "node-a"),
+            pod("shop", "web-3", "node-b"),
+        ],
+        "10",
+    )?;
     Ok(())
 }
 
@@ -80,7 +86,10 @@ async fn run(queue: &impl DeltaQueue<Pod>, store: &Store<Pod>) {
                             }
                         }
                         other => {
-                            let old = store.insert(key.clone(), other.object().clone());
+                            let old = store
+                                .insert(key.clone(), other.object().clone())
+                                .ok()
+                                .flatten();
                             let what = match (other, old.is_some()) {
                                 (Delta::Sync(_), _) => "resync",
                                 (_, true) => "update",

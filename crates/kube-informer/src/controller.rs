@@ -2,14 +2,18 @@
 //! function with each key and acting on its result.
 //!
 //! - `Ok(Action::Done)`: the key is forgotten (its backoff starts over next time).
-//! - `Ok(Action::RequeueAfter(d))`: looked at again after `d` (a periodic check).
+//! - `Ok(Action::RequeueAfter(d))`: looked at again after `d` (a periodic check); a success,
+//!   so the key's failure count is forgotten too.
 //! - `Err(e)`: logged and retried with the queue's rate limiter (exponential per key), up
 //!   to `max_retries` times, then dropped until the next change of the object.
-//! - A panicking reconcile is caught and treated as an error.
+//! - A panicking reconcile — in its future, or in the function before it returns one — is
+//!   caught and treated as an error; the worker goes on.
 //!
 //! The queue guarantees that one key is never reconciled by two workers at once, and that a
 //! change arriving while it is reconciled brings it back afterwards. Stopping drains: the
-//! workers finish what they hold and what is queued, then return.
+//! workers finish what they hold and what is queued, then return — within
+//! [`ControllerOptions::drain_timeout`], after which reconciles still running are
+//! abandoned.
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -68,7 +72,7 @@ use crate::{
 pub enum Action {
     /// Nothing more until the object changes again.
     Done,
-    /// Look again after this long (the key's failure backoff is left as it is).
+    /// Look again after this long (a success: the key's failure count is forgotten).
     RequeueAfter(Duration),
 }
 
@@ -78,6 +82,7 @@ pub struct ControllerOptions {
     workers: usize,
     max_retries: Option<u32>,
     name: String,
+    drain_timeout: Option<Duration>,
 }
 
 impl Default for ControllerOptions {
@@ -86,6 +91,7 @@ impl Default for ControllerOptions {
             workers: 2,
             max_retries: Some(15),
             name: "controller".to_owned(),
+            drain_timeout: Some(Duration::from_secs(30)),
         }
     }
 }
@@ -110,6 +116,16 @@ impl ControllerOptions {
     #[must_use]
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.name = name.into();
+        self
+    }
+
+    /// How long stopping may wait for held and queued keys to be reconciled (default
+    /// 30 s, controller-runtime's graceful-shutdown default; `None`: as long as it takes).
+    /// At the deadline the queue is shut down for good and reconciles still running are
+    /// dropped, so a reconcile that never finishes cannot keep `run` from returning.
+    #[must_use]
+    pub fn drain_timeout(mut self, limit: Option<Duration>) -> Self {
+        self.drain_timeout = limit;
         self
     }
 }
@@ -147,25 +163,36 @@ impl<T: QueueItem + Display> Controller<T> {
         E: Display + Send + 'static,
     {
         let reconcile = Arc::new(reconcile);
-        let workers: Vec<_> = (0..self.options.workers)
+        let mut workers: Vec<_> = (0..self.options.workers)
             .map(|_| {
                 let (queue, reconcile) = (self.queue.clone(), reconcile.clone());
                 let (max_retries, name) = (self.options.max_retries, self.options.name.clone());
                 tokio::spawn(async move {
                     while let Some(item) = queue.get().await {
                         let key = item.item().clone();
-                        let outcome = AssertUnwindSafe(reconcile(key.clone())).catch_unwind().await;
+                        // A panic in the function itself, before it returns a future, is
+                        // caught here; one inside the future by `catch_unwind` below.
+                        let outcome = match std::panic::catch_unwind(AssertUnwindSafe(|| {
+                            reconcile(key.clone())
+                        })) {
+                            Ok(future) => AssertUnwindSafe(future).catch_unwind().await,
+                            Err(panic) => Err(panic),
+                        };
                         let error = match outcome {
                             Ok(Ok(Action::Done)) => {
                                 item.forget();
                                 continue;
                             }
                             Ok(Ok(Action::RequeueAfter(delay))) => {
+                                queue.forget(&key);
                                 item.requeue_after(delay);
                                 continue;
                             }
                             Ok(Err(err)) => err.to_string(),
-                            Err(_) => "the reconcile function panicked".to_owned(),
+                            Err(panic) => format!(
+                                "the reconcile function panicked: {}",
+                                crate::panic_message(panic.as_ref())
+                            ),
                         };
                         let retries = item.num_requeues();
                         if max_retries.is_some_and(|max| retries >= max) {
@@ -180,9 +207,28 @@ impl<T: QueueItem + Display> Controller<T> {
             })
             .collect();
         cancel.cancelled().await;
-        self.queue.shut_down_with_drain().await;
-        for worker in workers {
-            let _ = worker.await;
+        let drain = async {
+            self.queue.shut_down_with_drain().await;
+            for worker in workers.iter_mut() {
+                let _ = worker.await;
+            }
+        };
+        let drained = match self.options.drain_timeout {
+            Some(limit) => tokio::time::timeout(limit, drain).await.is_ok(),
+            None => {
+                drain.await;
+                true
+            }
+        };
+        if !drained {
+            tracing::warn!(controller = %self.options.name, "drain timed out; abandoning the reconciles still running");
+            self.queue.shut_down();
+            for worker in &workers {
+                worker.abort();
+            }
+            for worker in workers.iter_mut().filter(|w| !w.is_finished()) {
+                let _ = worker.await;
+            }
         }
     }
 }

@@ -51,12 +51,18 @@ pub fn namespace_index<K: Resource>(obj: &K) -> Vec<String> {
 /// ```
 pub struct Indexers<K> {
     funcs: Vec<(Arc<str>, IndexFunc<K>)>,
+    /// Whether the index named [`NAMESPACE_INDEX`] is the built-in one (so asking for it
+    /// twice, e.g. on a factory informer that already has it, is not a conflict).
+    builtin_namespace: bool,
 }
 
 impl<K> Indexers<K> {
     /// No index functions.
     pub fn new() -> Self {
-        Self { funcs: Vec::new() }
+        Self {
+            funcs: Vec::new(),
+            builtin_namespace: false,
+        }
     }
 
     /// Adds the index function `func` under `name`, replacing any earlier one of that name.
@@ -67,6 +73,9 @@ impl<K> Indexers<K> {
         func: impl Fn(&K) -> Vec<String> + Send + Sync + 'static,
     ) -> Self {
         let name: Arc<str> = Arc::from(name.into());
+        if &*name == NAMESPACE_INDEX {
+            self.builtin_namespace = false;
+        }
         self.funcs.retain(|(n, _)| *n != name);
         self.funcs.push((name, Arc::new(func)));
         self
@@ -94,10 +103,13 @@ impl<K> Indexers<K> {
 }
 
 impl<K: Resource + 'static> Indexers<K> {
-    /// Adds the built-in namespace index under [`NAMESPACE_INDEX`].
+    /// Adds the built-in namespace index under [`NAMESPACE_INDEX`]. Adding it to a store
+    /// that already has it is not a conflict (factory informers always have it).
     #[must_use]
     pub fn namespace(self) -> Self {
-        self.index(NAMESPACE_INDEX, namespace_index::<K>)
+        let mut with = self.index(NAMESPACE_INDEX, namespace_index::<K>);
+        with.builtin_namespace = true;
+        with
     }
 }
 
@@ -111,6 +123,7 @@ impl<K> Clone for Indexers<K> {
     fn clone(&self) -> Self {
         Self {
             funcs: self.funcs.clone(),
+            builtin_namespace: self.builtin_namespace,
         }
     }
 }
@@ -156,20 +169,22 @@ pub(crate) struct Indices<K> {
 }
 
 impl<K> Indices<K> {
-    /// Builds the buckets of `indexers` over `items`.
+    /// Builds the buckets of `indexers` over `items`; also returns the index functions
+    /// that panicked, with the slot of the object.
     pub(crate) fn build<'a>(
         indexers: Indexers<K>,
         items: impl Iterator<Item = (Slot, &'a K)> + Clone,
-    ) -> Self
+    ) -> (Self, Vec<(Arc<str>, Slot, String)>)
     where
         K: 'a,
     {
+        let mut failed = Vec::new();
         let indices = indexers
             .funcs
             .iter()
-            .map(|(_, func)| build_index(func, items.clone()))
+            .map(|(name, func)| build_index(name, func, items.clone(), &mut failed))
             .collect();
-        Self { indexers, indices }
+        (Self { indexers, indices }, failed)
     }
 
     pub(crate) fn indexers(&self) -> &Indexers<K> {
@@ -177,11 +192,36 @@ impl<K> Indices<K> {
     }
 
     /// Moves `slot` from the buckets of `old` to the buckets of `new` (either may be absent:
-    /// an add has no old object, a delete no new one).
-    pub(crate) fn update(&mut self, slot: Slot, old: Option<&K>, new: Option<&K>) {
-        for ((_, func), index) in self.indexers.funcs.iter().zip(&mut self.indices) {
-            let old_values = old.map(|o| func(o)).unwrap_or_default();
-            let new_values = new.map(|n| func(n)).unwrap_or_default();
+    /// an add has no old object, a delete no new one). Returns the index functions that
+    /// panicked, with their messages: a panic on `new` leaves the object in no bucket of
+    /// that index; a panic on `old` takes the slot out of every bucket of that index, so a
+    /// bucket never names a slot that now holds another object.
+    pub(crate) fn update(
+        &mut self,
+        slot: Slot,
+        old: Option<&K>,
+        new: Option<&K>,
+    ) -> Vec<(Arc<str>, String)> {
+        let mut failed = Vec::new();
+        for ((name, func), index) in self.indexers.funcs.iter().zip(&mut self.indices) {
+            let old_values = match old.map(|o| call(func, o)).transpose() {
+                Ok(values) => values.unwrap_or_default(),
+                Err(message) => {
+                    index.retain(|_, bucket| {
+                        bucket.remove(&slot);
+                        !bucket.is_empty()
+                    });
+                    failed.push((name.clone(), message));
+                    Vec::new()
+                }
+            };
+            let new_values = match new.map(|n| call(func, n)).transpose() {
+                Ok(values) => values.unwrap_or_default(),
+                Err(message) => {
+                    failed.push((name.clone(), message));
+                    Vec::new()
+                }
+            };
             if old_values == new_values {
                 continue;
             }
@@ -199,17 +239,22 @@ impl<K> Indices<K> {
                 }
             }
         }
+        failed
     }
 
-    /// Registers more index functions and builds their buckets over `items`.
+    /// Registers more index functions and builds their buckets over `items`; returns the
+    /// index functions that panicked, with the slot of the object.
     pub(crate) fn add<'a>(
         &mut self,
-        more: Indexers<K>,
+        mut more: Indexers<K>,
         items: impl Iterator<Item = (Slot, &'a K)> + Clone,
-    ) -> Result<(), IndexError>
+    ) -> Result<Vec<(Arc<str>, Slot, String)>, IndexError>
     where
         K: 'a,
     {
+        if more.builtin_namespace && self.indexers.builtin_namespace {
+            more.funcs.retain(|(name, _)| &**name != NAMESPACE_INDEX);
+        }
         let mut seen = HashSet::new();
         for name in more.names() {
             if self.indexers.contains(name) || !seen.insert(name) {
@@ -218,11 +263,14 @@ impl<K> Indices<K> {
                 });
             }
         }
+        let mut failed = Vec::new();
+        self.indexers.builtin_namespace |= more.builtin_namespace;
         for (name, func) in more.funcs {
-            self.indices.push(build_index(&func, items.clone()));
+            self.indices
+                .push(build_index(&name, &func, items.clone(), &mut failed));
             self.indexers.funcs.push((name, func));
         }
-        Ok(())
+        Ok(failed)
     }
 
     /// The slots in bucket `value` of index `name` (`None`: no object has that value).
@@ -258,14 +306,51 @@ impl<K> Indices<K> {
 }
 
 fn build_index<'a, K: 'a>(
+    name: &Arc<str>,
     func: &IndexFunc<K>,
     items: impl Iterator<Item = (Slot, &'a K)>,
+    failed: &mut Vec<(Arc<str>, Slot, String)>,
 ) -> Index {
     let mut index = Index::default();
     for (slot, obj) in items {
-        for value in func(obj) {
-            index.entry(value).or_default().insert(slot);
+        match call(func, obj) {
+            Ok(values) => {
+                for value in values {
+                    index.entry(value).or_default().insert(slot);
+                }
+            }
+            Err(message) => failed.push((name.clone(), slot, message)),
         }
     }
     index
+}
+
+/// Calls an index function, catching a panic (user code must never take the informer
+/// down, nor leave the store half-updated under its lock).
+fn call<K>(func: &IndexFunc<K>, obj: &K) -> Result<Vec<String>, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| func(obj)))
+        .map_err(|panic| crate::panic_message(panic.as_ref()))
+}
+
+/// An index function that panicked on an object. The object is kept in the store but is in
+/// no bucket of that index until the function succeeds on a later version of it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("index function {index:?} panicked on {key}: {message}")]
+pub struct IndexFailure {
+    /// The index whose function panicked.
+    pub index: String,
+    /// The key of the object it panicked on.
+    pub key: crate::ObjectKey,
+    /// The panic's message.
+    pub message: String,
+}
+
+impl IndexFailure {
+    pub(crate) fn new(index: Arc<str>, key: crate::ObjectKey, message: String) -> Self {
+        Self {
+            index: index.to_string(),
+            key,
+            message,
+        }
+    }
 }

@@ -121,6 +121,14 @@ pub enum KeyError {
         /// The object's namespace, if it had one.
         namespace: Option<String>,
     },
+    /// A key given with an object is not the object's own key.
+    #[error("object key {given:?} does not match the object, whose key is {actual:?}")]
+    Mismatch {
+        /// The key that was given.
+        given: String,
+        /// The object's key.
+        actual: String,
+    },
     /// A key string that is not `namespace/name` or `name`.
     #[error("malformed object key {key:?}: {reason}")]
     Malformed {

@@ -133,19 +133,28 @@ pub mod workqueue;
 
 pub use self::{
     fifo::{DeletedObject, Delta, DeltaFifo, DeltaType, Deltas, RealFifo},
-    index::{IndexError, IndexFunc, Indexers, NAMESPACE_INDEX, namespace_index},
+    index::{IndexError, IndexFailure, IndexFunc, Indexers, NAMESPACE_INDEX, namespace_index},
     key::{
         KeyError, ObjectKey, deletion_handling_meta_namespace_key, meta_namespace_key,
         split_meta_namespace_key,
     },
     lister::{Lister, NamespaceLister},
-    store::{Indexer, Store},
+    store::{Indexer, ReadOnlyStore, Store},
 };
 
 /// The README's examples, compiled and run as doc tests so they cannot rot.
 #[doc = include_str!("../../../README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
+
+/// The message of a caught panic.
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_owned())
+}
 
 /// The hash map used throughout: foldhash is several times faster than SipHash on short
 /// keys and still seeded per process.

@@ -10,7 +10,7 @@ use kube::{
     core::{Selector, SelectorExt},
 };
 
-use crate::{NAMESPACE_INDEX, ObjectKey, Store};
+use crate::{NAMESPACE_INDEX, ObjectKey, ReadOnlyStore};
 
 fn labels_match<K: Resource>(obj: &K, selector: &Selector) -> bool {
     static EMPTY: BTreeMap<String, String> = BTreeMap::new();
@@ -47,7 +47,7 @@ fn labels_match<K: Resource>(obj: &K, selector: &Selector) -> bool {
 /// ```
 #[doc(alias = "GenericLister")]
 pub struct Lister<K> {
-    store: Store<K>,
+    store: ReadOnlyStore<K>,
 }
 
 impl<K> Clone for Lister<K> {
@@ -67,9 +67,11 @@ impl<K> std::fmt::Debug for Lister<K> {
 }
 
 impl<K: Resource> Lister<K> {
-    /// A lister over `store` (an informer's indexer).
-    pub fn new(store: Store<K>) -> Self {
-        Self { store }
+    /// A lister over `store` (an informer's cache, or any [`Store`](crate::Store)).
+    pub fn new(store: impl Into<ReadOnlyStore<K>>) -> Self {
+        Self {
+            store: store.into(),
+        }
     }
 
     /// Every cached object whose labels match `selector` (`Selector::default()`: all).
@@ -96,7 +98,7 @@ impl<K: Resource> Lister<K> {
 /// Lists and gets the objects of one namespace. Uses the namespace index when the store has
 /// it (see [`Indexers::namespace`](crate::Indexers::namespace)), a scan otherwise.
 pub struct NamespaceLister<K> {
-    store: Store<K>,
+    store: ReadOnlyStore<K>,
     namespace: String,
 }
 
@@ -146,7 +148,7 @@ mod tests {
     use kube::core::{Expression, ObjectMeta};
 
     use super::*;
-    use crate::Indexers;
+    use crate::{Indexers, Store};
 
     fn cm(ns: &str, name: &str, labels: &[(&str, &str)]) -> Arc<ConfigMap> {
         let labels = labels

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use fake_apiserver::{FakeApiServer, Gvr, ServerConfig, Verb};
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
-use kube::{api::ApiResource, core::Selector};
+use kube::{api::ApiResource, core::Selector, discovery::Scope};
 use kube_informer::{
     factory::{FactoryOptions, SharedInformerFactory},
     informer::{HandlerFuncs, HandlerOptions},
@@ -61,8 +61,9 @@ async fn one_informer_per_type_shared_synced_listed_and_shut_down() {
         }),
         HandlerOptions::default(),
     );
-    let nodes = factory.cluster_informer::<Node>();
-    let dynamic_pods = factory.dynamic_informer(&ApiResource::erase::<Pod>(&()));
+    // Cluster-scoped: the factory's namespace does not apply (no 404 URL, no hang).
+    let nodes = factory.informer::<Node>();
+    let dynamic_pods = factory.dynamic_informer(&ApiResource::erase::<Pod>(&()), Scope::Namespaced);
     let pod_meta = factory.metadata_informer::<Pod>();
     factory.start();
     let synced = factory.wait_for_cache_sync().await;

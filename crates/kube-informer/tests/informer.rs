@@ -207,7 +207,7 @@ async fn a_removed_handler_is_no_longer_called_and_a_panicking_one_keeps_receivi
     informer.add_event_handler(panicky, HandlerOptions::default().name("panicky"));
     let (cancel, task) = start(&informer);
     until("synced", || informer.has_synced()).await;
-    informer.remove_event_handler(&registration).await;
+    informer.remove_event_handler(&registration).await.unwrap();
     for name in ["bad", "good"] {
         server
             .create(&cms(), Some("demo"), json!({"metadata": {"name": name}}))
@@ -226,7 +226,7 @@ async fn a_removed_handler_is_no_longer_called_and_a_panicking_one_keeps_receivi
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_transform_applies_before_the_cache_and_configuration_after_start_is_refused() {
+async fn a_transform_applies_before_the_cache_and_indexes_can_be_added_after_start() {
     let server = server().await;
     server
         .create(&cms(), Some("demo"), json!({"metadata": {"name": "a"}}))
@@ -240,11 +240,15 @@ async fn a_transform_applies_before_the_cache_and_configuration_after_start_is_r
     assert!(server.get(&cms(), Some("demo"), "a").unwrap()["metadata"]["managedFields"].is_array());
     let refused = informer.set_transform(|o| o).unwrap_err();
     assert!(refused.to_string().contains("already started"), "{refused}");
-    assert!(
-        informer
-            .add_indexers(kube_informer::Indexers::new().namespace())
-            .is_err()
-    );
+    // Index functions can be added while running (as client-go allows): built over the
+    // cache before the call returns.
+    informer
+        .add_indexers(kube_informer::Indexers::new().namespace())
+        .unwrap();
+    let in_demo = informer
+        .store()
+        .by_index(kube_informer::NAMESPACE_INDEX, "demo");
+    assert_eq!(in_demo.unwrap().len(), 1);
     assert!(!informer.last_sync_resource_version().is_empty());
     cancel.cancel();
     task.await.unwrap();

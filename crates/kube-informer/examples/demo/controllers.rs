@@ -10,7 +10,7 @@ use kube::{
     core::Selector,
 };
 use kube_informer::{
-    Lister, Store, controller::Action, informer::HandlerFuncs, workqueue::RateLimitingQueue,
+    Lister, ReadOnlyStore, controller::Action, informer::HandlerFuncs, workqueue::RateLimitingQueue,
 };
 use serde_json::json;
 
@@ -29,7 +29,7 @@ pub fn by_node(pod: &Pod) -> Vec<String> {
 }
 
 /// Controller A (read-only): pods per node, from the node index, busiest first.
-pub fn pods_per_node(store: &Store<Pod>) -> Vec<(String, usize)> {
+pub fn pods_per_node(store: &ReadOnlyStore<Pod>) -> Vec<(String, usize)> {
     let nodes = store.list_index_func_values(BY_NODE).unwrap_or_default();
     let mut counts: Vec<(String, usize)> = nodes
         .into_iter()

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use kube::Resource;
 
-use super::{Delta, Deltas, PopError, ProcessError};
+use super::{Delta, Deltas, KnownObjects, PopError, ProcessError};
 use crate::{KeyError, ObjectKey, meta_namespace_key};
 
 /// Tracks the first relist: `has_synced` is true once everything it queued was popped, or
@@ -57,6 +57,8 @@ pub(super) trait Entries<K> {
     fn push(&mut self, key: ObjectKey, delta: Delta<K>);
     /// The replace group of the next entry (0: none), or `None` when empty.
     fn front_group(&self) -> Option<u64>;
+    /// The newest queued entry, which a bookmark marks; `None` when empty.
+    fn newest_entry(&mut self) -> Option<&mut Deltas<K>>;
 }
 
 pub(super) struct State<S> {
@@ -111,6 +113,15 @@ impl<S> Core<S> {
             state.entries.push(key, delta(obj));
         });
         Ok(())
+    }
+
+    /// A bookmark at `resource_version`: marks the newest entry, or, with nothing queued,
+    /// hands it to `known` (under the lock, so nothing popped is still being applied).
+    pub(super) fn bookmark<K>(&self, resource_version: &str, known: Option<&dyn KnownObjects<K>>)
+    where
+        S: Entries<K>,
+    {
+        mark_reached(&mut self.state.lock(), resource_version, known);
     }
 
     pub(super) fn close(&self) {
@@ -216,6 +227,26 @@ impl<S> Core<S> {
             })
         })
         .await
+    }
+}
+
+/// The newest queued entry carries `resource_version`; with nothing queued, `known` is told
+/// at once (the caller holds the queue's lock).
+pub(super) fn mark_reached<K, S: Entries<K>>(
+    state: &mut State<S>,
+    resource_version: &str,
+    known: Option<&dyn KnownObjects<K>>,
+) {
+    if resource_version.is_empty() {
+        return;
+    }
+    match state.entries.newest_entry() {
+        Some(entry) => entry.reached = Some(Arc::from(resource_version)),
+        None => {
+            if let Some(known) = known {
+                known.bookmark(resource_version);
+            }
+        }
     }
 }
 

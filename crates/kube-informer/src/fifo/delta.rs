@@ -158,6 +158,9 @@ pub struct Deltas<K> {
     /// Entries queued by one `RealFifo::replace` share a non-zero group, which a batch pop
     /// never splits (so a relist reaches the cache at once).
     pub(crate) group: u64,
+    /// The resourceVersion the cache has reached once this entry is applied (the end of a
+    /// relist, or a bookmark that arrived after it).
+    pub(crate) reached: Option<Arc<str>>,
 }
 
 impl<K> Deltas<K> {
@@ -169,7 +172,15 @@ impl<K> Deltas<K> {
             key,
             deltas,
             group: 0,
+            reached: None,
         }
+    }
+
+    /// The resourceVersion the consumer has reached once these deltas are applied, when
+    /// the queue knows it: the last entry of a relist carries the list's version, and the
+    /// newest entry queued before a bookmark carries the bookmark's.
+    pub fn reached_resource_version(&self) -> Option<&str> {
+        self.reached.as_deref()
     }
 
     /// The key of the object these deltas are about.
@@ -238,6 +249,7 @@ impl<K> Clone for Deltas<K> {
             key: self.key.clone(),
             deltas: self.deltas.clone(),
             group: self.group,
+            reached: self.reached.clone(),
         }
     }
 }

@@ -6,7 +6,7 @@ use kube::Resource;
 
 use super::{
     DeletedObject, Delta, DeltaQueue, DeltaSink, Deltas, KnownObjects, PopError, ProcessError,
-    core::{Core, Entries, State},
+    core::{Core, Entries, State, mark_reached},
 };
 use crate::{FastMap, FastSet, KeyError, ObjectKey, meta_namespace_key};
 
@@ -88,6 +88,11 @@ impl<K> Entries<K> for KeyedEntries<K> {
         (!self.queue.is_empty()).then_some(0)
     }
 
+    fn newest_entry(&mut self) -> Option<&mut Deltas<K>> {
+        let key = self.queue.back()?;
+        self.items.get_mut(key.as_str())
+    }
+
     /// Appends `delta` to `key`'s entry, queueing the key if it had none.
     fn push(&mut self, key: ObjectKey, delta: Delta<K>) {
         match self.items.get_mut(key.as_str()) {
@@ -143,7 +148,7 @@ impl<K: Resource + Send + Sync> DeltaSink<K> for DeltaFifo<K> {
         Ok(())
     }
 
-    fn replace(&self, list: Vec<Arc<K>>) -> Result<(), KeyError> {
+    fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> Result<(), KeyError> {
         let keyed = crate::key::key_all(list)?;
         self.core.write(|state| {
             // Read under our lock: the store is written only by `pop`'s process, which runs
@@ -151,6 +156,7 @@ impl<K: Resource + Send + Sync> DeltaSink<K> for DeltaFifo<K> {
             // tombstones (lock order: FIFO, then store, as in `pop`).
             let known = self.known.as_ref().map(|k| k.entries()).unwrap_or_default();
             replace_locked(state, keyed, known);
+            mark_reached(state, resource_version, self.known.as_deref());
         });
         Ok(())
     }
@@ -164,6 +170,10 @@ impl<K: Resource + Send + Sync> DeltaSink<K> for DeltaFifo<K> {
                 }
             }
         });
+    }
+
+    fn bookmark(&self, resource_version: &str) {
+        self.core.bookmark(resource_version, self.known.as_deref());
     }
 }
 

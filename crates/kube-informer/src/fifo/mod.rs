@@ -26,6 +26,31 @@
 //! true once everything the first `replace` queued has been popped (or at once, if an
 //! `add`/`update`/`delete` came before any `replace`).
 //!
+//! # The resourceVersion the cache has reached
+//!
+//! client-go 1.36's `RealFIFO` queues a `Bookmark` delta and its atomic relists a
+//! `ReplacedAll` entry carrying the list's version, so the store can report the newest
+//! version applied. Here a queue entry may carry the version reached once it is applied
+//! ([`Deltas::reached_resource_version`]): the last entry of a relist carries the list's
+//! version, and a bookmark marks the newest queued entry (or, with nothing queued, goes
+//! straight to the store). The informer sets the store's version from those marks and, with
+//! a `RealFifo` (strict event order), from each event's own version; handlers never see a
+//! bookmark.
+//!
+//! # client-go's atomic FIFO shapes
+//!
+//! client-go 1.36's `RealFIFO` with atomic events queues one `ReplacedAll` entry per relist
+//! and one `SyncAll` entry per resync, and pops whole batches. The guarantees its tests
+//! check hold here by other means:
+//!
+//! | client-go | here |
+//! |---|---|
+//! | one `ReplacedAll` entry per relist, applied under one lock | the entries of one `replace` share a group that `pop_batch` never splits; the informer applies a batch under one store lock |
+//! | `ReplacedAll` carries the list's resourceVersion | the group's last entry carries it ([`Deltas::reached_resource_version`]) |
+//! | one `SyncAll` entry per resync | one `Sync` entry per cached object with nothing queued (a resync is not atomic in client-go's non-atomic mode either; handlers see per-object updates in both) |
+//! | `Bookmark` delta | a mark on the newest queued entry, or the store directly when empty |
+//! | tombstones for missing keys | the same, as typed [`DeletedObject::FinalStateUnknown`] |
+//!
 //! # Popping
 //!
 //! [`DeltaQueue::pop`] waits for an entry and runs the `process` closure on it *while holding
@@ -60,6 +85,10 @@ pub trait KnownObjects<K>: Send + Sync {
     fn get_by_key(&self, key: &str) -> Option<Arc<K>>;
     /// Every known `(key, object)` pair, taken at one instant.
     fn entries(&self) -> Vec<(ObjectKey, Arc<K>)>;
+    /// The consumer has reached `resource_version` with nothing left to apply: a bookmark
+    /// that arrived while the queue was empty (called under the queue's lock, so nothing
+    /// popped is still being applied). The default does nothing.
+    fn bookmark(&self, _resource_version: &str) {}
 }
 
 /// The write side of a FIFO: what a reflector needs, and all it may touch.
@@ -70,13 +99,21 @@ pub trait DeltaSink<K>: Send + Sync {
     fn update(&self, obj: Arc<K>) -> Result<(), KeyError>;
     /// Queues a [`Delta::Deleted`] for `obj` (see the module docs for when it is dropped).
     fn delete(&self, obj: Arc<K>) -> Result<(), KeyError>;
-    /// A relist: queues [`Delta::Replaced`] for every item of `list` and a
-    /// [`DeletedObject::FinalStateUnknown`] tombstone for every known key missing from it.
+    /// A relist at `resource_version`: queues [`Delta::Replaced`] for every item of `list`
+    /// and a [`DeletedObject::FinalStateUnknown`] tombstone for every known key missing from
+    /// it; the last entry carries `resource_version` (see
+    /// [`Deltas::reached_resource_version`]).
     ///
     /// All or nothing: if an item has no key, nothing is queued and the error names it.
-    fn replace(&self, list: Vec<Arc<K>>) -> Result<(), KeyError>;
+    fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> Result<(), KeyError>;
     /// Queues a [`Delta::Sync`] for every known object that has nothing queued.
     fn resync(&self);
+    /// A watch bookmark: the server has sent everything up to `resource_version`. The
+    /// newest queued entry carries it (see [`Deltas::reached_resource_version`]); with
+    /// nothing queued it goes straight to the known objects
+    /// ([`KnownObjects::bookmark`]). Nothing is handed to handlers. The default does
+    /// nothing.
+    fn bookmark(&self, _resource_version: &str) {}
 }
 
 /// The full FIFO contract, implemented by [`RealFifo`] and [`DeltaFifo`].

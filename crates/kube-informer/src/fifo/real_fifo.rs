@@ -6,7 +6,7 @@ use kube::Resource;
 
 use super::{
     DeletedObject, Delta, DeltaQueue, DeltaSink, Deltas, KnownObjects, PopError, ProcessError,
-    core::{Core, Entries, State},
+    core::{Core, Entries, State, mark_reached},
 };
 use crate::{FastMap, FastSet, KeyError, ObjectKey};
 
@@ -110,6 +110,10 @@ impl<K> Entries<K> for OrderedEntries<K> {
         self.queue.front().map(|d| d.group)
     }
 
+    fn newest_entry(&mut self) -> Option<&mut Deltas<K>> {
+        self.queue.back_mut()
+    }
+
     fn push(&mut self, key: ObjectKey, delta: Delta<K>) {
         self.queue.push_back(Deltas::new(key, delta));
     }
@@ -143,12 +147,13 @@ impl<K: Resource + Send + Sync> DeltaSink<K> for RealFifo<K> {
             .push_object(obj, |obj| Delta::Deleted(DeletedObject::Known(obj)))
     }
 
-    fn replace(&self, list: Vec<Arc<K>>) -> Result<(), KeyError> {
+    fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> Result<(), KeyError> {
         let keyed = crate::key::key_all(list)?;
         self.core.write(|state| {
             // Read under our lock (see DeltaFifo::replace): lock order FIFO, then store.
             let known = self.known.entries();
             replace_locked(state, keyed, known);
+            mark_reached(state, resource_version, Some(self.known.as_ref()));
         });
         Ok(())
     }
@@ -171,6 +176,11 @@ impl<K: Resource + Send + Sync> DeltaSink<K> for RealFifo<K> {
                 state.entries.push(key, Delta::Sync(obj));
             }
         });
+    }
+
+    fn bookmark(&self, resource_version: &str) {
+        self.core
+            .bookmark(resource_version, Some(self.known.as_ref()));
     }
 }
 

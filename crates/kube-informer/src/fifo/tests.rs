@@ -52,7 +52,9 @@ fn apply(store: &Store<ConfigMap>, deltas: &Deltas<ConfigMap>) {
                 store.delete_by_key(deltas.key().as_str());
             }
             other => {
-                store.insert(deltas.key().clone(), other.object().clone());
+                store
+                    .insert(deltas.key().clone(), other.object().clone())
+                    .unwrap();
             }
         }
     }
@@ -272,7 +274,8 @@ async fn replace_tombstones_known_keys_missing_from_the_list() {
     store.add(cm("gone", "1")).unwrap();
     store.add(cm("kept", "1")).unwrap();
     let q = delta_fifo(&store);
-    q.replace(vec![cm("kept", "2"), cm("new", "1")]).unwrap();
+    q.replace(vec![cm("kept", "2"), cm("new", "1")], "1")
+        .unwrap();
     assert_eq!(
         drain(&q, &store).await,
         [
@@ -288,7 +291,8 @@ async fn replace_tombstones_known_keys_missing_from_the_list() {
     store.add(cm("gone", "1")).unwrap();
     store.add(cm("kept", "1")).unwrap();
     let q = real_fifo(&store);
-    q.replace(vec![cm("kept", "2"), cm("new", "1")]).unwrap();
+    q.replace(vec![cm("kept", "2"), cm("new", "1")], "1")
+        .unwrap();
     assert_eq!(
         drain(&q, &store).await,
         [
@@ -309,7 +313,7 @@ async fn delta_fifo_replace_while_items_are_pending() {
     q.add(cm("unstored", "1")).unwrap(); // queued, not yet in the store
     q.update(cm("cached", "2")).unwrap(); // newer than the store
     q.delete(cm("deleting", "2")).unwrap(); // already being deleted
-    q.replace(vec![cm("fresh", "1")]).unwrap();
+    q.replace(vec![cm("fresh", "1")], "1").unwrap();
     assert_eq!(
         drain(&q, &store).await,
         [
@@ -333,7 +337,7 @@ async fn real_fifo_replace_while_items_are_pending() {
     q.add(cm("unstored", "1")).unwrap();
     q.update(cm("cached", "2")).unwrap();
     q.delete(cm("deleting", "2")).unwrap();
-    q.replace(vec![cm("fresh", "1")]).unwrap();
+    q.replace(vec![cm("fresh", "1")], "1").unwrap();
     assert_eq!(
         drain(&q, &store).await,
         [
@@ -355,14 +359,17 @@ async fn replace_is_all_or_nothing_on_a_nameless_item() {
     let store = Store::default();
     let nameless = Arc::new(ConfigMap::default());
     let q = delta_fifo(&store);
-    assert!(q.replace(vec![cm("a", "1"), nameless.clone()]).is_err());
+    assert!(
+        q.replace(vec![cm("a", "1"), nameless.clone()], "1")
+            .is_err()
+    );
     assert!(q.is_empty());
     assert!(
         !q.has_synced(),
         "a failed replace must not count as the first list"
     );
     let q = real_fifo(&store);
-    assert!(q.replace(vec![cm("a", "1"), nameless]).is_err());
+    assert!(q.replace(vec![cm("a", "1"), nameless], "1").is_err());
     assert!(q.is_empty());
     assert!(!q.has_synced());
 }
@@ -406,7 +413,7 @@ async fn resync_replays_known_objects_with_nothing_queued() {
 async fn check_initial_list<Q: DeltaQueue<ConfigMap>>(q: Q, store: &Store<ConfigMap>) {
     assert!(!q.has_synced());
     // One known object goes missing: its tombstone is part of the initial list too.
-    q.replace(vec![cm("a", "1"), cm("b", "1")]).unwrap();
+    q.replace(vec![cm("a", "1"), cm("b", "1")], "1").unwrap();
     assert!(!q.has_synced());
     let mut flags = Vec::new();
     for _ in 0..3 {
@@ -415,7 +422,7 @@ async fn check_initial_list<Q: DeltaQueue<ConfigMap>>(q: Q, store: &Store<Config
         assert_eq!(q.has_synced(), all_popped);
     }
     assert_eq!(flags, [true, true, true]);
-    q.replace(vec![cm("c", "1")]).unwrap(); // a later relist is not initial
+    q.replace(vec![cm("c", "1")], "1").unwrap(); // a later relist is not initial
     assert!(q.has_synced());
     q.add(cm("d", "1")).unwrap();
     assert!(!pop_one(&q, store).await.2);
@@ -658,7 +665,7 @@ async fn converges<Q: DeltaQueue<ConfigMap>>(
                 }
             }
             Step::Relist => {
-                q.replace(server.values().cloned().collect()).unwrap();
+                q.replace(server.values().cloned().collect(), "1").unwrap();
                 missed_since_relist = false;
             }
             Step::Resync => q.resync(),
@@ -689,7 +696,7 @@ async fn converges<Q: DeltaQueue<ConfigMap>>(
             state(store)
         ));
     }
-    q.replace(server.values().cloned().collect()).unwrap();
+    q.replace(server.values().cloned().collect(), "1").unwrap();
     drain(&q, store).await;
     if state(store) != truth {
         return Err(format!(
@@ -898,7 +905,7 @@ async fn real_fifo_never_splits_a_relist_across_batches() {
     let q = real_fifo(&store);
     q.add(cm("x", "1")).unwrap();
     q.add(cm("y", "1")).unwrap();
-    q.replace((0..6).map(|i| cm(&format!("r{i}"), "1")).collect())
+    q.replace((0..6).map(|i| cm(&format!("r{i}"), "1")).collect(), "1")
         .unwrap();
     q.add(cm("z", "1")).unwrap();
     let got = batches(&q, 3).await;

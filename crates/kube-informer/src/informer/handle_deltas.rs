@@ -1,12 +1,17 @@
 //! `handle_deltas`: apply popped deltas to the indexer, then say what handlers must hear.
 //! One function, as in client-go's `processDeltas`, kept free of I/O and locks of its own.
+//!
+//! Two things client-go does not do: an event older than the cached object is not applied
+//! (the cache never goes back in time; the skip is returned, for the informer to report),
+//! and the store's resourceVersion follows what was applied (the queue's marks: the end of
+//! a relist, a bookmark; and, for a queue in event order, each event's own version).
 
 use std::sync::Arc;
 
 use kube::Resource;
 
 use super::Notification;
-use crate::{Delta, Deltas, Store, store::Transaction};
+use crate::{Delta, DeltaType, Deltas, ObjectKey, Store, store::Transaction};
 
 /// A notification for the handlers, and whether it is a resync (which only handlers due
 /// for one receive).
@@ -18,10 +23,24 @@ pub struct Distribution<K> {
     pub is_sync: bool,
 }
 
+/// An event that was not applied because the cache holds a newer version of the object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StaleEvent {
+    /// The object's key.
+    pub key: ObjectKey,
+    /// What the event was.
+    pub delta: DeltaType,
+    /// The cached object's resourceVersion.
+    pub cached: String,
+    /// The event's resourceVersion.
+    pub event: String,
+}
+
 /// Applies `deltas` to `store` (the indexer first) and appends what to distribute:
 /// an add for an object not cached, an update for one that was (also for `Replaced` and
 /// `Sync`), a delete for `Deleted`. A `Sync`, or a `Replaced` whose resourceVersion did not
-/// change, is marked as a resync.
+/// change, is marked as a resync. An add, update or relist older than the cached object is
+/// skipped and returned.
 ///
 /// The informer's processing step; public for custom informer loops.
 ///
@@ -37,8 +56,9 @@ pub struct Distribution<K> {
 ///     ..Default::default()
 /// });
 /// let mut out = Vec::new();
-/// handle_deltas(&store, &Deltas::new(ObjectKey::new(Some("ns"), "a"), Delta::Added(cm)), false, &mut out);
+/// let stale = handle_deltas(&store, &Deltas::new(ObjectKey::new(Some("ns"), "a"), Delta::Added(cm)), false, &mut out);
 /// assert!(matches!(out[0].notification, Notification::Add { .. }));
+/// assert!(stale.is_empty());
 /// assert_eq!(store.len(), 1);
 /// ```
 pub fn handle_deltas<K: Resource>(
@@ -46,41 +66,77 @@ pub fn handle_deltas<K: Resource>(
     deltas: &Deltas<K>,
     is_in_initial_list: bool,
     out: &mut Vec<Distribution<K>>,
-) {
-    store.transaction(|txn| apply(txn, deltas, is_in_initial_list, out));
+) -> Vec<StaleEvent> {
+    let mut stale = Vec::new();
+    store.transaction(|txn| {
+        apply(txn, deltas, is_in_initial_list, true, out, &mut stale);
+    });
+    stale
 }
 
 /// [`handle_deltas`] for a whole batch, under one write lock of the store: readers see the
-/// batch applied entirely or not at all.
+/// batch applied entirely or not at all. `ordered` says whether the batch is in event order
+/// (a [`RealFifo`](crate::RealFifo)), so that each event's resourceVersion can become the
+/// store's; otherwise only the queue's marks (relist ends, bookmarks) move it.
 pub fn handle_batch<K: Resource>(
     store: &Store<K>,
     batch: &[(Deltas<K>, bool)],
+    ordered: bool,
     out: &mut Vec<Distribution<K>>,
-) {
+) -> Vec<StaleEvent> {
+    let mut stale = Vec::new();
     store.transaction(|txn| {
         for (deltas, is_in_initial_list) in batch {
-            apply(txn, deltas, *is_in_initial_list, out);
+            apply(txn, deltas, *is_in_initial_list, ordered, out, &mut stale);
         }
     });
+    stale
+}
+
+/// The resourceVersion of an object, if it is a number.
+fn version<K: Resource>(obj: &K) -> Option<u64> {
+    obj.meta().resource_version.as_deref()?.parse().ok()
 }
 
 fn apply<K: Resource>(
     txn: &mut Transaction<'_, K>,
     deltas: &Deltas<K>,
     is_in_initial_list: bool,
+    ordered: bool,
     out: &mut Vec<Distribution<K>>,
+    stale: &mut Vec<StaleEvent>,
 ) {
     let key = deltas.key();
     for delta in deltas {
         let distribute = match delta {
             Delta::Deleted(deleted) => {
                 txn.delete_by_key(key.as_str());
+                if ordered && !deleted.is_final_state_unknown() {
+                    txn.set_resource_version_of(deleted.object().as_ref());
+                }
                 Distribution {
                     notification: Notification::Delete(deleted.clone()),
                     is_sync: false,
                 }
             }
             Delta::Added(new) | Delta::Updated(new) | Delta::Replaced(new) | Delta::Sync(new) => {
+                let cached = txn.get_by_key(key.as_str());
+                if let Some(old) = &cached
+                    && !matches!(delta, Delta::Sync(_))
+                    && let (Some(have), Some(got)) = (version(old.as_ref()), version(new.as_ref()))
+                    && got < have
+                {
+                    stale.push(StaleEvent {
+                        key: key.clone(),
+                        delta: delta.delta_type(),
+                        cached: have.to_string(),
+                        event: got.to_string(),
+                    });
+                    continue;
+                }
+                if ordered && matches!(delta, Delta::Added(_) | Delta::Updated(_)) {
+                    txn.set_resource_version_of(new.as_ref());
+                }
                 match txn.insert(key.clone(), new.clone()) {
                     Some(old) => {
                         let unchanged = || {
@@ -108,6 +164,9 @@ fn apply<K: Resource>(
             }
         };
         out.push(distribute);
+    }
+    if let Some(reached) = deltas.reached_resource_version() {
+        txn.set_resource_version(reached);
     }
 }
 
@@ -161,7 +220,7 @@ mod tests {
         let mut all = Deltas::new(key(), it.next().unwrap());
         it.for_each(|d| all.push(d));
         let mut out = Vec::new();
-        handle_deltas(store, &all, initial, &mut out);
+        assert!(handle_deltas(store, &all, initial, &mut out).is_empty());
         out.iter().map(shape).collect()
     }
 
@@ -230,6 +289,59 @@ mod tests {
         let got = run(&store, vec![Delta::Deleted(tombstone)], false);
         assert_eq!(got, [("delete", "1".into(), false)]);
         assert!(store.is_empty());
+    }
+
+    #[test]
+    fn an_event_older_than_the_cache_is_skipped_and_returned() {
+        let store = Store::default();
+        store.add(cm("10")).unwrap();
+        let mut out = Vec::new();
+        let all = |d| Deltas::new(key(), d);
+        for older in [
+            Delta::Updated(cm("9")),
+            Delta::Added(cm("7")),
+            Delta::Replaced(cm("8")),
+        ] {
+            let stale = handle_deltas(&store, &all(older), false, &mut out);
+            assert_eq!(stale.len(), 1, "{stale:?}");
+            assert_eq!(
+                (stale[0].cached.as_str(), stale[0].key.as_str()),
+                ("10", "ns/a")
+            );
+        }
+        assert!(out.is_empty(), "handlers hear nothing of a stale event");
+        let cached = store.get_by_key("ns/a").unwrap();
+        assert_eq!(cached.metadata.resource_version.as_deref(), Some("10"));
+        // The same or a newer version applies as usual; a sync of the cached object too.
+        assert!(handle_deltas(&store, &all(Delta::Updated(cm("10"))), false, &mut out).is_empty());
+        assert!(handle_deltas(&store, &all(Delta::Updated(cm("11"))), false, &mut out).is_empty());
+        assert_eq!(out.len(), 2);
+    }
+
+    #[test]
+    fn the_store_version_follows_events_and_marks() {
+        let store = Store::default();
+        let mut out = Vec::new();
+        let entry = |d| Deltas::new(key(), d);
+        handle_batch(
+            &store,
+            &[(entry(Delta::Added(cm("4"))), false)],
+            true,
+            &mut out,
+        );
+        assert_eq!(store.resource_version(), "4");
+        // Out of order (a DeltaFifo): only marks move it.
+        handle_batch(
+            &store,
+            &[(entry(Delta::Updated(cm("6"))), false)],
+            false,
+            &mut out,
+        );
+        assert_eq!(store.resource_version(), "4");
+        let mut marked = entry(Delta::Updated(cm("7")));
+        marked.reached = Some("12".into());
+        handle_batch(&store, &[(marked, false)], false, &mut out);
+        assert_eq!(store.resource_version(), "12");
     }
 
     #[test]

@@ -1,8 +1,9 @@
-//! A listener: one handler's buffer and the task that delivers it, in order.
+//! A listener: one handler's buffer and the task that delivers it, in order — or, for a
+//! [`NotificationStream`](super::NotificationStream), the buffer the stream pulls from.
 //!
 //! The informer pushes without ever waiting (so one slow handler cannot hold up the
 //! informer or the others); the task pops and calls the handler. A handler that panics is
-//! caught, the panic is logged with the object's key and the handler's name, and the next
+//! caught, the panic is reported with the object's key and the handler's name, and the next
 //! notification is delivered as usual.
 
 use std::{
@@ -12,6 +13,7 @@ use std::{
         Arc,
         atomic::{AtomicBool, Ordering},
     },
+    task::{Context, Poll, Waker},
     time::{Duration, Instant},
 };
 
@@ -21,7 +23,7 @@ use parking_lot::Mutex;
 use crate::{FastMap as HashMap, ObjectKey, deletion_handling_meta_namespace_key};
 use tokio::{sync::Notify, task::JoinHandle};
 
-use super::{Notification, ResourceEventHandler};
+use super::{Failure, Notification, ResourceEventHandler, failure::Reporter};
 use crate::meta_namespace_key;
 
 /// A handler call slower than this, while the backlog is long, is logged.
@@ -36,6 +38,8 @@ struct Buffer<K> {
     /// Initial-list notifications queued but not yet delivered.
     initial_pending: usize,
     closed: bool,
+    /// The stream waiting for a notification (pull mode).
+    waker: Option<Waker>,
 }
 
 /// How a listener keeps what its handler has not taken yet.
@@ -160,16 +164,19 @@ struct Shared<K> {
     /// `buffer.closed`, readable without the lock between the calls of a batch.
     closed: AtomicBool,
     wake: Notify,
+    /// Told when the initial list has been delivered (sync waiters listen).
+    progress: Arc<Notify>,
+    reporter: Arc<Reporter>,
+}
+
+/// What a listener needs of its informer.
+pub(crate) struct ListenerContext {
+    pub(crate) progress: Arc<Notify>,
+    pub(crate) reporter: Arc<Reporter>,
 }
 
 impl<K: Resource + Send + Sync + 'static> Listener<K> {
-    /// Starts the delivery task of `handler` (needs a tokio runtime); `coalesce` picks the
-    /// bounded, per-object buffer.
-    pub(crate) fn spawn(
-        name: String,
-        handler: Arc<dyn ResourceEventHandler<K>>,
-        coalesce: bool,
-    ) -> Self {
+    fn new(name: String, coalesce: bool, context: ListenerContext) -> Arc<Shared<K>> {
         let pending = if coalesce {
             Pending::Coalesced {
                 order: VecDeque::new(),
@@ -178,20 +185,63 @@ impl<K: Resource + Send + Sync + 'static> Listener<K> {
         } else {
             Pending::Ordered(VecDeque::new())
         };
-        let shared = Arc::new(Shared {
+        Arc::new(Shared {
             name,
             buffer: Mutex::new(Buffer {
                 pending,
                 initial_pending: 0,
                 closed: false,
+                waker: None,
             }),
             closed: AtomicBool::new(false),
             wake: Notify::new(),
-        });
+            progress: context.progress,
+            reporter: context.reporter,
+        })
+    }
+
+    /// Starts the delivery task of `handler` (needs a tokio runtime); `coalesce` picks the
+    /// bounded, per-object buffer.
+    pub(crate) fn spawn(
+        name: String,
+        handler: Arc<dyn ResourceEventHandler<K>>,
+        coalesce: bool,
+        context: ListenerContext,
+    ) -> Self {
+        let shared = Self::new(name, coalesce, context);
         let task = tokio::spawn(deliver(shared.clone(), handler));
         Self {
             shared,
             task: Mutex::new(Some(task)),
+        }
+    }
+
+    /// A listener without a task, pulled by [`poll_next`](Self::poll_next).
+    pub(crate) fn pulled(name: String, coalesce: bool, context: ListenerContext) -> Self {
+        Self {
+            shared: Self::new(name, coalesce, context),
+            task: Mutex::new(None),
+        }
+    }
+
+    /// The next notification for a pulled listener; `None` once it is stopped.
+    pub(crate) fn poll_next(&self, cx: &mut Context<'_>) -> Poll<Option<Notification<K>>> {
+        let mut buffer = self.shared.buffer.lock();
+        match buffer.pending.pop() {
+            Some(n) => {
+                if is_initial(&n) {
+                    buffer.initial_pending = buffer.initial_pending.saturating_sub(1);
+                    if buffer.initial_pending == 0 {
+                        self.shared.progress.notify_waiters();
+                    }
+                }
+                Poll::Ready(Some(n))
+            }
+            None if buffer.closed => Poll::Ready(None),
+            None => {
+                buffer.waker = Some(cx.waker().clone());
+                Poll::Pending
+            }
         }
     }
 
@@ -203,8 +253,12 @@ impl<K: Resource + Send + Sync + 'static> Listener<K> {
         }
         let initial = buffer.pending.push(notification);
         buffer.initial_pending = buffer.initial_pending.saturating_add_signed(initial);
+        let waker = buffer.waker.take();
         drop(buffer);
         self.shared.wake.notify_one();
+        if let Some(waker) = waker {
+            waker.wake();
+        }
     }
 
     /// How many notifications wait for the handler.
@@ -226,16 +280,27 @@ impl<K: Resource + Send + Sync + 'static> Listener<K> {
     /// Stops delivery (what is queued is dropped) and waits for the task to end, so the
     /// handler is not called any more once this returns.
     pub(crate) async fn stop(&self) {
-        {
-            let mut buffer = self.shared.buffer.lock();
-            buffer.closed = true;
-            buffer.pending.clear();
-            self.shared.closed.store(true, Ordering::Release);
-        }
-        self.shared.wake.notify_one();
+        self.close();
         let task = self.task.lock().take();
         if let Some(task) = task {
             let _ = task.await;
+        }
+    }
+
+    /// Stops delivery without waiting (what is queued is dropped; a stream ends).
+    pub(crate) fn close(&self) {
+        let waker = {
+            let mut buffer = self.shared.buffer.lock();
+            buffer.closed = true;
+            buffer.pending.clear();
+            buffer.initial_pending = 0;
+            self.shared.closed.store(true, Ordering::Release);
+            buffer.waker.take()
+        };
+        self.shared.wake.notify_one();
+        self.shared.progress.notify_waiters();
+        if let Some(waker) = waker {
+            waker.wake();
         }
     }
 }
@@ -272,7 +337,7 @@ async fn deliver<K: Resource + Send + Sync + 'static>(
                 return;
             }
             initial_delivered += usize::from(is_initial(&notification));
-            call(&shared.name, handler.as_ref(), notification, backlog);
+            call(&shared, handler.as_ref(), notification, backlog);
             // Yields only once the task's scheduling budget is spent: fair to the other
             // tasks without a trip through the scheduler per call.
             tokio::task::consume_budget().await;
@@ -280,14 +345,17 @@ async fn deliver<K: Resource + Send + Sync + 'static>(
         if initial_delivered > 0 {
             let mut buffer = shared.buffer.lock();
             buffer.initial_pending = buffer.initial_pending.saturating_sub(initial_delivered);
+            if buffer.initial_pending == 0 {
+                shared.progress.notify_waiters();
+            }
         }
     }
 }
 
-/// Calls the handler with one notification, catching and logging a panic and logging a
+/// Calls the handler with one notification, catching and reporting a panic and logging a
 /// slow call made while the backlog is long.
 fn call<K: Resource + Send + Sync + 'static>(
-    name: &str,
+    shared: &Shared<K>,
     handler: &dyn ResourceEventHandler<K>,
     notification: Notification<K>,
     backlog: usize,
@@ -302,13 +370,13 @@ fn call<K: Resource + Send + Sync + 'static>(
     let started = Instant::now();
     let outcome = catch_unwind(AssertUnwindSafe(|| notification.dispatch(handler)));
     let took = started.elapsed();
+    let name = &shared.name;
     if let Err(panic) = outcome {
-        let message = panic
-            .downcast_ref::<&str>()
-            .map(|s| (*s).to_owned())
-            .or_else(|| panic.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "a non-string panic".to_owned());
-        tracing::error!(handler = %name, object = %key(), "event handler panicked: {message}");
+        shared.reporter.report(Failure::HandlerPanicked {
+            handler: name.clone(),
+            key: key(),
+            message: crate::panic_message(panic.as_ref()),
+        });
     }
     if took > SLOW_CALL && backlog > LONG_BACKLOG {
         tracing::warn!(handler = %name, object = %key(), ?took, backlog, "slow event handler with a long backlog");
@@ -322,6 +390,13 @@ mod tests {
 
     use super::*;
     use crate::informer::HandlerFuncs;
+
+    fn context() -> ListenerContext {
+        ListenerContext {
+            progress: Arc::new(Notify::new()),
+            reporter: Arc::new(Reporter::new("test".into())),
+        }
+    }
 
     fn cm(name: &str) -> Arc<ConfigMap> {
         Arc::new(ConfigMap {
@@ -363,7 +438,7 @@ mod tests {
             }
             log.lock().push(name);
         });
-        let listener = Listener::spawn("test".into(), Arc::new(handler), false);
+        let listener = Listener::spawn("test".into(), Arc::new(handler), false, context());
         for name in ["a", "b", "boom", "c", "d"] {
             listener.push(add(name, false));
         }
@@ -386,7 +461,7 @@ mod tests {
                 std::thread::yield_now();
             }
         });
-        let listener = Listener::spawn("slow".into(), Arc::new(handler), false);
+        let listener = Listener::spawn("slow".into(), Arc::new(handler), false, context());
         listener.push(add("x", true));
         listener.push(add("y", true));
         listener.push(add("z", false));
@@ -431,7 +506,7 @@ mod tests {
                     record(o);
                 })
                 .on_update(move |_, n: Arc<ConfigMap>| record2(n));
-            let listener = Listener::spawn("stuck".into(), Arc::new(handler), coalesce);
+            let listener = Listener::spawn("stuck".into(), Arc::new(handler), coalesce, context());
             listener.push(add("block", false)); // the handler sticks on this one
             until(|| listener.backlog() == 0).await;
             for round in 1..=100u32 {
@@ -518,7 +593,7 @@ mod tests {
         let calls = Arc::new(Mutex::new(0usize));
         let c = calls.clone();
         let handler = HandlerFuncs::new().on_add(move |_: Arc<ConfigMap>, _| *c.lock() += 1);
-        let listener = Listener::spawn("stopped".into(), Arc::new(handler), false);
+        let listener = Listener::spawn("stopped".into(), Arc::new(handler), false, context());
         listener.stop().await;
         listener.push(add("late", false));
         tokio::task::yield_now().await;

@@ -7,16 +7,27 @@
 //!   listeners; handlers added while running first get the whole cache as adds.
 //! - [`ResourceEventHandler`], [`HandlerFuncs`], [`FilteringHandler`]: what handlers are.
 //! - Each handler has a listener: an ordered, unbounded buffer and a task; a slow handler
-//!   delays only itself, a panicking one is caught and logged and keeps receiving.
+//!   delays only itself, a panicking one is caught and reported and keeps receiving.
 //! - Resync replays the cache as updates to the handlers whose period is due; it never calls
 //!   the API server.
+//! - Nothing fails silently: every failure (list and watch errors, stale events, panics in
+//!   index functions, transforms and handlers, a task that died) reaches the handlers added
+//!   with [`SharedIndexInformer::on_error`] as a [`Failure`]; [`SharedIndexInformer::health`]
+//!   answers readiness and liveness probes; [`SharedIndexInformer::wait_for_sync`] and
+//!   [`HandlerRegistration::wait_for_sync`] wait with a timeout and say why a sync did not
+//!   happen.
 
+mod failure;
 mod handle_deltas;
 mod handler;
+mod health;
 mod listener;
 #[cfg(feature = "metrics")]
 mod metrics;
+mod options;
 mod processor;
+mod queue;
+mod registration;
 mod shared;
 mod stream;
 
@@ -25,12 +36,13 @@ use kube::Resource;
 #[cfg(feature = "metrics")]
 pub use self::metrics::InformerMetrics;
 pub use self::{
-    handle_deltas::{Distribution, handle_batch, handle_deltas},
+    failure::Failure,
+    handle_deltas::{Distribution, StaleEvent, handle_batch, handle_deltas},
     handler::{FilteringHandler, HandlerFuncs, Notification, ResourceEventHandler},
-    shared::{
-        HandlerOptions, HandlerRegistration, InformerError, InformerOptions, QueueKind,
-        SharedIndexInformer,
-    },
+    health::{InformerHealth, SyncError},
+    options::{HandlerOptions, InformerError, InformerOptions, QueueKind},
+    registration::HandlerRegistration,
+    shared::SharedIndexInformer,
     stream::NotificationStream,
 };
 

@@ -52,6 +52,11 @@ impl<K: Resource + Send + Sync + 'static> Processor<K> {
         Some(self.entries.remove(i).listener)
     }
 
+    /// The shortest resync period any handler asked for: how often to check.
+    pub(crate) fn shortest_resync(&self) -> Option<Duration> {
+        self.entries.iter().filter_map(|e| e.resync).min()
+    }
+
     pub(crate) fn listeners(&self) -> impl Iterator<Item = &Arc<Listener<K>>> {
         self.entries.iter().map(|e| &e.listener)
     }
@@ -84,18 +89,18 @@ impl<K: Resource + Send + Sync + 'static> Processor<K> {
     }
 }
 
-/// client-go's rules for a handler's resync period: none stays none; at least
-/// [`MIN_RESYNC`]; after start, never below the informer's check period.
-pub(crate) fn resync_period(
-    asked: Option<Duration>,
-    started_with_check: Option<Option<Duration>>,
-) -> Option<Duration> {
-    let asked = asked?.max(MIN_RESYNC);
-    match started_with_check {
-        None => Some(asked),                         // before start: taken as asked
-        Some(Some(check)) => Some(asked.max(check)), // raised to the check period
-        Some(None) => None, // started without a resync ticker: resync is not possible
+/// A handler's resync period: none stays none; at least [`MIN_RESYNC`] (client-go's rule),
+/// with a warning when raised. The informer's check period follows the shortest period, so
+/// it is never rounded up to the check period (client-go does that for late handlers).
+pub(crate) fn resync_period(asked: Option<Duration>) -> Option<Duration> {
+    let asked = asked?;
+    if asked < MIN_RESYNC {
+        tracing::warn!(
+            ?asked,
+            "a resync period below {MIN_RESYNC:?} was raised to {MIN_RESYNC:?}"
+        );
     }
+    Some(asked.max(MIN_RESYNC))
 }
 
 #[cfg(test)]
@@ -103,29 +108,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn resync_periods_follow_client_gos_rules() {
+    fn resync_periods_are_at_least_a_second() {
         let s = Duration::from_secs;
-        assert_eq!(resync_period(None, None), None, "none stays none");
-        assert_eq!(
-            resync_period(Some(Duration::from_millis(10)), None),
-            Some(s(1)),
-            "at least 1 s"
-        );
-        assert_eq!(
-            resync_period(Some(s(5)), None),
-            Some(s(5)),
-            "before start: as asked"
-        );
-        assert_eq!(
-            resync_period(Some(s(5)), Some(Some(s(30)))),
-            Some(s(30)),
-            "after start: raised to the check period"
-        );
-        assert_eq!(resync_period(Some(s(60)), Some(Some(s(30)))), Some(s(60)));
-        assert_eq!(
-            resync_period(Some(s(5)), Some(None)),
-            None,
-            "started without a ticker: no resync"
-        );
+        assert_eq!(resync_period(None), None, "none stays none");
+        assert_eq!(resync_period(Some(Duration::from_millis(10))), Some(s(1)));
+        assert_eq!(resync_period(Some(s(5))), Some(s(5)));
     }
 }

@@ -2,7 +2,6 @@
 //! number of handlers.
 
 use std::{
-    convert::Infallible,
     sync::{
         Arc, Weak,
         atomic::{AtomicBool, Ordering},
@@ -10,230 +9,33 @@ use std::{
     time::Duration,
 };
 
-use futures_util::future::BoxFuture;
+use futures_util::{FutureExt, future::BoxFuture};
 use kube::Resource;
 use parking_lot::Mutex;
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    ResourceEventHandler, handle_batch,
-    listener::Listener,
+    Failure, HandlerOptions, HandlerRegistration, InformerError, InformerHealth, InformerOptions,
+    ResourceEventHandler, SyncError,
+    failure::Reporter,
+    handle_deltas::{Distribution, handle_batch},
+    listener::{Listener, ListenerContext},
     processor::{Processor, resync_period},
+    queue::{Queue, Transform, TransformSink},
 };
 use crate::{
-    DeltaFifo, IndexError, Indexers, KeyError, Lister, RealFifo, Store,
-    fifo::{DeltaQueue, DeltaSink, PopError, ProcessError},
+    Indexers, Lister, ReadOnlyStore, Store,
     list_watch::ListerWatcher,
-    reflector::{Reflector, ReflectorOptions},
+    reflector::{Reflector, ReflectorError, ReflectorHealth},
 };
-
-/// Which queue sits between the reflector and the informer.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum QueueKind {
-    /// Every event in arrival order (client-go ≥ 1.36's default).
-    #[default]
-    RealFifo,
-    /// One entry per key with its pending deltas (the classic design).
-    DeltaFifo,
-}
-
-/// Settings of a [`SharedIndexInformer`].
-#[derive(Debug, Clone, Default)]
-pub struct InformerOptions {
-    pub(crate) queue: QueueKind,
-    pub(crate) default_resync: Option<Duration>,
-    pub(crate) reflector: ReflectorOptions,
-    pub(crate) name: Option<String>,
-    #[cfg(feature = "metrics")]
-    pub(crate) metrics: Option<super::InformerMetrics>,
-}
-
-impl InformerOptions {
-    /// The queue between reflector and informer (default [`QueueKind::RealFifo`]).
-    #[must_use]
-    pub fn queue(mut self, kind: QueueKind) -> Self {
-        self.queue = kind;
-        self
-    }
-
-    /// The resync period of handlers that do not ask for one (default: none). A resync
-    /// replays the cache to the handlers as updates; it never calls the API server.
-    #[must_use]
-    pub fn default_resync(mut self, period: Duration) -> Self {
-        self.default_resync = Some(period);
-        self
-    }
-
-    /// How the reflector lists and watches.
-    #[must_use]
-    pub fn reflector(mut self, options: ReflectorOptions) -> Self {
-        self.reflector = options;
-        self
-    }
-
-    /// The informer's name in metrics (default: the object type, e.g. `Pod`).
-    #[must_use]
-    pub fn name(mut self, name: impl Into<String>) -> Self {
-        self.name = Some(name.into());
-        self
-    }
-
-    /// Records FIFO depth, processing time, the cache's resourceVersion and each handler's
-    /// backlog into `metrics`.
-    #[cfg(feature = "metrics")]
-    #[must_use]
-    pub fn metrics(mut self, metrics: &super::InformerMetrics) -> Self {
-        self.metrics = Some(metrics.clone());
-        self
-    }
-}
-
-/// Options of one handler.
-#[derive(Debug, Clone, Default)]
-pub struct HandlerOptions {
-    resync: Option<Duration>,
-    name: Option<String>,
-    coalesce: bool,
-}
-
-impl HandlerOptions {
-    /// Replay the cache to this handler every `period` (at least 1 s; after the informer
-    /// started, at least its check period).
-    #[must_use]
-    pub fn resync(mut self, period: Duration) -> Self {
-        self.resync = Some(period);
-        self
-    }
-
-    /// The handler's name in logs.
-    #[must_use]
-    pub fn name(mut self, name: impl Into<String>) -> Self {
-        self.name = Some(name.into());
-        self
-    }
-
-    /// Bound the handler's buffer to one pending notification per object: changes it has
-    /// not taken yet are merged (it sees the latest state, an add for an object it has not
-    /// seen yet, an update from what it last saw, a delete). Memory stays O(objects) however
-    /// slow the handler; the price is that intermediate states are skipped, which suits
-    /// level-triggered controllers. The default delivers every notification, unbounded, as
-    /// client-go does.
-    #[must_use]
-    pub fn coalescing(mut self) -> Self {
-        self.coalesce = true;
-        self
-    }
-}
-
-/// Errors of informer configuration.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum InformerError {
-    /// The informer is already running; this can only be set before.
-    #[error("the informer has already started: {what} must be set before run()")]
-    AlreadyStarted {
-        /// What was being set.
-        what: &'static str,
-    },
-    /// Adding index functions failed.
-    #[error(transparent)]
-    Index(#[from] IndexError),
-}
-
-type Transform<K> = Arc<dyn Fn(K) -> K + Send + Sync>;
-
-/// The most distinct keys applied to the cache under one write lock (client-go's batch
-/// size), so readers cannot starve the writer; a relist from a `RealFifo` is applied whole.
-const BATCH_KEYS: usize = 1000;
-
-/// The queue, whichever kind.
-enum Queue<K> {
-    Real(Arc<RealFifo<K>>),
-    Delta(Arc<DeltaFifo<K>>),
-}
-
-impl<K: Resource + Send + Sync + 'static> Queue<K> {
-    fn sink(&self) -> Arc<dyn DeltaSink<K>> {
-        match self {
-            Self::Real(q) => q.clone(),
-            Self::Delta(q) => q.clone(),
-        }
-    }
-
-    fn has_synced(&self) -> bool {
-        match self {
-            Self::Real(q) => q.has_synced(),
-            Self::Delta(q) => q.has_synced(),
-        }
-    }
-
-    fn close(&self) {
-        match self {
-            Self::Real(q) => q.close(),
-            Self::Delta(q) => q.close(),
-        }
-    }
-
-    #[cfg(feature = "metrics")]
-    fn len(&self) -> usize {
-        match self {
-            Self::Real(q) => q.len(),
-            Self::Delta(q) => q.len(),
-        }
-    }
-
-    async fn pop_batch(
-        &self,
-        process: impl FnOnce(&[(crate::Deltas<K>, bool)]) -> Result<(), ProcessError<Infallible>> + Send,
-    ) -> Result<(), PopError<Infallible>> {
-        match self {
-            Self::Real(q) => q.pop_batch(BATCH_KEYS, process).await,
-            Self::Delta(q) => q.pop_batch(BATCH_KEYS, process).await,
-        }
-    }
-}
-
-/// Applies the informer's transform (if any) to objects on their way into the queue, so an
-/// object is transformed once, before it enters the cache.
-struct TransformSink<K> {
-    inner: Arc<dyn DeltaSink<K>>,
-    transform: Arc<Mutex<Option<Transform<K>>>>,
-}
-
-impl<K: Clone> TransformSink<K> {
-    fn apply(&self, obj: Arc<K>) -> Arc<K> {
-        let transform = self.transform.lock().clone();
-        match transform {
-            // The reflector hands over a fresh Arc: unwrapping it does not copy.
-            Some(f) => Arc::new(f(Arc::unwrap_or_clone(obj))),
-            None => obj,
-        }
-    }
-}
-
-impl<K: Clone + Send + Sync> DeltaSink<K> for TransformSink<K> {
-    fn add(&self, obj: Arc<K>) -> Result<(), KeyError> {
-        self.inner.add(self.apply(obj))
-    }
-    fn update(&self, obj: Arc<K>) -> Result<(), KeyError> {
-        self.inner.update(self.apply(obj))
-    }
-    fn delete(&self, obj: Arc<K>) -> Result<(), KeyError> {
-        self.inner.delete(self.apply(obj))
-    }
-    fn replace(&self, list: Vec<Arc<K>>) -> Result<(), KeyError> {
-        self.inner
-            .replace(list.into_iter().map(|o| self.apply(o)).collect())
-    }
-    fn resync(&self) {
-        self.inner.resync();
-    }
-}
 
 /// What the informer needs of its reflector, whatever the source type.
 trait RunReflector: Send + Sync {
     fn run(self: Arc<Self>, cancel: CancellationToken) -> BoxFuture<'static, ()>;
     fn last_sync_resource_version(&self) -> String;
+    fn health(&self) -> ReflectorHealth;
+    fn set_resync_period(&self, period: Option<Duration>);
 }
 
 impl<K, L> RunReflector for Reflector<K, L>
@@ -248,47 +50,63 @@ where
     fn last_sync_resource_version(&self) -> String {
         Reflector::last_sync_resource_version(self)
     }
+
+    fn health(&self) -> ReflectorHealth {
+        Reflector::health(self)
+    }
+
+    fn set_resync_period(&self, period: Option<Duration>) {
+        Reflector::set_resync_period(self, period);
+    }
 }
 
-struct Inner<K> {
-    indexer: Store<K>,
+pub(super) struct Inner<K> {
+    pub(super) indexer: Store<K>,
     queue: Queue<K>,
-    processor: Mutex<Processor<K>>,
+    pub(super) processor: Mutex<Processor<K>>,
     /// Held while deltas are applied and distributed, and while a new handler is given the
     /// cache: a handler never misses, nor gets twice, what happens meanwhile.
-    deltas: Mutex<()>,
+    pub(super) deltas: Mutex<()>,
     reflector: Arc<dyn RunReflector>,
     transform: Arc<Mutex<Option<Transform<K>>>>,
     started: AtomicBool,
-    /// The resync check period fixed at start (`None` before start).
-    check_period: Mutex<Option<Option<Duration>>>,
-    options: InformerOptions,
+    running: AtomicBool,
+    /// Set once the first sync has been applied (and sync waiters told).
+    synced: AtomicBool,
+    failed: Mutex<Option<String>>,
+    /// Told whenever sync state changes (a batch applied before the first sync, a handler
+    /// done with its initial list, a failure, a stop).
+    pub(super) progress: Arc<Notify>,
+    pub(super) reporter: Arc<Reporter>,
+    options: InformerOptions<K>,
 }
 
 /// One LIST+WATCH of a resource, an indexed cache of it, and any number of handlers, each
 /// told of every change in order on its own task (client-go's `SharedIndexInformer`).
 ///
 /// ```no_run
+/// use std::time::Duration;
 /// use k8s_openapi::api::core::v1::Pod;
 /// use kube::Api;
 /// use kube_informer::informer::{HandlerFuncs, HandlerOptions, InformerOptions, SharedIndexInformer};
 /// use tokio_util::sync::CancellationToken;
 ///
-/// # async fn demo(client: kube::Client) {
+/// # async fn demo(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
 /// let informer = SharedIndexInformer::new(Api::<Pod>::all(client), InformerOptions::default());
+/// informer.on_error(|failure| eprintln!("pods: {failure}"));
 /// let registration = informer.add_event_handler(
 ///     HandlerFuncs::new().on_add(|pod: std::sync::Arc<Pod>, _| println!("{:?}", pod.metadata.name)),
 ///     HandlerOptions::default(),
 /// );
 /// let cancel = CancellationToken::new();
 /// tokio::spawn({ let informer = informer.clone(); let cancel = cancel.clone(); async move { informer.run(cancel).await } });
-/// while !registration.has_synced() { tokio::task::yield_now().await; }
+/// registration.wait_for_sync(Duration::from_secs(60)).await?; // says why if it did not
 /// let cached = informer.store().len();
-/// # let _ = cached;
+/// # let _ = cached; Ok(())
 /// # }
 /// ```
 pub struct SharedIndexInformer<K> {
-    inner: Arc<Inner<K>>,
+    pub(super) inner: Arc<Inner<K>>,
 }
 
 impl<K> Clone for SharedIndexInformer<K> {
@@ -302,6 +120,7 @@ impl<K> Clone for SharedIndexInformer<K> {
 impl<K> std::fmt::Debug for SharedIndexInformer<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SharedIndexInformer")
+            .field("name", &self.inner.reporter.name())
             .field("indexer", &self.inner.indexer)
             .field("started", &self.inner.started.load(Ordering::Relaxed))
             .finish_non_exhaustive()
@@ -313,26 +132,29 @@ where
     K: Resource + Clone + Send + Sync + 'static,
 {
     /// An informer listing and watching with `lw` (e.g. a `kube::Api<K>`).
-    pub fn new(lw: impl ListerWatcher<K>, options: InformerOptions) -> Self {
-        let indexer: Store<K> = Store::default();
-        let queue = match options.queue {
-            QueueKind::RealFifo => Queue::Real(Arc::new(RealFifo::new(Arc::new(indexer.clone())))),
-            QueueKind::DeltaFifo => {
-                Queue::Delta(Arc::new(DeltaFifo::new(Some(Arc::new(indexer.clone())))))
-            }
-        };
+    pub fn new(lw: impl ListerWatcher<K>, options: InformerOptions<K>) -> Self {
+        let indexer: Store<K> = Store::new(options.indexers.clone());
+        let queue = Queue::new(options.queue, &indexer);
+        let name = options.name.clone().unwrap_or_else(|| {
+            let full = std::any::type_name::<K>();
+            full.rsplit("::").next().unwrap_or(full).to_owned()
+        });
+        let reporter = Arc::new(Reporter::new(name.clone()));
         let transform = Arc::new(Mutex::new(None));
         let sink = Arc::new(TransformSink {
             inner: queue.sink(),
             transform: transform.clone(),
+            store: indexer.clone(),
+            reporter: reporter.clone(),
         });
         let mut reflector_options = options.reflector.clone();
-        if reflector_options.resync_period.is_none() {
-            reflector_options.resync_period = options
-                .default_resync
-                .map(|p| p.max(super::processor::MIN_RESYNC));
+        if reflector_options.name.is_none() {
+            reflector_options = reflector_options.name(name);
         }
         let reflector = Arc::new(Reflector::new(lw, sink, reflector_options));
+        let to_reporter = reporter.clone();
+        reflector
+            .set_error_sink(move |err: ReflectorError| to_reporter.report(Failure::Reflector(err)));
         let inner = Arc::new_cyclic(|weak: &Weak<Inner<K>>| {
             let weak = weak.clone();
             reflector.set_should_resync(move || {
@@ -347,29 +169,73 @@ where
                 reflector: reflector.clone(),
                 transform,
                 started: AtomicBool::new(false),
-                check_period: Mutex::new(None),
+                running: AtomicBool::new(false),
+                synced: AtomicBool::new(false),
+                failed: Mutex::new(None),
+                progress: Arc::new(Notify::new()),
+                reporter,
                 options,
             }
         });
         Self { inner }
     }
 
-    /// The cache (also client-go's `GetIndexer`).
+    /// The informer's name (in logs, errors and metrics).
+    pub fn name(&self) -> &str {
+        self.inner.reporter.name()
+    }
+
+    /// The cache, read-only: it is written only by the informer, from the API server's
+    /// events.
     #[doc(alias = "GetStore")]
     #[doc(alias = "GetIndexer")]
-    pub fn store(&self) -> Store<K> {
-        self.inner.indexer.clone()
+    pub fn store(&self) -> ReadOnlyStore<K> {
+        self.inner.indexer.read_only()
     }
 
     /// A lister over the cache.
     pub fn lister(&self) -> Lister<K> {
-        Lister::new(self.inner.indexer.clone())
+        Lister::new(self.inner.indexer.read_only())
     }
 
-    /// Whether the first sync has been applied to the cache.
+    /// Whether the first sync has been applied to the cache (false again if the informer
+    /// failed: see [`health`](Self::health)).
     #[doc(alias = "HasSynced")]
     pub fn has_synced(&self) -> bool {
-        self.inner.queue.has_synced()
+        self.inner.queue.has_synced() && self.inner.failed.lock().is_none()
+    }
+
+    /// Waits until the first sync has been applied to the cache, at most `timeout`. The
+    /// error names the informer and says why as far as it is known (its last list/watch
+    /// error, a failure, not running).
+    #[doc(alias = "WaitForCacheSync")]
+    pub async fn wait_for_sync(&self, timeout: Duration) -> Result<(), SyncError> {
+        let synced = self.inner.wait_until(timeout, || self.has_synced()).await;
+        match synced {
+            true => Ok(()),
+            false => Err(self.inner.sync_error(self.name().to_owned(), timeout)),
+        }
+    }
+
+    /// Whether the informer is synced, alive and keeping up: for readiness and liveness
+    /// probes.
+    pub fn health(&self) -> InformerHealth {
+        InformerHealth {
+            name: self.name().to_owned(),
+            synced: self.has_synced(),
+            running: self.inner.running.load(Ordering::SeqCst),
+            failed: self.inner.failed.lock().clone(),
+            reflector: self.inner.reflector.health(),
+        }
+    }
+
+    /// Calls `handler` with every failure the informer meets (list and watch errors,
+    /// stale events, panics in index functions, transforms and handlers, a task that
+    /// died), besides logging them. Any number of handlers can be added, at any time; they
+    /// run on the informer's tasks: keep them short.
+    #[doc(alias = "SetWatchErrorHandler")]
+    pub fn on_error(&self, handler: impl Fn(&Failure) + Send + Sync + 'static) {
+        self.inner.reporter.add(Arc::new(handler));
     }
 
     /// The resourceVersion the reflector last synced to.
@@ -378,19 +244,18 @@ where
         self.inner.reflector.last_sync_resource_version()
     }
 
-    /// Adds index functions (before `run`).
+    /// Adds index functions, before or after `run`: on a filled cache the new indexes are
+    /// built before this returns.
     #[doc(alias = "AddIndexers")]
     pub fn add_indexers(&self, indexers: Indexers<K>) -> Result<(), InformerError> {
-        if self.inner.started.load(Ordering::SeqCst) {
-            return Err(InformerError::AlreadyStarted {
-                what: "index functions",
-            });
-        }
-        Ok(self.inner.indexer.add_indexers(indexers)?)
+        self.inner.indexer.add_indexers(indexers)?;
+        self.inner.report_index_failures();
+        Ok(())
     }
 
     /// Transforms every object once, before it enters the cache (e.g.
-    /// [`strip_managed_fields`](super::strip_managed_fields)); before `run`.
+    /// [`strip_managed_fields`](super::strip_managed_fields)); before `run`. A transform that
+    /// panics is reported and loses nothing cached (see [`Failure::TransformPanicked`]).
     #[doc(alias = "SetTransform")]
     pub fn set_transform(
         &self,
@@ -419,19 +284,45 @@ where
             .name
             .clone()
             .unwrap_or_else(|| std::any::type_name_of_val(&handler).to_owned());
-        let asked = options.resync.or(self.inner.options.default_resync);
-        let _deltas = self.inner.deltas.lock();
-        let resync = resync_period(asked, *self.inner.check_period.lock());
-        let listener = Arc::new(Listener::spawn(name, Arc::new(handler), options.coalesce));
-        if self.inner.started.load(Ordering::SeqCst) {
-            for object in self.inner.indexer.list() {
-                listener.push(super::Notification::Add {
-                    object,
-                    is_in_initial_list: true,
-                });
-            }
+        let context = self.inner.listener_context();
+        let listener = Listener::spawn(name, Arc::new(handler), options.coalesce, context);
+        self.register(Arc::new(listener), &options)
+    }
+
+    /// The notifications of a new handler as an async stream (the same guarantees as
+    /// [`add_event_handler`](Self::add_event_handler)). The stream ends when the informer
+    /// stops; dropping it removes the registration.
+    pub fn stream(&self, options: HandlerOptions) -> super::NotificationStream<K> {
+        let name = options.name.clone().unwrap_or_else(|| "stream".to_owned());
+        let context = self.inner.listener_context();
+        let listener = Arc::new(Listener::pulled(name, options.coalesce, context));
+        let registration = self.register(listener.clone(), &options);
+        super::NotificationStream {
+            listener,
+            registration,
         }
-        let id = self.inner.processor.lock().add(listener.clone(), resync);
+    }
+
+    fn register(
+        &self,
+        listener: Arc<Listener<K>>,
+        options: &HandlerOptions,
+    ) -> HandlerRegistration<K> {
+        let asked = options.resync.or(self.inner.options.default_resync);
+        let resync = resync_period(asked);
+        let id = {
+            let _deltas = self.inner.deltas.lock();
+            if self.inner.started.load(Ordering::SeqCst) {
+                for object in self.inner.indexer.list() {
+                    listener.push(super::Notification::Add {
+                        object,
+                        is_in_initial_list: true,
+                    });
+                }
+            }
+            self.inner.processor.lock().add(listener.clone(), resync)
+        };
+        self.inner.update_check_period();
         HandlerRegistration {
             id,
             listener,
@@ -439,58 +330,86 @@ where
         }
     }
 
-    /// The notifications of a new handler as an async stream (the same guarantees as
-    /// [`add_event_handler`](Self::add_event_handler)). The stream ends when the informer
-    /// stops; remove its [`registration`](super::NotificationStream::registration) to
-    /// detach it earlier.
-    pub fn stream(&self, options: HandlerOptions) -> super::NotificationStream<K> {
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        let registration = self.add_event_handler(super::stream::Forward(tx), options);
-        super::NotificationStream { rx, registration }
-    }
-
-    /// Stops delivery to a handler; once this returns the handler is no longer called.
+    /// Stops delivery to a handler; once this returns the handler is no longer called. A
+    /// registration of another informer is refused.
     #[doc(alias = "RemoveEventHandler")]
     #[doc(alias = "ShutDownEventHandler")]
-    pub async fn remove_event_handler(&self, registration: &HandlerRegistration<K>) {
-        let removed = {
-            let _deltas = self.inner.deltas.lock();
-            self.inner.processor.lock().remove(registration.id)
-        };
-        if let Some(listener) = removed {
+    pub async fn remove_event_handler(
+        &self,
+        registration: &HandlerRegistration<K>,
+    ) -> Result<(), InformerError> {
+        if !std::ptr::eq(registration.informer.as_ptr(), Arc::as_ptr(&self.inner)) {
+            return Err(InformerError::ForeignRegistration);
+        }
+        if let Some(listener) = self.inner.remove(registration.id) {
             listener.stop().await;
         }
+        Ok(())
     }
 
     /// Runs the informer until `cancel` is cancelled; then stops the handlers' tasks. An
     /// informer runs once: a second `run` returns at once.
+    ///
+    /// If a task of the informer dies (a bug, or a panic nothing else caught), the failure
+    /// is reported, [`health`](Self::health) says so and [`has_synced`](Self::has_synced)
+    /// turns false; `run` keeps running until cancelled, so what is cached stays readable.
     pub async fn run(&self, cancel: CancellationToken) {
         if self.inner.started.swap(true, Ordering::SeqCst) {
-            tracing::warn!("SharedIndexInformer::run called twice; an informer runs once");
+            tracing::warn!(informer = %self.name(), "SharedIndexInformer::run called twice; an informer runs once");
             return;
         }
-        let check = self
-            .inner
-            .options
-            .reflector
-            .resync_period
-            .or(self.inner.options.default_resync);
-        *self.inner.check_period.lock() = Some(check);
-        let reflector = tokio::spawn(self.inner.reflector.clone().run(cancel.clone()));
+        self.inner.running.store(true, Ordering::SeqCst);
+        let outcome = std::panic::AssertUnwindSafe(self.run_loop(&cancel))
+            .catch_unwind()
+            .await;
+        if let Err(panic) = outcome {
+            self.inner
+                .fail("informer", crate::panic_message(panic.as_ref()));
+            cancel.cancelled().await;
+        }
+        self.inner.queue.close();
+        let listeners: Vec<_> = self.inner.processor.lock().listeners().cloned().collect();
+        for listener in listeners {
+            listener.stop().await;
+        }
+        self.inner.running.store(false, Ordering::SeqCst);
+        self.inner.progress.notify_waiters();
+    }
+
+    async fn run_loop(&self, cancel: &CancellationToken) {
         let inner = &self.inner;
-        let mut out = Vec::new();
+        let mut reflector = Some(tokio::spawn(inner.reflector.clone().run(cancel.clone())));
+        let mut out: Vec<Distribution<K>> = Vec::new();
+        let mut stale = Vec::new();
+        let ordered = inner.queue.is_ordered();
         loop {
             #[cfg(feature = "metrics")]
             let started_batch = Mutex::new(None::<std::time::Instant>);
+            let died = async {
+                match reflector.as_mut() {
+                    Some(task) => task.await,
+                    None => std::future::pending().await,
+                }
+            };
             let popped = tokio::select! {
                 () = cancel.cancelled() => break,
+                ended = died => {
+                    reflector = None;
+                    let message = match ended {
+                        Err(join) if join.is_panic() => crate::panic_message(join.into_panic().as_ref()),
+                        Err(join) => join.to_string(),
+                        Ok(()) => "it returned before the informer was stopped".to_owned(),
+                    };
+                    inner.fail("reflector", message);
+                    continue;
+                }
                 popped = inner.queue.pop_batch(|batch| {
                     #[cfg(feature = "metrics")]
                     {
                         *started_batch.lock() = Some(std::time::Instant::now());
                     }
                     let _deltas = inner.deltas.lock();
-                    handle_batch(&inner.indexer, batch, &mut out);
+                    stale = handle_batch(&inner.indexer, batch, ordered, &mut out);
                     let processor = inner.processor.lock();
                     for d in out.drain(..) {
                         processor.distribute(&d.notification, d.is_sync);
@@ -501,15 +420,100 @@ where
             if popped.is_err() {
                 break;
             }
+            // Reported outside the queue's and the store's locks: handlers may read them.
+            for event in stale.drain(..) {
+                inner.reporter.report(Failure::StaleEvent {
+                    key: event.key,
+                    delta: event.delta,
+                    cached: event.cached,
+                    event: event.event,
+                });
+            }
+            inner.report_index_failures();
+            if !inner.synced.load(Ordering::SeqCst) && inner.queue.has_synced() {
+                inner.synced.store(true, Ordering::SeqCst);
+                inner.progress.notify_waiters();
+            }
             #[cfg(feature = "metrics")]
             self.record_batch(&started_batch);
         }
-        inner.queue.close();
-        let _ = reflector.await;
-        let listeners: Vec<_> = inner.processor.lock().listeners().cloned().collect();
-        for listener in listeners {
-            listener.stop().await;
+        if let Some(task) = reflector {
+            let _ = task.await;
         }
+    }
+}
+
+impl<K: Resource + Send + Sync + 'static> Inner<K> {
+    fn listener_context(&self) -> ListenerContext {
+        ListenerContext {
+            progress: self.progress.clone(),
+            reporter: self.reporter.clone(),
+        }
+    }
+
+    /// Takes a listener out of the processor; it gets nothing more once this returns.
+    pub(super) fn remove(&self, id: u64) -> Option<Arc<Listener<K>>> {
+        let removed = {
+            let _deltas = self.deltas.lock();
+            self.processor.lock().remove(id)
+        };
+        self.update_check_period();
+        removed
+    }
+
+    /// The resync check period follows the most demanding handler, also after start.
+    fn update_check_period(&self) {
+        let period = self.processor.lock().shortest_resync();
+        self.reflector.set_resync_period(period);
+    }
+
+    fn report_index_failures(&self) {
+        if self.indexer.has_index_failures() {
+            for failure in self.indexer.take_index_failures() {
+                self.reporter.report(Failure::IndexPanicked(failure));
+            }
+        }
+    }
+
+    /// A task died: report it, and say so from now on.
+    fn fail(&self, task: &'static str, message: String) {
+        *self.failed.lock() = Some(format!("the {task} task died: {message}"));
+        self.reporter.report(Failure::TaskDied { task, message });
+        self.progress.notify_waiters();
+    }
+
+    /// Waits until `done` holds or `timeout` passes; whether it holds.
+    pub(super) async fn wait_until(&self, timeout: Duration, done: impl Fn() -> bool) -> bool {
+        let deadline = tokio::time::sleep(timeout);
+        let mut deadline = std::pin::pin!(deadline);
+        loop {
+            let progress = self.progress.notified();
+            let mut progress = std::pin::pin!(progress);
+            progress.as_mut().enable();
+            if done() {
+                return true;
+            }
+            tokio::select! {
+                () = progress => {}
+                () = &mut deadline => return done(),
+            }
+        }
+    }
+
+    /// Why `name` is not synced after `waited`.
+    pub(super) fn sync_error(&self, name: String, waited: Duration) -> SyncError {
+        let health = self.reflector.health();
+        SyncError {
+            name,
+            waited,
+            last_error: health.last_error.map(|(_, message)| message),
+            failed: self.failed.lock().clone(),
+            stopped: !self.running.load(Ordering::SeqCst),
+        }
+    }
+
+    pub(super) fn has_synced(&self) -> bool {
+        self.queue.has_synced() && self.failed.lock().is_none()
     }
 }
 
@@ -523,52 +527,16 @@ where
         let (Some(metrics), Some(started)) = (&self.inner.options.metrics, *started.lock()) else {
             return;
         };
-        let name = self.inner.options.name.clone().unwrap_or_else(|| {
-            let full = std::any::type_name::<K>();
-            full.rsplit("::").next().unwrap_or(full).to_owned()
-        });
-        let rv = self.inner.reflector.last_sync_resource_version();
+        let name = self.name();
+        let rv = self.inner.indexer.resource_version();
         metrics.batch_done(
-            &name,
+            name,
             self.inner.queue.len(),
             started.elapsed().as_secs_f64(),
             &rv,
         );
         for listener in self.inner.processor.lock().listeners() {
-            metrics.backlog(&name, listener.name(), listener.backlog());
+            metrics.backlog(name, listener.name(), listener.backlog());
         }
-    }
-}
-
-/// A handler's place in an informer: tells whether it has seen the initial state, and
-/// removes it (see [`SharedIndexInformer::remove_event_handler`]).
-pub struct HandlerRegistration<K> {
-    id: u64,
-    listener: Arc<Listener<K>>,
-    informer: Weak<Inner<K>>,
-}
-
-impl<K> std::fmt::Debug for HandlerRegistration<K> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HandlerRegistration")
-            .field("id", &self.id)
-            .finish()
-    }
-}
-
-impl<K: Resource + Send + Sync + 'static> HandlerRegistration<K> {
-    /// True once the informer has synced and this handler has been given every object of
-    /// the initial state (for a late handler: of the cache when it was added).
-    #[doc(alias = "HasSynced")]
-    pub fn has_synced(&self) -> bool {
-        self.informer
-            .upgrade()
-            .is_some_and(|inner| inner.queue.has_synced())
-            && self.listener.initial_delivered()
-    }
-
-    /// How many notifications wait for this handler.
-    pub fn backlog(&self) -> usize {
-        self.listener.backlog()
     }
 }

@@ -8,53 +8,46 @@ use std::{
 };
 
 use futures_util::Stream;
-use tokio::sync::mpsc;
+use kube::Resource;
 
-use super::{HandlerRegistration, Notification, ResourceEventHandler};
-use crate::DeletedObject;
-
-/// A handler forwarding every notification into a channel.
-pub(crate) struct Forward<K>(pub(crate) mpsc::UnboundedSender<Notification<K>>);
-
-impl<K: Send + Sync + 'static> ResourceEventHandler<K> for Forward<K> {
-    fn on_add(&self, object: Arc<K>, is_in_initial_list: bool) {
-        let _ = self.0.send(Notification::Add {
-            object,
-            is_in_initial_list,
-        });
-    }
-    fn on_update(&self, old: Arc<K>, new: Arc<K>) {
-        let _ = self.0.send(Notification::Update { old, new });
-    }
-    fn on_delete(&self, object: DeletedObject<K>) {
-        let _ = self.0.send(Notification::Delete(object));
-    }
-}
+use super::{HandlerRegistration, Notification, listener::Listener};
 
 /// The notifications of one handler registration, in order (see
-/// [`SharedIndexInformer::stream`](super::SharedIndexInformer::stream)). The buffer is
-/// unbounded, like a listener's: read it.
-pub struct NotificationStream<K> {
-    pub(crate) rx: mpsc::UnboundedReceiver<Notification<K>>,
+/// [`SharedIndexInformer::stream`](super::SharedIndexInformer::stream)).
+///
+/// The stream reads the registration's own buffer: with
+/// [`HandlerOptions::coalescing`](super::HandlerOptions::coalescing) it holds at most one
+/// pending notification per object however slowly it is read, and
+/// [`backlog`](HandlerRegistration::backlog) is what waits unread. Dropping the stream
+/// removes its registration from the informer.
+pub struct NotificationStream<K: Resource + Send + Sync + 'static> {
+    pub(crate) listener: Arc<Listener<K>>,
     pub(crate) registration: HandlerRegistration<K>,
 }
 
-impl<K> NotificationStream<K> {
-    /// The registration behind the stream: its `has_synced`, or to remove it.
+impl<K: Resource + Send + Sync + 'static> NotificationStream<K> {
+    /// The registration behind the stream: its `has_synced`, its backlog.
     pub fn registration(&self) -> &HandlerRegistration<K> {
         &self.registration
     }
 }
 
-impl<K> Stream for NotificationStream<K> {
+impl<K: Resource + Send + Sync + 'static> Stream for NotificationStream<K> {
     type Item = Notification<K>;
 
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        self.rx.poll_recv(cx)
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.listener.poll_next(cx)
     }
 }
 
-impl<K> std::fmt::Debug for NotificationStream<K> {
+impl<K: Resource + Send + Sync + 'static> Drop for NotificationStream<K> {
+    fn drop(&mut self) {
+        self.registration.detach();
+        self.listener.close();
+    }
+}
+
+impl<K: Resource + Send + Sync + 'static> std::fmt::Debug for NotificationStream<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("NotificationStream")
             .field("registration", &self.registration)

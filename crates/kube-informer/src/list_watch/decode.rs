@@ -131,10 +131,51 @@ fn decode_line<K: DeserializeOwned>(line: &[u8]) -> Option<Result<WatchEvent<K>,
         // An incomplete line (the connection was cut): the watch is resumed from the last
         // version anyway.
         Err(error) if error.is_eof() => None,
-        Err(error) => Some(Err(match serde_json::from_slice::<Status>(line) {
-            Ok(status) => kube::Error::Api(status.boxed()),
-            Err(_) => kube::Error::SerdeError(error),
+        Err(error) => Some(Err(match status_line(line) {
+            Some(status) => kube::Error::Api(status.boxed()),
+            None => kube::Error::Service(Box::new(UndecodableLine::new(&error, line))),
         })),
+    }
+}
+
+/// A line that is a `Status` (the server ended the stream with an error), not an event.
+fn status_line(line: &[u8]) -> Option<Status> {
+    #[derive(serde::Deserialize)]
+    struct Kind {
+        kind: Option<String>,
+    }
+    let kind = serde_json::from_slice::<Kind>(line).ok()?.kind?;
+    (kind == "Status")
+        .then(|| serde_json::from_slice::<Status>(line).ok())
+        .flatten()
+}
+
+/// A watch line that could not be decoded into an event: what was wrong with it, and how it
+/// began. The reflector reports it (wrapped in [`kube::Error::Service`]) and resumes the
+/// watch from the last version it had.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("undecodable watch event ({reason}); the line began: {prefix}")]
+pub struct UndecodableLine {
+    /// What was wrong: the decoder's message (unknown event type, missing field, bad JSON).
+    pub reason: String,
+    /// The first [`UndecodableLine::PREFIX`] characters of the line.
+    pub prefix: String,
+}
+
+impl UndecodableLine {
+    /// How much of the line is kept.
+    pub const PREFIX: usize = 200;
+
+    fn new(error: &serde_json::Error, line: &[u8]) -> Self {
+        let text = String::from_utf8_lossy(line);
+        let mut prefix: String = text.chars().take(Self::PREFIX).collect();
+        if text.chars().count() > Self::PREFIX {
+            prefix.push('…');
+        }
+        Self {
+            reason: error.to_string(),
+            prefix,
+        }
     }
 }
 
@@ -253,5 +294,37 @@ mod tests {
         );
         assert!(seen[5].starts_with("error"), "{seen:?}");
         assert_eq!(seen[6..], ["deleted a"]);
+    }
+
+    /// An unknown event type or a bookmark without a version is not a `Status` with code 0:
+    /// the error says what was wrong and shows the line.
+    #[tokio::test]
+    async fn undecodable_lines_say_what_was_wrong_and_how_they_began() {
+        let body = [
+            r#"{"type":"EXPLODED","object":{"metadata":{"name":"x"}}}"#,
+            r#"{"type":"BOOKMARK","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{}}}"#,
+            r#"{"kind":"Status","code":500,"message":"boom"}"#,
+        ]
+        .join("\n");
+        let seen: Vec<String> = decode_in_parallel::<ConfigMap>(Cursor::new(body.into_bytes()))
+            .map(|event| match event {
+                Err(kube::Error::Service(e)) => match e.downcast_ref::<UndecodableLine>() {
+                    Some(line) => format!("undecodable {} | {}", line.reason, line.prefix),
+                    None => format!("other {e}"),
+                },
+                Err(kube::Error::Api(s)) => format!("api error {}", s.code),
+                other => format!("{other:?}"),
+            })
+            .collect()
+            .await;
+        assert_eq!(seen.len(), 3, "{seen:?}");
+        assert!(
+            seen[0].contains("unknown variant `EXPLODED`"),
+            "{}",
+            seen[0]
+        );
+        assert!(seen[0].ends_with(r#"| {"type":"EXPLODED","object":{"metadata":{"name":"x"}}}"#));
+        assert!(seen[1].contains("resourceVersion"), "{}", seen[1]);
+        assert_eq!(seen[2], "api error 500");
     }
 }

@@ -4,6 +4,7 @@
 
 mod decode;
 mod page;
+mod request;
 
 use std::future::Future;
 
@@ -14,7 +15,7 @@ use kube::{
 };
 use serde::de::DeserializeOwned;
 
-pub use self::page::ListPage;
+pub use self::{decode::UndecodableLine, page::ListPage};
 
 /// How many LIST pages or watch batches decode at once: one per core (at least two, so
 /// fetching and decoding overlap even on one core).
@@ -142,7 +143,8 @@ where
             self.request.list(params)
         };
         let request = request.map_err(kube::Error::BuildRequest)?;
-        self.client.request::<ObjectList<K>>(request).await
+        let text = request::text(&self.client, request).await?;
+        serde_json::from_str(&text).map_err(kube::Error::SerdeError)
     }
 
     async fn list_page(&self, params: &ListParams) -> Result<ListPage<K>, kube::Error> {
@@ -178,7 +180,7 @@ async fn raw_list_page<K: DeserializeOwned + Clone>(
         request.list(params)
     };
     let request = request.map_err(kube::Error::BuildRequest)?;
-    ListPage::from_body(client.request_text(request).await?)
+    ListPage::from_body(request::text(client, request).await?)
 }
 
 /// One WATCH request whose objects are decoded on the blocking pool (see `decode`).
@@ -200,6 +202,6 @@ async fn parallel_watch<K: DeserializeOwned + Send + 'static>(
         http::header::ACCEPT_ENCODING,
         http::HeaderValue::from_static("identity"),
     );
-    let body = client.request_stream(request).await?;
+    let body = request::stream(client, request).await?;
     Ok(decode::decode_in_parallel(body))
 }

@@ -5,6 +5,16 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+/// A seed drawn from the operating system's randomness (through std's hasher keys, which
+/// it seeds from the OS) and the time, different for every call.
+pub(crate) fn random_seed() -> u64 {
+    use std::hash::BuildHasher;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    std::collections::hash_map::RandomState::new().hash_one(now)
+}
+
 /// A small deterministic generator for jitter.
 #[derive(Debug, Clone)]
 pub(crate) struct Jitter(u64);
@@ -94,6 +104,12 @@ mod tests {
             b.next_delay() <= initial,
             "quiet for 2 min: back to the first step"
         );
+    }
+
+    #[test]
+    fn random_seeds_differ() {
+        let seeds: std::collections::HashSet<u64> = (0..100).map(|_| random_seed()).collect();
+        assert_eq!(seeds.len(), 100);
     }
 
     #[test]

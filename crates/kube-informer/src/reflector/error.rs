@@ -24,6 +24,17 @@ pub enum ReflectorError {
         #[source]
         source: kube::Error,
     },
+    /// A request got no answer in time (a LIST page, or the headers of a WATCH); it is
+    /// retried with backoff.
+    #[error("{request} of {resource} got no answer within {after:?}; retrying")]
+    Timeout {
+        /// What was requested.
+        resource: String,
+        /// `"LIST"` or `"WATCH"`.
+        request: &'static str,
+        /// The deadline that passed.
+        after: Duration,
+    },
     /// The server ended a watch with an ERROR event.
     #[error("watch of {resource} ended by the server: {code} {reason}: {message}")]
     WatchStatus {
@@ -44,21 +55,37 @@ pub enum ReflectorError {
         /// How long it was silent.
         idle: Duration,
     },
-    /// A watch closed within a second without any event: something is wrong upstream.
-    #[error("watch of {resource} closed after {elapsed:?} without any event")]
-    VeryShortWatch {
+    /// A watch ended well before its timeout. Counted as a failure: the next watch waits
+    /// for the backoff, so a server that closes every watch at once is not hammered.
+    #[error("watch of {resource} ended after {elapsed:?} with {events} events; backing off")]
+    EarlyWatchEnd {
         /// What was watched.
         resource: String,
         /// How long it lasted.
         elapsed: Duration,
+        /// How many events it delivered.
+        events: usize,
     },
-    /// The server does not support streaming lists; paged LISTs are used from now on.
+    /// The server refused a streaming list in one of the ways a server without the feature
+    /// does; this sync uses a paged LIST, and streaming is tried again after
+    /// [`streaming_retry`](super::ReflectorOptions::streaming_retry).
     #[error("streaming list of {resource} not supported ({reason}); falling back to LIST")]
     StreamingListUnsupported {
         /// What was listed.
         resource: String,
         /// What the server said.
         reason: String,
+    },
+    /// The server gave a resourceVersion the reflector cannot resume from (empty, `"0"`,
+    /// or not a number); it was not adopted.
+    #[error("{resource}: ignored the unusable resourceVersion {value:?} of a {context}")]
+    InvalidResourceVersion {
+        /// What was listed or watched.
+        resource: String,
+        /// Where it came from: `"LIST"`, `"bookmark"`, `"watch event"`, ...
+        context: &'static str,
+        /// The value.
+        value: String,
     },
     /// An object had no key and was skipped (the cache is unchanged).
     #[error("{resource}: skipped an object without a key: {source}")]
@@ -78,8 +105,8 @@ pub(crate) enum Reaction {
     Gone,
     /// The resourceVersion is newer than the server has (`ResourceVersionTooLarge`).
     TooLarge,
-    /// 429: wait as long as the server asked.
-    Throttled(Duration),
+    /// 429: wait at least as long as the server asked (if it said).
+    Throttled(Option<Duration>),
     /// Anything else: back off and retry.
     Retry,
 }
@@ -94,7 +121,9 @@ pub(crate) fn react_to_status(
         410 => Reaction::Gone,
         _ if reason == "Expired" || reason == "Gone" => Reaction::Gone,
         _ if causes_too_large => Reaction::TooLarge,
-        429 => Reaction::Throttled(Duration::from_secs(u64::from(retry_after.max(1)))),
+        429 => Reaction::Throttled(
+            (retry_after > 0).then(|| Duration::from_secs(u64::from(retry_after))),
+        ),
         _ => Reaction::Retry,
     }
 }
@@ -112,5 +141,54 @@ pub(crate) fn react(err: &kube::Error) -> Reaction {
             react_to_status(status.code, &status.reason, too_large, retry_after)
         }
         _ => Reaction::Retry,
+    }
+}
+
+/// Whether `code`/`message` is one of the ways a server without streaming lists refuses
+/// one: `sendInitialEvents` rejected as invalid (400/422, the WatchList feature off), the
+/// watch method missing (405), or storage without progress notifications (500 "the
+/// required storage feature RequestWatchProgress is disabled", etcd < 3.4.31). A 401 or
+/// 403 is not: that is a permission problem, reported as such.
+pub(crate) fn refuses_streaming(code: u16, message: &str) -> bool {
+    match code {
+        400 | 405 | 422 => true,
+        500 | 501 => {
+            message.contains("RequestWatchProgress")
+                || message.contains("sendInitialEvents")
+                || message.contains("WatchList")
+        }
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_documented_shapes_refuse_streaming_lists() {
+        let storage = "a watch stream was requested by the client but the required storage feature \
+             RequestWatchProgress is disabled";
+        assert!(refuses_streaming(500, storage));
+        assert!(refuses_streaming(422, "sendInitialEvents: Forbidden"));
+        assert!(
+            !refuses_streaming(403, "forbidden"),
+            "RBAC, not the feature"
+        );
+        assert!(!refuses_streaming(401, "Unauthorized"));
+        assert!(!refuses_streaming(500, "etcdserver: request timed out"));
+        assert!(!refuses_streaming(429, "Too many requests"));
+    }
+
+    #[test]
+    fn a_429_without_retry_after_backs_off() {
+        assert_eq!(
+            react_to_status(429, "", false, 0),
+            Reaction::Throttled(None)
+        );
+        assert_eq!(
+            react_to_status(429, "", false, 4),
+            Reaction::Throttled(Some(Duration::from_secs(4)))
+        );
     }
 }

@@ -10,13 +10,18 @@ pub struct ReflectorOptions {
     pub(crate) consistent_first_list: bool,
     pub(crate) watch_timeout: (Duration, Duration),
     pub(crate) idle_timeout: Duration,
+    pub(crate) list_timeout: Duration,
+    pub(crate) watch_open_timeout: Duration,
+    pub(crate) short_watch: Duration,
+    pub(crate) streaming_retry: Duration,
+    pub(crate) opaque_resource_versions: bool,
     pub(crate) backoff_initial: Duration,
     pub(crate) backoff_max: Duration,
     pub(crate) backoff_reset: Duration,
     pub(crate) resync_period: Option<Duration>,
     pub(crate) label_selector: Option<String>,
     pub(crate) field_selector: Option<String>,
-    pub(crate) seed: u64,
+    pub(crate) seed: Option<u64>,
     pub(crate) name: Option<String>,
     #[cfg(feature = "metrics")]
     pub(crate) metrics: Option<super::ReflectorMetrics>,
@@ -30,13 +35,18 @@ impl Default for ReflectorOptions {
             consistent_first_list: false,
             watch_timeout: (Duration::from_secs(300), Duration::from_secs(600)),
             idle_timeout: Duration::from_secs(180),
+            list_timeout: Duration::from_secs(120),
+            watch_open_timeout: Duration::from_secs(30),
+            short_watch: Duration::from_secs(10),
+            streaming_retry: Duration::from_secs(600),
+            opaque_resource_versions: false,
             backoff_initial: Duration::from_millis(800),
             backoff_max: Duration::from_secs(30),
             backoff_reset: Duration::from_secs(120),
             resync_period: None,
             label_selector: None,
             field_selector: None,
-            seed: 0,
+            seed: None,
             name: None,
             #[cfg(feature = "metrics")]
             metrics: None,
@@ -54,8 +64,10 @@ impl ReflectorOptions {
     }
 
     /// Whether to sync with a streaming list (`sendInitialEvents`) before falling back to
-    /// LIST (default: on, as in client-go ≥ 1.35). A server without them is detected once and
-    /// paged LISTs are used from then on.
+    /// LIST (default: on, as in client-go ≥ 1.35). When a server refuses one the way a
+    /// server without the feature does, that sync uses a LIST and streaming is tried again
+    /// after [`streaming_retry`](Self::streaming_retry); any other failure (a 403 while RBAC
+    /// propagates, a 5xx, a broken connection) is reported as what it is and retried.
     #[must_use]
     pub fn streaming_lists(mut self, enabled: bool) -> Self {
         self.streaming_lists = enabled;
@@ -94,6 +106,53 @@ impl ReflectorOptions {
         self
     }
 
+    /// How long a LIST page may take, from the request to the last byte of its body
+    /// (default 2 minutes; the API server itself gives up on a LIST after one). A request
+    /// that is accepted and never answered is reported as a timeout and retried with
+    /// backoff instead of hanging the reflector.
+    #[must_use]
+    pub fn list_timeout(mut self, limit: Duration) -> Self {
+        self.list_timeout = limit;
+        self
+    }
+
+    /// How long opening a WATCH may take, until the response headers (default 30 s). The
+    /// open stream is then covered by [`idle_timeout`](Self::idle_timeout).
+    #[must_use]
+    pub fn watch_open_timeout(mut self, limit: Duration) -> Self {
+        self.watch_open_timeout = limit;
+        self
+    }
+
+    /// A watch that ends sooner than this (or than half of the timeout it asked the server
+    /// for, if that is shorter), with or without events, counts as a failure: the next one
+    /// waits for the backoff (default 10 s). Watches that last reset the backoff after its
+    /// quiet period, so a healthy reflector resumes at once.
+    #[must_use]
+    pub fn short_watch(mut self, limit: Duration) -> Self {
+        self.short_watch = limit;
+        self
+    }
+
+    /// After a server refused a streaming list, how long to use LISTs before trying a
+    /// streaming list again (default 10 minutes). client-go tries again at every relist.
+    #[must_use]
+    pub fn streaming_retry(mut self, after: Duration) -> Self {
+        self.streaming_retry = after;
+        self
+    }
+
+    /// Accept resourceVersions that are not numbers (default: off). The Kubernetes API
+    /// server's are etcd revisions; a reflector refuses to resume from an empty, `"0"` or
+    /// non-numeric version, since that would silently start a watch "from now" and lose
+    /// what happened in between. Turn this on for an aggregated API server with opaque
+    /// versions (empty and `"0"` are still refused).
+    #[must_use]
+    pub fn opaque_resource_versions(mut self, accept: bool) -> Self {
+        self.opaque_resource_versions = accept;
+        self
+    }
+
     /// Exponential backoff with jitter between failures: from `initial` doubling to `max`,
     /// forgotten after `reset` without failures (default 800 ms, 30 s, 2 min).
     #[must_use]
@@ -104,7 +163,8 @@ impl ReflectorOptions {
         self
     }
 
-    /// How often to check whether a resync is due (none by default).
+    /// How often to check whether a resync is due (none by default). An informer sets it
+    /// from its handlers' resync periods.
     #[must_use]
     pub fn resync_period(mut self, period: Duration) -> Self {
         self.resync_period = Some(period);
@@ -140,11 +200,12 @@ impl ReflectorOptions {
         self
     }
 
-    /// Seeds the jitter of timeouts and backoff (default 0; tests use it for repeatable
-    /// schedules).
+    /// Seeds the jitter of watch timeouts and backoff, for repeatable schedules in tests.
+    /// By default each reflector draws its own seed from the operating system, so that a
+    /// fleet restarted together does not reconnect together.
     #[must_use]
     pub fn seed(mut self, seed: u64) -> Self {
-        self.seed = seed;
+        self.seed = Some(seed);
         self
     }
 }

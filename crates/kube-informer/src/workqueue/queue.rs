@@ -45,6 +45,8 @@ struct State<T> {
     /// Items handed to a worker and not yet done.
     processing: Set<T>,
     shutting_down: bool,
+    /// A `shut_down_with_drain` is waiting (until a plain `shut_down` forces it to return).
+    draining: bool,
     #[cfg(feature = "metrics")]
     metrics: Option<super::metrics::Recorder<T>>,
 }
@@ -62,6 +64,7 @@ impl<T: QueueItem> Shared<T> {
                 dirty: Set::default(),
                 processing: Set::default(),
                 shutting_down: false,
+                draining: false,
                 #[cfg(feature = "metrics")]
                 metrics,
             }),
@@ -153,9 +156,14 @@ impl<T: QueueItem> Shared<T> {
         self.state.lock().shutting_down
     }
 
-    fn shut_down(&self) {
-        self.state.lock().shutting_down = true;
+    fn shut_down(&self, drain: bool) {
+        {
+            let mut state = self.state.lock();
+            state.shutting_down = true;
+            state.draining = drain;
+        }
         self.item_ready.notify_waiters();
+        self.idle.notify_waiters();
         self.delays.stop();
     }
 
@@ -222,21 +230,29 @@ impl<T: QueueItem> Queue<T> {
 
     /// Stops accepting items. Items already queued are still handed out by [`get`](Self::get),
     /// which returns `None` once they are gone. Waiting `get`s are woken.
+    ///
+    /// Called while a [`shut_down_with_drain`](Self::shut_down_with_drain) waits, it makes
+    /// that drain return at once, without waiting for the items still held ("a second
+    /// SIGTERM", as client-go documents).
     pub fn shut_down(&self) {
-        self.shared.shut_down();
+        self.shared.shut_down(false);
     }
 
     /// Shuts down like [`shut_down`](Self::shut_down), then waits until every item handed
-    /// out so far is done. Keep the workers running while it waits.
+    /// out so far is done — or until [`shut_down`](Self::shut_down) is called, which ends the
+    /// wait at once. Keep the workers running while it waits.
     #[doc(alias = "ShutDownWithDrain")]
     pub async fn shut_down_with_drain(&self) {
-        self.shared.shut_down();
+        self.shared.shut_down(true);
         loop {
             let idle = self.shared.idle.notified();
             let mut idle = std::pin::pin!(idle);
             idle.as_mut().enable();
-            if self.shared.state.lock().processing.is_empty() {
-                return;
+            {
+                let state = self.shared.state.lock();
+                if state.processing.is_empty() || !state.draining {
+                    return;
+                }
             }
             idle.await;
         }

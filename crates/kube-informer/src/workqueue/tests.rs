@@ -131,6 +131,26 @@ async fn shut_down_with_drain_waits_for_items_being_processed() {
     assert!(q.get().await.is_none());
 }
 
+/// client-go's `TestForceQueueShutdownUsingShutDown`: a second, plain shut down makes a
+/// waiting drain return although an item is still held.
+#[tokio::test]
+async fn a_plain_shut_down_forces_a_waiting_drain_to_return() {
+    let q = Queue::default();
+    q.add("stuck");
+    let held = take(&q).await;
+    let drain = tokio::spawn({
+        let q = q.clone();
+        async move { q.shut_down_with_drain().await }
+    });
+    for _ in 0..20 {
+        tokio::task::yield_now().await;
+    }
+    assert!(!drain.is_finished(), "the drain waits for the held item");
+    q.shut_down();
+    drain.await.unwrap();
+    drop(held);
+}
+
 #[tokio::test]
 async fn shut_down_with_drain_returns_at_once_when_idle() {
     let q: Queue<u8> = Queue::default();

@@ -1,5 +1,9 @@
 //! Helpers shared by the integration tests.
 
+#![allow(dead_code)]
+
+pub(crate) mod scripted;
+
 use std::time::Duration;
 
 /// Waits until `done` holds, polling every 5 ms; panics naming `what` after 15 s (the bound

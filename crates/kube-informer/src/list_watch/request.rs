@@ -1,0 +1,179 @@
+//! Sending a LIST or WATCH request and reading its answer ourselves, where kube's client
+//! would drop what the reflector needs.
+//!
+//! kube's `request_text`/`request_stream` turn an error response into a `Status` from its
+//! body alone. A real kube-apiserver's 429 (max-in-flight, API Priority and Fairness) is a
+//! plain-text body with a `Retry-After` *header*: through kube, that header is lost and the
+//! reflector cannot wait as long as the server asked. Here the header is read and carried in
+//! the `Status` (`details.retryAfterSeconds`, the field a JSON 429 would use), and a body
+//! that is not a `Status` is kept as the message.
+
+use futures_util::{AsyncBufRead, TryStreamExt};
+use http::{Request, Response, StatusCode, header::RETRY_AFTER};
+use http_body_util::BodyExt;
+use kube::{
+    client::Body,
+    core::{Status, response::StatusDetails},
+};
+
+/// Sends `request` through `client`; an error status becomes [`kube::Error::Api`].
+pub(super) async fn send(
+    client: &kube::Client,
+    request: Request<Vec<u8>>,
+) -> Result<Response<Body>, kube::Error> {
+    let response = client.send(request.map(Body::from)).await?;
+    if response.status().is_client_error() || response.status().is_server_error() {
+        return Err(error_response(response).await);
+    }
+    Ok(response)
+}
+
+/// The whole body of `request`'s answer, as text.
+pub(super) async fn text(
+    client: &kube::Client,
+    request: Request<Vec<u8>>,
+) -> Result<String, kube::Error> {
+    let body = send(client, request)
+        .await?
+        .into_body()
+        .collect_bytes()
+        .await?;
+    String::from_utf8(body.to_vec()).map_err(kube::Error::FromUtf8)
+}
+
+/// The body of `request`'s answer, to be read as it arrives.
+pub(super) async fn stream(
+    client: &kube::Client,
+    request: Request<Vec<u8>>,
+) -> Result<impl AsyncBufRead + Send + Unpin + 'static, kube::Error> {
+    let body = send(client, request).await?.into_body();
+    Ok(body
+        .into_data_stream()
+        .map_err(std::io::Error::other)
+        .into_async_read())
+}
+
+/// The `Status` of an error response: its JSON body, or one made from its code and text;
+/// `Retry-After` (seconds) in `details.retryAfterSeconds` either way.
+async fn error_response(response: Response<Body>) -> kube::Error {
+    let code = response.status();
+    let retry_after = response
+        .headers()
+        .get(RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u32>().ok());
+    let body = match response.into_body().collect_bytes().await {
+        Ok(body) => body,
+        Err(err) => return err,
+    };
+    let mut status = match serde_json::from_slice::<Status>(&body) {
+        Ok(status) if status.code != 0 || !status.message.is_empty() => status,
+        _ => plain_status(code, &String::from_utf8_lossy(&body)),
+    };
+    if status.code == 0 {
+        status.code = code.as_u16();
+    }
+    if let Some(seconds) = retry_after.filter(|s| *s > 0) {
+        let details = status.details.get_or_insert_with(empty_details);
+        if details.retry_after_seconds == 0 {
+            details.retry_after_seconds = seconds;
+        }
+    }
+    kube::Error::Api(status.boxed())
+}
+
+/// A `Status` for a response whose body is not one (plain text, HTML from a proxy).
+fn plain_status(code: StatusCode, body: &str) -> Status {
+    let reason = match code {
+        StatusCode::TOO_MANY_REQUESTS => "TooManyRequests",
+        StatusCode::UNAUTHORIZED => "Unauthorized",
+        StatusCode::FORBIDDEN => "Forbidden",
+        StatusCode::NOT_FOUND => "NotFound",
+        StatusCode::GONE => "Expired",
+        StatusCode::SERVICE_UNAVAILABLE => "ServiceUnavailable",
+        StatusCode::GATEWAY_TIMEOUT => "Timeout",
+        _ if code.is_server_error() => "InternalError",
+        _ => "Unknown",
+    };
+    let text: String = body.trim().chars().take(512).collect();
+    let message = if text.is_empty() {
+        code.canonical_reason().unwrap_or("error").to_owned()
+    } else {
+        text
+    };
+    Status::failure(&message, reason).with_code(code.as_u16())
+}
+
+fn empty_details() -> StatusDetails {
+    StatusDetails {
+        name: String::new(),
+        group: String::new(),
+        kind: String::new(),
+        uid: String::new(),
+        causes: Vec::new(),
+        retry_after_seconds: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn status_of(response: Response<Body>) -> Status {
+        match error_response(response).await {
+            kube::Error::Api(status) => *status,
+            other => panic!("not an API error: {other}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_plain_text_429_keeps_its_retry_after_header() {
+        let response = Response::builder()
+            .status(429)
+            .header("content-type", "text/plain; charset=utf-8")
+            .header("retry-after", "7")
+            .body(Body::from(
+                b"Too many requests, please try again later.\n".to_vec(),
+            ))
+            .unwrap();
+        let status = status_of(response).await;
+        assert_eq!(status.code, 429);
+        assert_eq!(status.reason, "TooManyRequests");
+        assert_eq!(status.message, "Too many requests, please try again later.");
+        assert_eq!(status.details.unwrap().retry_after_seconds, 7);
+    }
+
+    #[tokio::test]
+    async fn a_json_status_is_kept_and_the_header_fills_a_missing_retry_after() {
+        let body = br#"{"kind":"Status","apiVersion":"v1","status":"Failure","message":"slow down","reason":"TooManyRequests","code":429}"#;
+        let response = Response::builder()
+            .status(429)
+            .header("retry-after", "3")
+            .body(Body::from(body.to_vec()))
+            .unwrap();
+        let status = status_of(response).await;
+        assert_eq!(status.message, "slow down");
+        assert_eq!(status.details.unwrap().retry_after_seconds, 3);
+
+        let body = br#"{"kind":"Status","status":"Failure","message":"no","reason":"Forbidden","code":403}"#;
+        let response = Response::builder()
+            .status(403)
+            .body(Body::from(body.to_vec()))
+            .unwrap();
+        let status = status_of(response).await;
+        assert_eq!((status.code, status.reason.as_str()), (403, "Forbidden"));
+        assert!(status.details.is_none());
+    }
+
+    #[tokio::test]
+    async fn an_html_error_page_becomes_a_status_with_its_code() {
+        let response = Response::builder()
+            .status(502)
+            .body(Body::from(b"<html>bad gateway</html>".to_vec()))
+            .unwrap();
+        let status = status_of(response).await;
+        assert_eq!(status.code, 502);
+        assert_eq!(status.reason, "InternalError");
+        assert!(status.message.contains("bad gateway"));
+    }
+}

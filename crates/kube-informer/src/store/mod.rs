@@ -1,0 +1,454 @@
+//! The cache: a thread-safe map of key → `Arc<K>` with secondary indexes kept in step.
+//!
+//! [`Store`] (alias [`Indexer`]) is what the informer writes; [`ReadOnlyStore`] is what it
+//! hands to readers (listers, controllers), so no reader can write the cache behind the
+//! informer's back. Both are cheap-to-clone handles on the same cache.
+//!
+//! # Guarantees
+//! - **Readers never block each other** (a read-write lock) and **never see a half-applied
+//!   write**: an add, update or delete changes the map and every index under one write lock;
+//!   [`Store::replace`] builds the whole new cache and its indexes *outside* the lock and swaps
+//!   it in, so the write lock is held for a pointer swap, not for a relist.
+//! - **Objects are shared, never copied**: the store hands out `Arc<K>`. Nothing can mutate a
+//!   cached object through such a reference, so client-go's cache-mutation detector
+//!   (`KUBE_CACHE_MUTATION_DETECTOR`) has no reason to exist here.
+//! - **One copy of each key string**: the map and every index bucket share the same
+//!   [`ObjectKey`] allocation.
+//! - **User code cannot corrupt it**: an index function that panics is caught; the object is
+//!   kept, in no bucket of that index, and the failure is logged and kept for
+//!   [`Store::take_index_failures`] (the informer reports it to its error handler).
+//! - **A resourceVersion that follows the writes**: [`Store::resource_version`] is the
+//!   version of the newest write (an object's own, a relist's, a bookmark's), as client-go
+//!   1.36's `LastStoreSyncResourceVersion`; [`Store::wait_for_resource_version`] waits until
+//!   the cache has reached a version, so code can read its own writes.
+
+mod read_only;
+mod state;
+#[cfg(test)]
+mod tests;
+mod transaction;
+
+use std::{fmt, sync::Arc};
+
+use kube::Resource;
+use parking_lot::RwLock;
+use tokio::sync::Notify;
+
+use self::state::State;
+pub use self::{read_only::ReadOnlyStore, transaction::Transaction};
+use crate::{
+    KeyError, ObjectKey,
+    fifo::KnownObjects,
+    index::{IndexError, IndexFailure, Indexers},
+    meta_namespace_key,
+};
+
+/// A thread-safe, indexed cache of `Arc<K>` by [`ObjectKey`].
+///
+/// ```
+/// use std::sync::Arc;
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// use kube::core::ObjectMeta;
+/// use kube_informer::{Indexers, Store, NAMESPACE_INDEX};
+///
+/// let store = Store::new(Indexers::new().namespace());
+/// let cm = |ns: &str, name: &str| Arc::new(ConfigMap {
+///     metadata: ObjectMeta { namespace: Some(ns.into()), name: Some(name.into()), ..Default::default() },
+///     ..Default::default()
+/// });
+/// store.add(cm("default", "a"))?;
+/// store.add(cm("default", "b"))?;
+/// store.add(cm("kube-system", "c"))?;
+///
+/// assert_eq!(store.len(), 3);
+/// assert!(store.get_by_key("default/a").is_some());
+/// assert_eq!(store.by_index(NAMESPACE_INDEX, "default")?.len(), 2);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[doc(alias = "ThreadSafeStore")]
+pub struct Store<K> {
+    inner: Arc<Inner<K>>,
+}
+
+/// client-go's name for a store with indexes. In kube-informer every [`Store`] can carry
+/// indexes, so the two are one type.
+pub type Indexer<K> = Store<K>;
+
+struct Inner<K> {
+    state: RwLock<State<K>>,
+    /// Woken whenever the resourceVersion changes.
+    version_changed: Notify,
+}
+
+/// Why [`Store::wait_for_resource_version`] could not wait.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum VersionError {
+    /// A resourceVersion that is not a number cannot be compared with the cache's.
+    #[error(
+        "resourceVersion {0:?} is not a number; only the API server's numeric versions can be compared"
+    )]
+    NotComparable(String),
+}
+
+impl<K> Clone for Store<K> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<K> fmt::Debug for Store<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.inner.state.read();
+        f.debug_struct("Store")
+            .field("len", &state.slots.len())
+            .field("indexers", state.indices.indexers())
+            .field("resource_version", &state.resource_version)
+            .finish()
+    }
+}
+
+impl<K> Default for Store<K> {
+    fn default() -> Self {
+        Self::new(Indexers::new())
+    }
+}
+
+/// A resourceVersion as a number, if it is one.
+pub(crate) fn numeric_version(resource_version: &str) -> Option<u64> {
+    resource_version.parse().ok()
+}
+
+impl<K> Store<K> {
+    /// An empty store maintaining the given indexes.
+    pub fn new(indexers: Indexers<K>) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                state: RwLock::new(State::build(Vec::new(), indexers)),
+                version_changed: Notify::new(),
+            }),
+        }
+    }
+
+    /// A read-only handle on this cache.
+    pub fn read_only(&self) -> ReadOnlyStore<K> {
+        ReadOnlyStore::new(self.clone())
+    }
+
+    /// The object stored under `key`.
+    #[doc(alias = "GetByKey")]
+    pub fn get_by_key(&self, key: &str) -> Option<Arc<K>> {
+        self.inner.state.read().get(key).cloned()
+    }
+
+    /// Whether an object is stored under `key`.
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.inner.state.read().slots.contains_key(key)
+    }
+
+    /// Every cached object, in no particular order.
+    pub fn list(&self) -> Vec<Arc<K>> {
+        let state = self.inner.state.read();
+        let mut out = Vec::with_capacity(state.slots.len());
+        out.extend(state.slab.iter().map(|(_, _, obj)| obj.clone()));
+        out
+    }
+
+    /// Every key, in no particular order.
+    #[doc(alias = "ListKeys")]
+    pub fn list_keys(&self) -> Vec<ObjectKey> {
+        let state = self.inner.state.read();
+        state.slab.iter().map(|(_, key, _)| key.clone()).collect()
+    }
+
+    /// Every `(key, object)` pair, taken at one instant.
+    pub fn entries(&self) -> Vec<(ObjectKey, Arc<K>)> {
+        let state = self.inner.state.read();
+        let entries = state.slab.iter();
+        entries.map(|(_, k, o)| (k.clone(), o.clone())).collect()
+    }
+
+    /// How many objects are cached.
+    pub fn len(&self) -> usize {
+        self.inner.state.read().slots.len()
+    }
+
+    /// Whether the cache is empty.
+    pub fn is_empty(&self) -> bool {
+        self.inner.state.read().slots.is_empty()
+    }
+
+    /// The resourceVersion of the newest write: the object's own for an add, update or
+    /// delete, the list's for a [`replace`](Self::replace), a bookmark's (empty before any).
+    #[doc(alias = "LastStoreSyncResourceVersion")]
+    pub fn resource_version(&self) -> String {
+        self.inner.state.read().resource_version.clone()
+    }
+
+    /// Records that the cache has reached `resource_version` without any object changing
+    /// (a watch bookmark), waking those waiting for it.
+    #[doc(alias = "Bookmark")]
+    pub fn bookmark(&self, resource_version: &str) {
+        if resource_version.is_empty() {
+            return;
+        }
+        self.inner.state.write().resource_version = resource_version.to_owned();
+        self.inner.version_changed.notify_waiters();
+    }
+
+    /// Waits until the cache's resourceVersion is at least `resource_version`: every change
+    /// the server made up to it has been applied. With the version a write returned, a
+    /// reconcile can read its own write from the cache. Wrap it in a timeout: a version
+    /// the server never sends (an object outside the informer's selectors, on a server
+    /// without bookmarks) is waited for until the next event.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use kube_informer::Store;
+    ///
+    /// let store: Store<ConfigMap> = Store::default();
+    /// let waiting = tokio::spawn({
+    ///     let store = store.clone();
+    ///     async move { store.wait_for_resource_version("42").await }
+    /// });
+    /// store.bookmark("41");
+    /// store.bookmark("42");
+    /// waiting.await.unwrap().unwrap();
+    /// # }
+    /// ```
+    pub async fn wait_for_resource_version(
+        &self,
+        resource_version: &str,
+    ) -> Result<(), VersionError> {
+        let wanted = numeric_version(resource_version)
+            .ok_or_else(|| VersionError::NotComparable(resource_version.to_owned()))?;
+        loop {
+            let changed = self.inner.version_changed.notified();
+            let mut changed = std::pin::pin!(changed);
+            changed.as_mut().enable();
+            let current = self.resource_version();
+            if numeric_version(&current).is_some_and(|have| have >= wanted) {
+                return Ok(());
+            }
+            if !current.is_empty() && numeric_version(&current).is_none() {
+                return Err(VersionError::NotComparable(current));
+            }
+            changed.await;
+        }
+    }
+
+    /// Removes the object stored under `key` from the map and from every index. Returns it.
+    pub fn delete_by_key(&self, key: &str) -> Option<Arc<K>> {
+        self.inner.state.write().delete(key)
+    }
+
+    /// Applies several writes under one write lock: readers see all of them or none, and a
+    /// stream of writes cannot be starved by many readers (client-go batches up to 1000 keys
+    /// per lock for that reason, kubernetes/kubernetes#130767).
+    ///
+    /// Keep `write` short: readers wait for it.
+    pub fn transaction<R>(&self, write: impl FnOnce(&mut Transaction<'_, K>) -> R) -> R {
+        let mut guard = self.inner.state.write();
+        let mut txn = Transaction::new(&mut guard);
+        let result = write(&mut txn);
+        let version_changed = txn.version_changed();
+        drop(guard);
+        if version_changed {
+            self.inner.version_changed.notify_waiters();
+        }
+        result
+    }
+
+    /// The objects whose index function `index_name` produced `value`.
+    #[doc(alias = "ByIndex")]
+    pub fn by_index(&self, index_name: &str, value: &str) -> Result<Vec<Arc<K>>, IndexError> {
+        let state = self.inner.state.read();
+        let Some(bucket) = state.indices.bucket(index_name, value)? else {
+            return Ok(Vec::new());
+        };
+        Ok(bucket
+            .iter()
+            .map(|&slot| state.slab.get(slot).1.clone())
+            .collect())
+    }
+
+    /// The keys of the objects whose index function `index_name` produced `value`.
+    #[doc(alias = "IndexKeys")]
+    pub fn index_keys(&self, index_name: &str, value: &str) -> Result<Vec<ObjectKey>, IndexError> {
+        let state = self.inner.state.read();
+        let Some(bucket) = state.indices.bucket(index_name, value)? else {
+            return Ok(Vec::new());
+        };
+        Ok(bucket
+            .iter()
+            .map(|&slot| state.slab.get(slot).0.clone())
+            .collect())
+    }
+
+    /// Every value of index `index_name` that at least one cached object has.
+    #[doc(alias = "ListIndexFuncValues")]
+    pub fn list_index_func_values(&self, index_name: &str) -> Result<Vec<String>, IndexError> {
+        self.inner.state.read().indices.values(index_name)
+    }
+
+    /// The names of the registered index functions.
+    #[doc(alias = "GetIndexers")]
+    pub fn indexer_names(&self) -> Vec<String> {
+        let state = self.inner.state.read();
+        let names = state.indices.indexers().names();
+        names.map(str::to_owned).collect()
+    }
+
+    /// Registers more index functions. Allowed at any time: when the store already holds
+    /// objects, the new indexes are built over them before this returns. A name that is
+    /// already registered (or given twice) is refused and nothing is added.
+    #[doc(alias = "AddIndexers")]
+    pub fn add_indexers(&self, indexers: Indexers<K>) -> Result<(), IndexError> {
+        let mut guard = self.inner.state.write();
+        let state = &mut *guard;
+        let objects = state.slab.iter().map(|(slot, _, obj)| (slot, obj.as_ref()));
+        let failed = state.indices.add(indexers, objects)?;
+        state.record_built(failed);
+        state.indexers_generation += 1;
+        Ok(())
+    }
+
+    /// The index functions that panicked since the last call (the newest 256 are kept).
+    pub fn take_index_failures(&self) -> Vec<IndexFailure> {
+        let mut state = self.inner.state.write();
+        if state.failures.is_empty() {
+            return Vec::new();
+        }
+        std::mem::take(&mut state.failures)
+    }
+
+    /// Whether index functions have panicked since the last
+    /// [`take_index_failures`](Self::take_index_failures) (a read lock only).
+    pub(crate) fn has_index_failures(&self) -> bool {
+        !self.inner.state.read().failures.is_empty()
+    }
+
+    /// Client-go's `Resync` on a store: there is nothing to do for an in-memory cache (the
+    /// FIFO's resync is the one that replays objects). Kept so the API reads the same.
+    pub fn resync(&self) {}
+}
+
+impl<K: Resource> Store<K> {
+    /// Adds `obj` (or replaces the object with the same key).
+    pub fn add(&self, obj: Arc<K>) -> Result<(), KeyError> {
+        let key = meta_namespace_key(obj.as_ref())?;
+        self.transaction(|txn| txn.put(key, obj));
+        Ok(())
+    }
+
+    /// Updates `obj`: the same as [`Store::add`], the object under its key is replaced.
+    pub fn update(&self, obj: Arc<K>) -> Result<(), KeyError> {
+        self.add(obj)
+    }
+
+    /// Removes the object with `obj`'s key, returning what was cached.
+    pub fn delete(&self, obj: &K) -> Result<Option<Arc<K>>, KeyError> {
+        let key = meta_namespace_key(obj)?;
+        Ok(self.transaction(|txn| {
+            let old = txn.delete_by_key(key.as_str());
+            txn.set_resource_version_of(obj);
+            old
+        }))
+    }
+
+    /// The cached object with `obj`'s key.
+    pub fn get(&self, obj: &K) -> Result<Option<Arc<K>>, KeyError> {
+        let key = meta_namespace_key(obj)?;
+        Ok(self.get_by_key(key.as_str()))
+    }
+
+    /// Stores `obj` under `key`, replacing any object there, and moves it between index
+    /// buckets as its index values changed. Returns the object it replaced.
+    ///
+    /// For callers that already hold the key; `key` must be the object's key, else nothing
+    /// is stored and [`KeyError::Mismatch`] says so.
+    pub fn insert(&self, key: ObjectKey, obj: Arc<K>) -> Result<Option<Arc<K>>, KeyError> {
+        let actual = meta_namespace_key(obj.as_ref())?;
+        if actual != key {
+            return Err(KeyError::Mismatch {
+                given: key.to_string(),
+                actual: actual.to_string(),
+            });
+        }
+        Ok(self.transaction(|txn| txn.put(key, obj)))
+    }
+
+    /// Replaces the whole content with `items` (a relist) at `resource_version`, atomically.
+    ///
+    /// The new map and its indexes are built before the write lock is taken, so readers keep
+    /// reading the old cache until the swap and never see a mix. If any item has no key,
+    /// nothing changes and the error names it. When two items share a key, the later wins.
+    pub fn replace(
+        &self,
+        items: Vec<Arc<K>>,
+        resource_version: impl Into<String>,
+    ) -> Result<(), KeyError> {
+        let keyed = crate::key::key_all(items)?;
+        let (indexers, generation) = {
+            let state = self.inner.state.read();
+            (state.indices.indexers().clone(), state.indexers_generation)
+        };
+        let mut new = State::build(keyed, indexers);
+        let mut guard = self.inner.state.write();
+        if guard.indexers_generation != generation {
+            // Index functions were added while we built: rebuild with the current set.
+            new.rebuild_indices(guard.indices.indexers().clone());
+        }
+        new.indexers_generation = guard.indexers_generation;
+        new.resource_version = resource_version.into();
+        new.failures
+            .splice(0..0, std::mem::take(&mut guard.failures));
+        let old = std::mem::replace(&mut *guard, new);
+        drop(guard);
+        self.inner.version_changed.notify_waiters();
+        // The old cache is freed here, after the lock is released.
+        drop(old);
+        Ok(())
+    }
+}
+
+impl<K: Send + Sync> KnownObjects<K> for Store<K> {
+    fn list_keys(&self) -> Vec<ObjectKey> {
+        Store::list_keys(self)
+    }
+
+    fn get_by_key(&self, key: &str) -> Option<Arc<K>> {
+        Store::get_by_key(self, key)
+    }
+
+    fn entries(&self) -> Vec<(ObjectKey, Arc<K>)> {
+        Store::entries(self)
+    }
+
+    fn bookmark(&self, resource_version: &str) {
+        Store::bookmark(self, resource_version);
+    }
+}
+
+#[cfg(test)]
+impl<K> Store<K> {
+    /// For tests: every index as name → value → sorted keys.
+    pub(crate) fn dump_indices(
+        &self,
+    ) -> std::collections::BTreeMap<String, std::collections::BTreeMap<String, Vec<String>>> {
+        let state = self.inner.state.read();
+        let key = |slot: &crate::index::Slot| state.slab.get(*slot).0.to_string();
+        let dump = state.indices.raw().map(|(name, index)| {
+            let buckets = index.iter().map(|(value, slots)| {
+                let mut keys: Vec<String> = slots.iter().map(key).collect();
+                keys.sort();
+                (value.clone(), keys)
+            });
+            (name.to_owned(), buckets.collect())
+        });
+        dump.collect()
+    }
+}
