@@ -38,11 +38,12 @@ pub enum AssetsError {
     /// `KUBEBUILDER_ASSETS` is not set (or empty).
     #[error(
         "{ASSETS_ENV} is not set: it must name a folder holding kube-apiserver and etcd \
-         (../shared/envtest/install DIR prints the line to export; setup-envtest works too)"
+         (in this repository: eval \"$(../shared/envtest/install target/envtest-bin)\"; \
+         controller-runtime's setup-envtest works too)"
     )]
     NotSet,
     /// The folder does not exist or is not a folder.
-    #[error("{ASSETS_ENV} folder {} does not exist or is not a folder", dir.display())]
+    #[error("the envtest folder {} does not exist or is not a folder", dir.display())]
     NotADirectory {
         /// The folder.
         dir: PathBuf,
@@ -68,10 +69,8 @@ impl AssetsError {
     pub fn skip_message(&self, test: &str) -> String {
         let rule = "=".repeat(78);
         format!(
-            "{rule}\nSKIPPED: {test} needs a real kube-apiserver and etcd: {self}.\n\
-             Set {ASSETS_ENV} to the folder holding them, e.g.\n    \
-             eval \"$(../shared/envtest/install target/envtest-bin)\"\n\
-             (with {REQUIRED_ENV}=1 this is a failure instead of a skip)\n{rule}"
+            "{rule}\nSKIPPED: {test} needs a real kube-apiserver and etcd.\n{self}.\n\
+             (With {REQUIRED_ENV}=1 this is a failure instead of a skip.)\n{rule}"
         )
     }
 }
@@ -97,7 +96,7 @@ impl Assets {
     /// ```
     /// let err = kube_envtest::Assets::in_dir("/nonexistent").unwrap_err();
     /// assert_eq!(err.to_string(),
-    ///     "KUBEBUILDER_ASSETS folder /nonexistent does not exist or is not a folder");
+    ///     "the envtest folder /nonexistent does not exist or is not a folder");
     /// ```
     pub fn in_dir(dir: impl AsRef<Path>) -> Result<Assets, AssetsError> {
         let dir = dir.as_ref();

@@ -10,7 +10,7 @@ use crate::{Environment, Error};
 impl Environment {
     /// Stops kube-apiserver gracefully: SIGTERM, then SIGKILL if it has not exited within the
     /// grace period ([`EnvironmentOptions::stop_grace_period`], 5 s by default; with watches
-    /// open it would otherwise linger 60 s). Returns once it has exited. Does nothing if it is
+    /// open it would otherwise linger up to 60 s; without, it exits in well under a second). Returns once it has exited. Does nothing if it is
     /// not running.
     ///
     /// [`EnvironmentOptions::stop_grace_period`]: crate::EnvironmentOptions::stop_grace_period
@@ -22,14 +22,18 @@ impl Environment {
         Ok(())
     }
 
-    /// Sends SIGTERM to kube-apiserver and returns as soon as it has stopped listening, while
-    /// the old process is still alive: it keeps its open watches open and silent (no events,
-    /// no bookmarks, no close) until it is killed or gives up after 60 s. That is what a
-    /// client sees during a real apiserver rollout. A new apiserver can be started on the
-    /// port at once ([`start_apiserver`](Self::start_apiserver)); the old one is killed by
-    /// [`kill_terminated_apiservers`](Self::kill_terminated_apiservers) or on drop.
+    /// Sends SIGTERM to kube-apiserver and returns as soon as it has stopped listening (about
+    /// 0.1 s), while the old process is still alive: the shape of a real apiserver rollout.
     ///
-    /// Returns the old process's pid.
+    /// What the old process does then (verified with kube-apiserver 1.36): it accepts no new
+    /// connections, closes idle ones, and keeps serving the watches it has open, events
+    /// included (its watch cache still follows etcd), until it is killed or, 60 s after
+    /// SIGTERM, gives up waiting for them, closes them and exits. A new apiserver can be
+    /// started on the port at once ([`start_apiserver`](Self::start_apiserver)); the old one
+    /// is killed by [`kill_terminated_apiservers`](Self::kill_terminated_apiservers) or on
+    /// drop. For a watch that goes silent, partition the [`proxy`](Self::proxy) instead.
+    ///
+    /// Returns the old process's pid (`None` if no apiserver was running).
     pub async fn terminate_apiserver(&mut self) -> Result<Option<u32>, Error> {
         let Some(mut process) = self.apiserver.take() else {
             return Ok(None);

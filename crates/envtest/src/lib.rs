@@ -83,8 +83,9 @@
 //! request at level `Metadata` ([`audit`] explains the stages to filter on). Each process's
 //! output goes to a log file in the folder; start errors quote its last lines.
 //!
-//! Faults: [`Environment::stop_apiserver`], [`Environment::terminate_apiserver`] (SIGTERM,
-//! the old process lingers with its watches open and silent, as in a rollout),
+//! Faults: [`Environment::stop_apiserver`], [`Environment::terminate_apiserver`] (SIGTERM:
+//! the old process stops listening but lingers, still serving the watches it has open, as
+//! in a rollout),
 //! [`Environment::kill_apiserver`], [`Environment::start_apiserver`] and
 //! [`Environment::restart_apiserver`] (same port, same data), and a TCP [`Proxy`] that
 //! partitions the network.

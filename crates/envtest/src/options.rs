@@ -113,7 +113,7 @@ impl EnvironmentOptions {
 
     /// How long [`stop_apiserver`](crate::Environment::stop_apiserver) and
     /// [`stop`](crate::Environment::stop) wait after SIGTERM before SIGKILL (default 5 s).
-    /// kube-apiserver holds open watches for up to 60 s after SIGTERM.
+    /// kube-apiserver keeps serving open watches for up to 60 s after SIGTERM.
     pub fn stop_grace_period(mut self, grace: Duration) -> Self {
         self.stop_grace_period = grace;
         self
