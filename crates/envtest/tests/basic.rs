@@ -151,7 +151,19 @@ async fn kubeconfig_file_and_service_account_tokens_work() -> Result<(), Box<dyn
     assert!(env.audit_events().is_err(), "the audit log is off");
 
     // The kubeconfig file, read as kubectl would, gives a working client (CA trusted).
-    let kubeconfig = Kubeconfig::read_from(env.kubeconfig_path())?;
+    let copy = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("envtest-kubeconfig");
+    env.write_kubeconfig(&copy)?;
+    assert_eq!(std::fs::read(&copy)?, std::fs::read(env.kubeconfig_path())?);
+    let kubeconfig = Kubeconfig::read_from(&copy)?;
+    assert_eq!(
+        kubeconfig.clusters[0]
+            .cluster
+            .as_ref()
+            .unwrap()
+            .server
+            .as_deref(),
+        Some(env.url())
+    );
     let config =
         kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
     assert!(!config.accept_invalid_certs);

@@ -85,6 +85,11 @@ async fn restarts_keep_the_port_and_the_data() -> Result<(), Box<dyn std::error:
     // A crash, then a start: still the same port and data, and the audit log goes on.
     env.kill_apiserver().await?;
     assert!(cms.get("kept").await.is_err(), "no apiserver, no answer");
+    let through_proxy: Api<ConfigMap> = Api::namespaced(env.partitionable_client(), "default");
+    assert!(
+        through_proxy.get("kept").await.is_err(),
+        "the proxy closes, it does not hang"
+    );
     assert!(matches!(env.start_apiserver().await, Ok(())));
     assert!(matches!(
         env.start_apiserver().await,
