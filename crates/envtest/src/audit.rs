@@ -6,6 +6,16 @@
 //! watch is open) and `ResponseComplete` when it ends. To count requests, filter on
 //! [`AuditEvent::is_request`] or use [`requests`]; to wait for a watch to be open, look for
 //! its `ResponseStarted` event.
+//!
+//! # When an event is in the file
+//!
+//! The environment runs the log backend with `--audit-log-mode=blocking`: the request's own
+//! goroutine writes its event, unbuffered, before the handler returns, and a small response
+//! is only flushed to the client after that. So for ordinary requests the event is in the
+//! file by the time the client has the response (tests/basic.rs checks it on every one of
+//! 20 consecutive requests). A large response's bytes may reach the client first, and other
+//! clients' requests race with yours: tests that need an event should wait for it with
+//! [`Environment::wait_for_audit_event`](crate::Environment::wait_for_audit_event).
 
 use std::path::Path;
 

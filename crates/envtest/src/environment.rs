@@ -258,13 +258,8 @@ impl Environment {
         Ok(requests(self.audit_events()?))
     }
 
-    /// Polls the audit log until an event matches, for at most `timeout`.
-    ///
-    /// The log is written before kube-apiserver finishes a request (`--audit-log-mode=blocking`,
-    /// a `ResponseComplete` event is written before the handler returns; a watch's
-    /// `ResponseStarted` when its headers are sent), so an event is usually in the file by
-    /// the time the client has the response; but the client may see a large response's
-    /// bytes first, so tests should wait with this rather than read once.
+    /// Polls the audit log until an event matches, for at most `timeout`, and returns the
+    /// first match. See [`crate::audit`] for when an event is in the file.
     pub async fn wait_for_audit_event(
         &self,
         timeout: Duration,

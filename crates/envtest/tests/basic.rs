@@ -138,6 +138,24 @@ async fn objects_round_trip_and_requests_are_audited() -> Result<(), Box<dyn std
         ["create", "get", "list", "list", "watch"],
         "{mine:#?}"
     );
+
+    // With --audit-log-mode=blocking a small response reaches the client only after its
+    // event is in the file: reading the log at once finds it, every time.
+    for i in 0..20 {
+        let uri = format!("/api/v1/namespaces/shop/configmaps?labelSelector=probe%3D{i}");
+        client
+            .request_text(http::Request::get(uri).body(Vec::new())?)
+            .await?;
+        let selector = format!("probe={i}");
+        let events = env.audit_events()?;
+        let found = events
+            .iter()
+            .any(|e| e.label_selector().as_deref() == Some(&selector));
+        assert!(
+            found,
+            "request {i} was not in the audit log when its response arrived"
+        );
+    }
     Ok(())
 }
 
