@@ -164,7 +164,8 @@ impl Environment {
         Environment::start(options).await.map(Some)
     }
 
-    /// A client for the apiserver (a clone of one client: clones share connections).
+    /// A client for the apiserver (a clone of one client: clones share connections). It has
+    /// kube's defaults, retries of 429/503/504 included; [`config`](Self::config) to change.
     pub fn client(&self) -> kube::Client {
         self.endpoint.client.clone()
     }
@@ -279,6 +280,19 @@ impl Environment {
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+    }
+}
+
+impl std::fmt::Debug for Environment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Environment")
+            .field("url", &self.endpoint.url)
+            .field("apiserver_pid", &self.apiserver.as_ref().map(Process::pid))
+            .field("etcd_pid", &self.etcd.pid())
+            .field("etcd_url", &self.etcd_url)
+            .field("dir", &self.dir.path())
+            .field("proxy", &self.proxy)
+            .finish_non_exhaustive()
     }
 }
 

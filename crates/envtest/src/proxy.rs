@@ -134,6 +134,16 @@ impl Proxy {
     }
 }
 
+impl std::fmt::Debug for Proxy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Proxy")
+            .field("url", &self.endpoint.url)
+            .field("partitioned", &self.is_partitioned())
+            .field("open_connections", &self.open_connections())
+            .finish_non_exhaustive()
+    }
+}
+
 impl Drop for Proxy {
     fn drop(&mut self) {
         // Aborting the accept loop drops its JoinSet, which aborts every connection.

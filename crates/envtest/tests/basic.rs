@@ -30,11 +30,8 @@ async fn objects_round_trip_and_requests_are_audited() -> Result<(), Box<dyn std
     let Some(env) = Environment::start_or_skip(EnvironmentOptions::new()).await? else {
         return Ok(());
     };
-    eprintln!(
-        "environment started in {:?} at {}",
-        started.elapsed(),
-        env.url()
-    );
+    eprintln!("environment started in {:?}: {env:?}", started.elapsed());
+    assert!(format!("{env:?}").contains(env.url()));
     let client = env.client();
 
     let namespaces: Api<Namespace> = Api::all(client.clone());

@@ -111,8 +111,7 @@ async fn a_failed_start_quotes_the_log() -> Result<(), Box<dyn std::error::Error
         .keep_dir(true);
     let err = Environment::start(options)
         .await
-        .err()
-        .expect("an unknown flag fails");
+        .expect_err("an unknown flag fails");
     let Error::Exited { process, log, .. } = &err else {
         panic!("{err}")
     };
@@ -137,8 +136,7 @@ async fn a_failed_start_quotes_the_log() -> Result<(), Box<dyn std::error::Error
         .startup_timeout(Duration::ZERO);
     let err = Environment::start(options)
         .await
-        .err()
-        .expect("no time is too short");
+        .expect_err("no time is too short");
     let Error::Timeout { process, url, .. } = &err else {
         panic!("{err}")
     };
