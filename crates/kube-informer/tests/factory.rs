@@ -140,3 +140,59 @@ async fn one_informer_per_type_shared_synced_listed_and_shut_down() {
         .await
         .expect("shutdown waits and returns");
 }
+
+/// A 403 on LIST used to leave `wait_for_cache_sync` blocked forever with only a log line.
+/// Now the wait times out naming the informer and the server's answer, the factory's error
+/// handler hears each failure, and the informer's health says it is failing.
+#[tokio::test]
+async fn a_forbidden_list_is_reported_and_the_sync_wait_says_so() {
+    let server = FakeApiServer::start(ServerConfig::default()).await.unwrap();
+    for verb in [Verb::List, Verb::Watch] {
+        server.inject(fake_apiserver::Fault::Status {
+            verb,
+            code: 403,
+            times: usize::MAX,
+            retry_after_seconds: None,
+        });
+    }
+    let fast = ReflectorOptions::default().backoff(
+        Duration::from_millis(5),
+        Duration::from_millis(20),
+        Duration::from_secs(60),
+    );
+    let factory = SharedInformerFactory::new(
+        server.client().unwrap(),
+        FactoryOptions::default().namespace("shop").reflector(fast),
+    );
+    let heard = std::sync::Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let h = heard.clone();
+    factory.on_error(move |informer, failure| h.lock().push(format!("{informer}: {failure}")));
+    let pods = factory.informer::<Pod>();
+    factory.start();
+    until("a failure reached the handler", || !heard.lock().is_empty()).await;
+    let err = factory
+        .wait_for_sync(Duration::from_millis(200))
+        .await
+        .unwrap_err();
+    assert_eq!(err.unsynced.len(), 1);
+    let message = err.to_string();
+    assert!(message.contains("Pod in shop did not sync"), "{message}");
+    assert!(
+        message.contains("403") || message.contains("Forbidden"),
+        "{message}"
+    );
+    assert!(
+        heard.lock()[0].starts_with("Pod in shop: "),
+        "{:?}",
+        heard.lock()
+    );
+    let health = pods.health();
+    assert!(!health.is_ready() && health.reflector.consecutive_failures > 0);
+    assert_eq!(factory.health().len(), 1);
+    assert_eq!(
+        pods.store().indexer_names(),
+        [kube_informer::NAMESPACE_INDEX],
+        "factory informers carry the namespace index"
+    );
+    factory.shutdown().await;
+}

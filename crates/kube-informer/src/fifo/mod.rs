@@ -114,6 +114,12 @@ pub trait DeltaSink<K>: Send + Sync {
     /// ([`KnownObjects::bookmark`]). Nothing is handed to handlers. The default does
     /// nothing.
     fn bookmark(&self, _resource_version: &str) {}
+    /// The newest state of `key` the queue knows: queued, or else known to the store. For a
+    /// writer that lost an object (a transform that panicked) and must not lose the key.
+    /// The default knows nothing.
+    fn last_known(&self, _key: &str) -> Option<Arc<K>> {
+        None
+    }
 }
 
 /// The full FIFO contract, implemented by [`RealFifo`] and [`DeltaFifo`].

@@ -178,6 +178,11 @@ impl<K: Resource + Send + Sync> DeltaSink<K> for RealFifo<K> {
         });
     }
 
+    fn last_known(&self, key: &str) -> Option<Arc<K>> {
+        let queued = self.get_by_key(key).map(|d| d.newest().object().clone());
+        queued.or_else(|| Some(self.known.as_ref()).and_then(|k| k.get_by_key(key)))
+    }
+
     fn bookmark(&self, resource_version: &str) {
         self.core
             .bookmark(resource_version, Some(self.known.as_ref()));

@@ -921,3 +921,54 @@ async fn real_fifo_never_splits_a_relist_across_batches() {
         ]
     );
 }
+
+/// client-go 1.36's `Bookmark` delta: a bookmark marks the newest queued entry (the cache
+/// reaches its version once that entry is applied), or, with nothing queued, goes straight
+/// to the store.
+async fn bookmarks_follow_what_was_queued_before_them<Q: DeltaQueue<ConfigMap>>(
+    q: Q,
+    store: &Store<ConfigMap>,
+) {
+    q.bookmark("3");
+    assert_eq!(store.resource_version(), "3", "nothing queued");
+    q.add(cm("a", "4")).unwrap();
+    q.bookmark("7");
+    assert_eq!(
+        store.resource_version(),
+        "3",
+        "not before the add is applied"
+    );
+    q.pop(|deltas, _| {
+        assert_eq!(deltas.reached_resource_version(), Some("7"));
+        Ok::<(), ProcessError<Infallible>>(())
+    })
+    .await
+    .unwrap();
+    q.replace(vec![cm("a", "4"), cm("b", "1")], "15").unwrap();
+    let mut reached = None;
+    while !q.is_empty() {
+        q.pop(|deltas, _| {
+            if let Some(rv) = deltas.reached_resource_version() {
+                reached = Some(rv.to_owned());
+            }
+            Ok::<(), ProcessError<Infallible>>(())
+        })
+        .await
+        .unwrap();
+    }
+    assert_eq!(
+        reached.as_deref(),
+        Some("15"),
+        "the relist's last entry carries it"
+    );
+}
+
+#[tokio::test]
+async fn bookmarks_reach_the_store_after_what_was_queued_before_them() {
+    let store = Store::default();
+    bookmarks_follow_what_was_queued_before_them(RealFifo::new(Arc::new(store.clone())), &store)
+        .await;
+    let store = Store::default();
+    let known: Arc<dyn KnownObjects<ConfigMap>> = Arc::new(store.clone());
+    bookmarks_follow_what_was_queued_before_them(DeltaFifo::new(Some(known)), &store).await;
+}

@@ -176,7 +176,7 @@ pub(crate) struct ListenerContext {
 }
 
 impl<K: Resource + Send + Sync + 'static> Listener<K> {
-    fn new(name: String, coalesce: bool, context: ListenerContext) -> Arc<Shared<K>> {
+    fn shared(name: String, coalesce: bool, context: ListenerContext) -> Arc<Shared<K>> {
         let pending = if coalesce {
             Pending::Coalesced {
                 order: VecDeque::new(),
@@ -208,7 +208,7 @@ impl<K: Resource + Send + Sync + 'static> Listener<K> {
         coalesce: bool,
         context: ListenerContext,
     ) -> Self {
-        let shared = Self::new(name, coalesce, context);
+        let shared = Self::shared(name, coalesce, context);
         let task = tokio::spawn(deliver(shared.clone(), handler));
         Self {
             shared,
@@ -219,7 +219,7 @@ impl<K: Resource + Send + Sync + 'static> Listener<K> {
     /// A listener without a task, pulled by [`poll_next`](Self::poll_next).
     pub(crate) fn pulled(name: String, coalesce: bool, context: ListenerContext) -> Self {
         Self {
-            shared: Self::new(name, coalesce, context),
+            shared: Self::shared(name, coalesce, context),
             task: Mutex::new(None),
         }
     }

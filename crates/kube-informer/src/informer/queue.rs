@@ -93,7 +93,6 @@ impl<K: Resource + Send + Sync + 'static> Queue<K> {
 pub(super) struct TransformSink<K> {
     pub(super) inner: Arc<dyn DeltaSink<K>>,
     pub(super) transform: Arc<Mutex<Option<Transform<K>>>>,
-    pub(super) store: Store<K>,
     pub(super) reporter: Arc<Reporter>,
 }
 
@@ -137,9 +136,9 @@ impl<K: Resource + Clone + Send + Sync> DeltaSink<K> for TransformSink<K> {
     fn delete(&self, obj: Arc<K>) -> Result<(), KeyError> {
         match self.apply(obj) {
             Ok(obj) => self.inner.delete(obj),
-            // The deleted object is lost with the panic: delete what is cached instead.
-            Err(key) => match self.store.get_by_key(&key) {
-                Some(cached) => self.inner.delete(cached),
+            // The deleted object is lost with the panic: delete the newest state known.
+            Err(key) => match self.inner.last_known(&key) {
+                Some(known) => self.inner.delete(known),
                 None => Ok(()),
             },
         }
@@ -149,7 +148,8 @@ impl<K: Resource + Clone + Send + Sync> DeltaSink<K> for TransformSink<K> {
             .into_iter()
             .filter_map(|o| match self.apply(o) {
                 Ok(o) => Some(o),
-                Err(key) => self.store.get_by_key(&key),
+                // Keep the newest state known, so the object is not taken for deleted.
+                Err(key) => self.inner.last_known(&key),
             })
             .collect();
         self.inner.replace(list, resource_version)
@@ -159,5 +159,8 @@ impl<K: Resource + Clone + Send + Sync> DeltaSink<K> for TransformSink<K> {
     }
     fn bookmark(&self, resource_version: &str) {
         self.inner.bookmark(resource_version);
+    }
+    fn last_known(&self, key: &str) -> Option<Arc<K>> {
+        self.inner.last_known(key)
     }
 }

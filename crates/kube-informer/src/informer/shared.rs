@@ -144,7 +144,6 @@ where
         let sink = Arc::new(TransformSink {
             inner: queue.sink(),
             transform: transform.clone(),
-            store: indexer.clone(),
             reporter: reporter.clone(),
         });
         let mut reflector_options = options.reflector.clone();
@@ -328,6 +327,11 @@ where
             listener,
             informer: Arc::downgrade(&self.inner),
         }
+    }
+
+    /// How many handlers (and streams) are registered.
+    pub fn handler_count(&self) -> usize {
+        self.inner.processor.lock().listeners().count()
     }
 
     /// Stops delivery to a handler; once this returns the handler is no longer called. A

@@ -24,6 +24,16 @@ use crate::{IndexError, Lister, ObjectKey};
 /// assert!(reader.get_by_key("a").is_some());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+///
+/// It has no writes:
+///
+/// ```compile_fail
+/// # use std::sync::Arc;
+/// # use k8s_openapi::api::core::v1::ConfigMap;
+/// # use kube_informer::{ReadOnlyStore, Store};
+/// let reader: ReadOnlyStore<ConfigMap> = Store::default().read_only();
+/// reader.add(Arc::new(ConfigMap::default())); // no such method
+/// ```
 pub struct ReadOnlyStore<K> {
     store: Store<K>,
 }

@@ -378,3 +378,64 @@ fn concurrent_readers_never_see_a_half_applied_write() {
         assert!(reader.join().expect("a reader saw an inconsistent cache") >= 100);
     }
 }
+
+#[test]
+fn insert_refuses_a_key_that_is_not_the_objects() {
+    let store = Store::new(indexers());
+    let err = store
+        .insert(
+            ObjectKey::new(Some("ns"), "other"),
+            cm("ns", "a", "n1", &[]),
+        )
+        .unwrap_err();
+    assert!(matches!(err, KeyError::Mismatch { .. }), "{err}");
+    assert!(store.is_empty(), "nothing stored under the wrong key");
+    store
+        .insert(ObjectKey::new(Some("ns"), "a"), cm("ns", "a", "n1", &[]))
+        .unwrap();
+    assert_eq!(store.len(), 1);
+}
+
+#[test]
+fn the_version_is_the_newest_write_of_any_kind() {
+    let store: Store<ConfigMap> = Store::default();
+    let at = |rv: &str| {
+        let mut obj = (*cm("ns", "a", "n1", &[])).clone();
+        obj.metadata.resource_version = Some(rv.into());
+        Arc::new(obj)
+    };
+    store.add(at("3")).unwrap();
+    assert_eq!(store.resource_version(), "3");
+    store.update(at("4")).unwrap();
+    store.delete(&at("6")).unwrap();
+    assert_eq!(store.resource_version(), "6");
+    store.bookmark("9");
+    assert_eq!(store.resource_version(), "9");
+    store.replace(vec![at("2")], "12").unwrap();
+    assert_eq!(store.resource_version(), "12");
+}
+
+#[test]
+fn a_panicking_index_function_leaves_the_object_in_no_bucket_and_is_reported() {
+    let picky = |o: &ConfigMap| {
+        let name = o.metadata.name.clone().unwrap();
+        assert!(name != "bad", "index bug");
+        vec![name]
+    };
+    let store = Store::new(Indexers::new().index("name", picky));
+    store.add(cm("ns", "good", "n1", &[])).unwrap();
+    store.add(cm("ns", "bad", "n1", &[])).unwrap();
+    assert_eq!(store.len(), 2);
+    assert!(store.by_index("name", "bad").unwrap().is_empty());
+    let failures = store.take_index_failures();
+    assert_eq!(failures.len(), 1);
+    assert_eq!(
+        (failures[0].index.as_str(), failures[0].key.as_str()),
+        ("name", "ns/bad")
+    );
+    assert!(store.take_index_failures().is_empty(), "taken once");
+    // Deleting it recomputes (and panics on) the old values: still consistent.
+    store.delete_by_key("ns/bad");
+    assert_eq!(store.by_index("name", "good").unwrap().len(), 1);
+    assert_eq!(store.dump_indices()["name"].len(), 1);
+}
