@@ -130,4 +130,4 @@ pub use audit::AuditEvent;
 pub use environment::Environment;
 pub use error::{Error, LogTail};
 pub use options::EnvironmentOptions;
-pub use proxy::Proxy;
+pub use proxy::{Proxy, TcpProxy};

@@ -40,6 +40,23 @@ use crate::kubeconfig::Endpoint;
 /// ```
 pub struct Proxy {
     endpoint: Endpoint,
+    tcp: TcpProxy,
+}
+
+/// The proxy's network part, usable in front of any loopback server (fake-apiserver too):
+/// forwards `127.0.0.1:port()` to an upstream port, and can partition, heal and sever like
+/// [`Proxy`].
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), std::io::Error> {
+/// let proxy = kube_envtest::TcpProxy::start(8080).await?;
+/// let url = format!("http://127.0.0.1:{}", proxy.port()); // point a client here
+/// proxy.partition();
+/// proxy.heal();
+/// # let _ = url; Ok(())
+/// # }
+/// ```
+pub struct TcpProxy {
     port: u16,
     state: watch::Sender<State>,
     open: Arc<AtomicUsize>,
@@ -53,25 +70,16 @@ struct State {
     generation: u64,
 }
 
-impl Proxy {
+impl TcpProxy {
     /// Listens on a free loopback port and forwards to `127.0.0.1:upstream_port`.
-    pub(crate) async fn start(
-        upstream_port: u16,
-        ca_pem: &str,
-        token: &str,
-    ) -> Result<Proxy, Error> {
-        let listener = TcpListener::bind(("127.0.0.1", 0))
-            .await
-            .map_err(Error::NoFreePort)?;
-        let port = listener.local_addr().map_err(Error::NoFreePort)?.port();
-        let url = format!("https://127.0.0.1:{port}");
-        let endpoint = Endpoint::new("envtest-proxy", url, ca_pem, token).await?;
+    pub async fn start(upstream_port: u16) -> Result<TcpProxy, std::io::Error> {
+        let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
+        let port = listener.local_addr()?.port();
         let (state, rx) = watch::channel(State::default());
         let open = Arc::new(AtomicUsize::new(0));
         let task = tokio::spawn(accept_loop(listener, upstream_port, rx, open.clone()));
         tracing::debug!(port, upstream_port, "partition proxy listening");
-        Ok(Proxy {
-            endpoint,
+        Ok(TcpProxy {
             port,
             state,
             open,
@@ -79,30 +87,9 @@ impl Proxy {
         })
     }
 
-    /// `https://127.0.0.1:PORT` of the proxy.
-    pub fn url(&self) -> &str {
-        &self.endpoint.url
-    }
-
     /// The proxy's port.
     pub fn port(&self) -> u16 {
         self.port
-    }
-
-    /// A client that goes through the proxy (a clone of one client: they share connections).
-    pub fn client(&self) -> kube::Client {
-        self.endpoint.client.clone()
-    }
-
-    /// The client configuration for the proxy, to adjust (timeouts, retries) before building
-    /// a client with `kube::Client::try_from`.
-    pub fn config(&self) -> kube::Config {
-        self.endpoint.config.clone()
-    }
-
-    /// A kubeconfig for the proxy.
-    pub fn kubeconfig(&self) -> Kubeconfig {
-        self.endpoint.kubeconfig.clone()
     }
 
     /// Cuts the network: bytes stop both ways on open connections, new ones hang.
@@ -134,6 +121,90 @@ impl Proxy {
     }
 }
 
+impl std::fmt::Debug for TcpProxy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TcpProxy")
+            .field("port", &self.port)
+            .field("partitioned", &self.is_partitioned())
+            .field("open_connections", &self.open_connections())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for TcpProxy {
+    fn drop(&mut self) {
+        // Aborting the accept loop drops its JoinSet, which aborts every connection.
+        self.task.abort();
+    }
+}
+
+impl Proxy {
+    /// Listens on a free loopback port and forwards to `127.0.0.1:upstream_port`.
+    pub(crate) async fn start(
+        upstream_port: u16,
+        ca_pem: &str,
+        token: &str,
+    ) -> Result<Proxy, Error> {
+        let tcp = TcpProxy::start(upstream_port)
+            .await
+            .map_err(Error::NoFreePort)?;
+        let url = format!("https://127.0.0.1:{}", tcp.port());
+        let endpoint = Endpoint::new("envtest-proxy", url, ca_pem, token).await?;
+        Ok(Proxy { endpoint, tcp })
+    }
+
+    /// `https://127.0.0.1:PORT` of the proxy.
+    pub fn url(&self) -> &str {
+        &self.endpoint.url
+    }
+
+    /// The proxy's port.
+    pub fn port(&self) -> u16 {
+        self.tcp.port()
+    }
+
+    /// A client that goes through the proxy (a clone of one client: they share connections).
+    pub fn client(&self) -> kube::Client {
+        self.endpoint.client.clone()
+    }
+
+    /// The client configuration for the proxy, to adjust (timeouts, retries) before building
+    /// a client with `kube::Client::try_from`.
+    pub fn config(&self) -> kube::Config {
+        self.endpoint.config.clone()
+    }
+
+    /// A kubeconfig for the proxy.
+    pub fn kubeconfig(&self) -> Kubeconfig {
+        self.endpoint.kubeconfig.clone()
+    }
+
+    /// Cuts the network: bytes stop both ways on open connections, new ones hang.
+    pub fn partition(&self) {
+        self.tcp.partition();
+    }
+
+    /// Ends a partition: held bytes and connections go through.
+    pub fn heal(&self) {
+        self.tcp.heal();
+    }
+
+    /// Whether the proxy is partitioned.
+    pub fn is_partitioned(&self) -> bool {
+        self.tcp.is_partitioned()
+    }
+
+    /// Closes every connection open now (held ones included); later ones are unaffected.
+    pub fn sever_connections(&self) {
+        self.tcp.sever_connections();
+    }
+
+    /// How many client connections are open through the proxy.
+    pub fn open_connections(&self) -> usize {
+        self.tcp.open_connections()
+    }
+}
+
 impl std::fmt::Debug for Proxy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Proxy")
@@ -141,13 +212,6 @@ impl std::fmt::Debug for Proxy {
             .field("partitioned", &self.is_partitioned())
             .field("open_connections", &self.open_connections())
             .finish_non_exhaustive()
-    }
-}
-
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        // Aborting the accept loop drops its JoinSet, which aborts every connection.
-        self.task.abort();
     }
 }
 

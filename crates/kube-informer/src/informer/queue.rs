@@ -94,6 +94,8 @@ pub(super) struct TransformSink<K> {
     pub(super) inner: Arc<dyn DeltaSink<K>>,
     pub(super) transform: Arc<Mutex<Option<Transform<K>>>>,
     pub(super) reporter: Arc<Reporter>,
+    /// Told after a relist: an empty one syncs the queue without anything to pop.
+    pub(super) progress: Arc<tokio::sync::Notify>,
 }
 
 impl<K: Resource + Clone> TransformSink<K> {
@@ -152,7 +154,9 @@ impl<K: Resource + Clone + Send + Sync> DeltaSink<K> for TransformSink<K> {
                 Err(key) => self.inner.last_known(&key),
             })
             .collect();
-        self.inner.replace(list, resource_version)
+        let replaced = self.inner.replace(list, resource_version);
+        self.progress.notify_waiters();
+        replaced
     }
     fn resync(&self) {
         self.inner.resync();

@@ -141,10 +141,12 @@ where
         });
         let reporter = Arc::new(Reporter::new(name.clone()));
         let transform = Arc::new(Mutex::new(None));
+        let progress = Arc::new(Notify::new());
         let sink = Arc::new(TransformSink {
             inner: queue.sink(),
             transform: transform.clone(),
             reporter: reporter.clone(),
+            progress: progress.clone(),
         });
         let mut reflector_options = options.reflector.clone();
         if reflector_options.name.is_none() {
@@ -171,7 +173,7 @@ where
                 running: AtomicBool::new(false),
                 synced: AtomicBool::new(false),
                 failed: Mutex::new(None),
-                progress: Arc::new(Notify::new()),
+                progress,
                 reporter,
                 options,
             }

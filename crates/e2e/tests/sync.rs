@@ -1,0 +1,88 @@
+//! First sync, both ways, against both servers: the cache equals a fresh LIST, and the
+//! requests are the ones client-go 1.36 would make.
+
+use e2e::{
+    Backend, Churn, Running, assert_cache_matches, both, churn, config_map, ensure_namespace, quick,
+};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, PostParams};
+
+async fn seed(backend: &Backend, namespace: &str, n: usize) -> Api<ConfigMap> {
+    ensure_namespace(&backend.client(), namespace).await;
+    let api: Api<ConfigMap> = Api::namespaced(backend.client(), namespace);
+    for i in 0..n {
+        api.create(
+            &PostParams::default(),
+            &config_map(&format!("seed-{i}"), "0"),
+        )
+        .await
+        .expect("a create");
+    }
+    api
+}
+
+/// A streaming list (`sendInitialEvents`) and no LIST at all.
+async fn first_sync_by_streaming_list(backend: Backend) {
+    let api = seed(&backend, "streaming", 30).await;
+    let running = Running::start(backend.informer_client(), "streaming", quick()).await;
+    let requests = backend.requests_for("configmaps", "streaming");
+    let syncs: Vec<_> = requests.iter().filter(|r| r.is_sync()).collect();
+    assert_eq!(syncs.len(), 1, "{}: {syncs:?}", backend.name());
+    assert!(
+        syncs[0].send_initial_events,
+        "{}: {syncs:?}",
+        backend.name()
+    );
+    assert!(
+        !requests.iter().any(|r| r.verb == "list"),
+        "{}: no LIST",
+        backend.name()
+    );
+    let fence = churn(
+        &api,
+        Churn {
+            writes: 0,
+            ..Churn::default()
+        },
+    )
+    .await;
+    assert_cache_matches(backend.name(), &running.store(), &api, &fence).await;
+    running.stop().await;
+}
+
+both!(first_sync_by_streaming_list);
+
+/// Streaming off and a consistent first list: LIST pages of 10 with continue tokens.
+async fn first_sync_by_paged_list(backend: Backend) {
+    let api = seed(&backend, "paged", 35).await;
+    let options = quick()
+        .streaming_lists(false)
+        .consistent_first_list(true)
+        .page_size(10);
+    let running = Running::start(backend.informer_client(), "paged", options).await;
+    let lists: Vec<_> = backend
+        .requests_for("configmaps", "paged")
+        .into_iter()
+        .filter(|r| r.verb == "list")
+        .collect();
+    assert_eq!(
+        lists.len(),
+        4,
+        "{}: 35 objects in pages of 10: {lists:?}",
+        backend.name()
+    );
+    assert!(lists.iter().all(|l| l.limit == Some(10)), "{lists:?}");
+    assert_eq!(lists.iter().filter(|l| l.continued).count(), 3, "{lists:?}");
+    let fence = churn(
+        &api,
+        Churn {
+            writes: 0,
+            ..Churn::default()
+        },
+    )
+    .await;
+    assert_cache_matches(backend.name(), &running.store(), &api, &fence).await;
+    running.stop().await;
+}
+
+both!(first_sync_by_paged_list);
