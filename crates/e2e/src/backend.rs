@@ -46,7 +46,7 @@ impl Request {
 
 enum Server {
     Fake(FakeApiServer),
-    Real(Environment),
+    Real(Box<Environment>),
 }
 
 /// A server for a scenario, with a proxy in front that can partition the network.
@@ -115,7 +115,7 @@ impl Backend {
         let proxied = kube::Client::try_from(config).expect("a client");
         Some(Backend {
             direct: env.client(),
-            server: Server::Real(env),
+            server: Server::Real(Box::new(env)),
             proxy,
             proxied,
         })
