@@ -186,7 +186,14 @@ fn list(errors: &[SyncError]) -> String {
 /// # let _ = (pods, same_pods, nodes); Ok(())
 /// # }
 /// ```
+///
+/// Cloning is cheap: clones share the informers (hand one to each controller).
+#[derive(Clone)]
 pub struct SharedInformerFactory {
+    inner: Arc<FactoryInner>,
+}
+
+struct FactoryInner {
     client: Client,
     options: FactoryOptions,
     informers: Mutex<Vec<Registered>>,
@@ -197,6 +204,7 @@ pub struct SharedInformerFactory {
 impl std::fmt::Debug for SharedInformerFactory {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let keys: Vec<InformerKey> = self
+            .inner
             .informers
             .lock()
             .iter()
@@ -227,12 +235,19 @@ impl SharedInformerFactory {
     /// A factory of informers using `client`.
     pub fn new(client: Client, options: FactoryOptions) -> Self {
         Self {
-            client,
-            options,
-            informers: Mutex::new(Vec::new()),
-            error_handlers: Mutex::new(Vec::new()),
-            cancel: CancellationToken::new(),
+            inner: Arc::new(FactoryInner {
+                client,
+                options,
+                informers: Mutex::new(Vec::new()),
+                error_handlers: Mutex::new(Vec::new()),
+                cancel: CancellationToken::new(),
+            }),
         }
+    }
+
+    /// The client the informers list and watch with.
+    pub fn client(&self) -> &Client {
+        &self.inner.client
     }
 
     fn informer_options<K: Resource + 'static>(
@@ -240,11 +255,11 @@ impl SharedInformerFactory {
         name: String,
         namespaced: bool,
     ) -> InformerOptions<K> {
-        let mut reflector = self.options.reflector.clone();
-        if let Some(selector) = &self.options.label_selector {
+        let mut reflector = self.inner.options.reflector.clone();
+        if let Some(selector) = &self.inner.options.label_selector {
             reflector = reflector.label_selector(selector.clone());
         }
-        if let Some(selector) = &self.options.field_selector {
+        if let Some(selector) = &self.inner.options.field_selector {
             reflector = reflector.field_selector(selector.clone());
         }
         let indexers = if namespaced {
@@ -257,11 +272,12 @@ impl SharedInformerFactory {
             .name(name)
             .indexers(indexers);
         let resync = self
+            .inner
             .options
             .resync_for
             .get(std::any::type_name::<K>())
             .copied()
-            .or(self.options.default_resync);
+            .or(self.inner.options.default_resync);
         if let Some(period) = resync {
             options = options.default_resync(period);
         }
@@ -270,7 +286,7 @@ impl SharedInformerFactory {
 
     /// The namespace the factory watches for a type of this scope.
     fn namespace_for(&self, namespaced: bool) -> Option<String> {
-        self.options.namespace.clone().filter(|_| namespaced)
+        self.inner.options.namespace.clone().filter(|_| namespaced)
     }
 
     /// The informer registered under `key`, or a new one made by `make`.
@@ -281,7 +297,7 @@ impl SharedInformerFactory {
         namespaced: bool,
         make: impl FnOnce(InformerOptions<K>) -> SharedIndexInformer<K>,
     ) -> SharedIndexInformer<K> {
-        let mut informers = self.informers.lock();
+        let mut informers = self.inner.informers.lock();
         if let Some(found) = informers.iter().find(|r| r.key == key) {
             let informer = found
                 .informer
@@ -296,7 +312,7 @@ impl SharedInformerFactory {
             None => name,
         };
         let informer = make(self.informer_options(name, namespaced));
-        for handler in self.error_handlers.lock().iter() {
+        for handler in self.inner.error_handlers.lock().iter() {
             AnyInformer::on_error(&informer, handler.clone());
         }
         informers.push(Registered {
@@ -321,7 +337,7 @@ impl SharedInformerFactory {
             namespace: ns.clone(),
         };
         self.get_or_make(key, short_name::<K>(), K::Scope::NAMESPACED, |options| {
-            let lw = ClientListerWatcher::<K>::new(self.client.clone(), ns.as_deref(), &());
+            let lw = ClientListerWatcher::<K>::new(self.inner.client.clone(), ns.as_deref(), &());
             SharedIndexInformer::new(lw, options)
         })
     }
@@ -343,7 +359,7 @@ impl SharedInformerFactory {
         let namespaced = matches!(scope, Scope::Namespaced);
         self.get_or_make(key, what, namespaced, |options| {
             let lw = ClientListerWatcher::<DynamicObject>::new(
-                self.client.clone(),
+                self.inner.client.clone(),
                 ns.as_deref(),
                 resource,
             );
@@ -367,7 +383,7 @@ impl SharedInformerFactory {
         let name = format!("{} metadata", short_name::<K>());
         self.get_or_make(key, name, K::Scope::NAMESPACED, |options| {
             let lw = ClientListerWatcher::<PartialObjectMeta<K>>::new(
-                self.client.clone(),
+                self.inner.client.clone(),
                 ns.as_deref(),
                 &(),
             )
@@ -381,17 +397,17 @@ impl SharedInformerFactory {
     /// [`SharedIndexInformer::on_error`].
     pub fn on_error(&self, handler: impl Fn(&str, &Failure) + Send + Sync + 'static) {
         let handler: ErrorHandler = Arc::new(handler);
-        self.error_handlers.lock().push(handler.clone());
-        for registered in self.informers.lock().iter() {
+        self.inner.error_handlers.lock().push(handler.clone());
+        for registered in self.inner.informers.lock().iter() {
             registered.informer.on_error(handler.clone());
         }
     }
 
     /// Starts every informer not started yet (informers asked for later need another call).
     pub fn start(&self) {
-        let mut informers = self.informers.lock();
+        let mut informers = self.inner.informers.lock();
         for registered in informers.iter_mut().filter(|r| r.task.is_none()) {
-            let run = registered.informer.run(self.cancel.child_token());
+            let run = registered.informer.run(self.inner.cancel.child_token());
             registered.task = Some(tokio::spawn(run));
         }
     }
@@ -401,7 +417,7 @@ impl SharedInformerFactory {
     #[doc(alias = "WaitForCacheSync")]
     pub async fn wait_for_sync(&self, timeout: Duration) -> Result<(), CacheSyncError> {
         let waits: Vec<_> = {
-            let informers = self.informers.lock();
+            let informers = self.inner.informers.lock();
             let started = informers.iter().filter(|r| r.task.is_some());
             started.map(|r| r.informer.wait_for_sync(timeout)).collect()
         };
@@ -422,7 +438,7 @@ impl SharedInformerFactory {
     pub async fn wait_for_cache_sync(&self) -> BTreeMap<String, bool> {
         let forever = Duration::from_secs(u64::from(u32::MAX));
         tokio::select! {
-            () = self.cancel.cancelled() => {}
+            () = self.inner.cancel.cancelled() => {}
             _ = self.wait_for_sync(forever) => {}
         }
         self.health()
@@ -433,16 +449,16 @@ impl SharedInformerFactory {
 
     /// The health of every started informer, for probes.
     pub fn health(&self) -> Vec<InformerHealth> {
-        let informers = self.informers.lock();
+        let informers = self.inner.informers.lock();
         let started = informers.iter().filter(|r| r.task.is_some());
         started.map(|r| r.informer.health()).collect()
     }
 
     /// Stops every informer and waits until they have stopped.
     pub async fn shutdown(&self) {
-        self.cancel.cancel();
+        self.inner.cancel.cancel();
         let tasks: Vec<JoinHandle<()>> = {
-            let mut informers = self.informers.lock();
+            let mut informers = self.inner.informers.lock();
             informers.iter_mut().filter_map(|r| r.task.take()).collect()
         };
         for task in tasks {

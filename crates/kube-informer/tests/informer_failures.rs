@@ -373,11 +373,21 @@ async fn a_panicking_handler_is_reported_with_its_name_and_the_key() {
 /// of it at once (it used to wait out its whole timeout).
 #[tokio::test(start_paused = true)]
 async fn an_empty_first_list_ends_the_sync_wait_at_once() {
-    let source = Scripted::new(|_| ListReply::Items(vec![], "5"), |_, _| WatchReply::Stay(vec![]));
+    let source = Scripted::new(
+        |_| ListReply::Items(vec![], "5"),
+        |_, _| WatchReply::Stay(vec![]),
+    );
     let (informer, _, cancel, task) = run(source, options());
     let started = tokio::time::Instant::now();
-    informer.wait_for_sync(Duration::from_secs(3600)).await.unwrap();
-    assert!(started.elapsed() < Duration::from_secs(1), "{:?}", started.elapsed());
+    informer
+        .wait_for_sync(Duration::from_secs(3600))
+        .await
+        .unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
     cancel.cancel();
     task.await.unwrap();
 }

@@ -4,6 +4,8 @@
 //! - `Ok(Action::Done)`: the key is forgotten (its backoff starts over next time).
 //! - `Ok(Action::RequeueAfter(d))`: looked at again after `d` (a periodic check); a success,
 //!   so the key's failure count is forgotten too.
+//! - `Ok(Action::Retry)`: retried like an error, without one to log (an error policy's
+//!   choice).
 //! - `Err(e)`: logged and retried with the queue's rate limiter (exponential per key), up
 //!   to `max_retries` times, then dropped until the next change of the object.
 //! - A panicking reconcile — in its future, or in the function before it returns one — is
@@ -74,6 +76,10 @@ pub enum Action {
     Done,
     /// Look again after this long (a success: the key's failure count is forgotten).
     RequeueAfter(Duration),
+    /// Look again after the rate limiter's delay for this key, as after an error: the
+    /// failure count grows, and the key is dropped after `max_retries` (for an error
+    /// policy that decided to retry).
+    Retry,
 }
 
 /// Settings of a [`Controller`].
@@ -117,6 +123,16 @@ impl ControllerOptions {
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.name = name.into();
         self
+    }
+
+    /// The controller's name.
+    pub fn controller_name(&self) -> &str {
+        &self.name
+    }
+
+    /// How many workers reconcile at once.
+    pub fn worker_count(&self) -> usize {
+        self.workers
     }
 
     /// How long stopping may wait for held and queued keys to be reconciled (default
@@ -188,6 +204,7 @@ impl<T: QueueItem + Display> Controller<T> {
                                 item.requeue_after(delay);
                                 continue;
                             }
+                            Ok(Ok(Action::Retry)) => "the reconcile asked for a retry".to_owned(),
                             Ok(Err(err)) => err.to_string(),
                             Err(panic) => format!(
                                 "the reconcile function panicked: {}",

@@ -1,0 +1,360 @@
+//! [`Controller`]: reconcile one kind of object, with everything every operator needs —
+//! children it owns, other objects it watches, predicates, a typed reconcile input, an
+//! error policy, a context, metrics, and a tracing span per reconcile.
+//!
+//! It is built on the shared informer factory, so several controllers share one watch per
+//! type, and on kube-informer's worker scaffolding ([`kube_informer::controller`]), which
+//! guarantees that one key is never reconciled by two workers at once and that a change
+//! during a reconcile brings the key back.
+//!
+//! ```no_run
+//! use std::{sync::Arc, time::Duration};
+//! use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
+//! use kube_informer::{controller::{Action, ControllerOptions}, factory::{FactoryOptions, SharedInformerFactory}};
+//! use kube_informer_runtime::controller::{predicate, Cached, Controller};
+//! use tokio_util::sync::CancellationToken;
+//!
+//! struct Ctx { client: kube::Client }
+//!
+//! async fn reconcile(deploy: Cached<Deployment>, ctx: Arc<Ctx>) -> Result<Action, kube::Error> {
+//!     let Cached::Present(deploy) = deploy else { return Ok(Action::Done) }; // gone: nothing to do
+//!     // ... read pods from the cache, write through ctx.client ...
+//!     # let _ = (deploy, &ctx.client);
+//!     Ok(Action::RequeueAfter(Duration::from_secs(300)))
+//! }
+//!
+//! fn error_policy(_: &Cached<Deployment>, err: &kube::Error, _: &Ctx) -> Action {
+//!     eprintln!("reconcile failed: {err}");
+//!     Action::Retry // back off per key, as after any error
+//! }
+//!
+//! # async fn demo(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
+//! let factory = SharedInformerFactory::new(client.clone(), FactoryOptions::default());
+//! Controller::<Deployment>::new(&factory, ControllerOptions::default().name("ready-pods"))
+//!     .owns::<Pod>()
+//!     .predicate(predicate::generation())
+//!     .run(reconcile, error_policy, Arc::new(Ctx { client }), CancellationToken::new())
+//!     .await?;
+//! # Ok(())
+//! # }
+//! ```
+
+mod cached;
+mod metrics;
+pub mod predicate;
+mod reconcile;
+mod relations;
+
+use std::{fmt::Display, future::Future, sync::Arc, time::Duration};
+
+use futures_util::{Stream, StreamExt, future::BoxFuture};
+use kube::Resource;
+use kube_informer::{
+    ObjectKey,
+    controller::{Action, ControllerOptions},
+    factory::{FactoryScope, SharedInformerFactory},
+    informer::{HandlerOptions, SharedIndexInformer, SyncError},
+    workqueue::RateLimitingQueue,
+};
+use serde::de::DeserializeOwned;
+use tokio_util::sync::CancellationToken;
+
+pub use self::{cached::Cached, metrics::ControllerMetrics, predicate::Predicate};
+
+type SyncWait = Box<dyn Fn(Duration) -> BoxFuture<'static, Result<(), SyncError>> + Send>;
+type Detach = Box<dyn FnOnce() -> BoxFuture<'static, ()> + Send>;
+
+/// Why a controller stopped before it was cancelled.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ControllerError {
+    /// A cache it reads did not sync in time (the error says which and why).
+    #[error("controller {controller}: {source}")]
+    CacheSync {
+        /// The controller's name.
+        controller: String,
+        /// Which informer, and its last error.
+        #[source]
+        source: SyncError,
+    },
+}
+
+/// A controller of `K` objects: which changes lead to a reconcile, and the workers that run
+/// it. Build it, then [`run`](Self::run) it (or give it to a manager).
+pub struct Controller<K: Resource> {
+    factory: SharedInformerFactory,
+    informer: SharedIndexInformer<K>,
+    queue: RateLimitingQueue<ObjectKey>,
+    options: ControllerOptions,
+    name: String,
+    predicate: Option<Predicate<K>>,
+    resync: Option<Duration>,
+    cache_sync_timeout: Duration,
+    metrics: Option<ControllerMetrics>,
+    syncs: Vec<SyncWait>,
+    detach: Vec<Detach>,
+    triggers: Vec<BoxFuture<'static, ()>>,
+}
+
+impl<K: Resource> std::fmt::Debug for Controller<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Controller")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a type needs to be reconciled or related: a typed, deserializable Kubernetes
+/// resource with a known scope.
+pub trait Watchable:
+    Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static
+{
+}
+
+impl<T> Watchable for T
+where
+    T: Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+    T::Scope: FactoryScope,
+{
+}
+
+impl<K> Controller<K>
+where
+    K: Watchable,
+    K::Scope: FactoryScope,
+{
+    /// A controller of `K`, reading `factory`'s shared informer of `K`. `options` are the
+    /// workers' (count, retries, drain deadline) and its name (in metrics, logs, spans).
+    pub fn new(factory: &SharedInformerFactory, options: ControllerOptions) -> Self {
+        let name = options.controller_name().to_owned();
+        let queue = RateLimitingQueue::new(
+            kube_informer::workqueue::QueueConfig::default().name(name.clone()),
+        );
+        let mut controller = Self {
+            factory: factory.clone(),
+            informer: factory.informer::<K>(),
+            queue,
+            options,
+            name,
+            predicate: None,
+            resync: None,
+            cache_sync_timeout: Duration::from_secs(120),
+            metrics: None,
+            syncs: Vec::new(),
+            detach: Vec::new(),
+            triggers: Vec::new(),
+        };
+        controller.wait_for(controller.informer.clone());
+        controller
+    }
+
+    /// The controller's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The queue of keys to reconcile: add keys yourself, or look at its depth.
+    pub fn queue(&self) -> &RateLimitingQueue<ObjectKey> {
+        &self.queue
+    }
+
+    /// The shared informer of `K` this controller reconciles from.
+    pub fn informer(&self) -> &SharedIndexInformer<K> {
+        &self.informer
+    }
+
+    fn wait_for<T: Resource + Clone + Send + Sync + 'static>(
+        &mut self,
+        informer: SharedIndexInformer<T>,
+    ) {
+        self.syncs.push(Box::new(move |timeout| {
+            let informer = informer.clone();
+            Box::pin(async move { informer.wait_for_sync(timeout).await })
+        }));
+    }
+
+    fn relate<T: Watchable>(mut self, handler: kube_informer::informer::HandlerFuncs<T>) -> Self
+    where
+        T::Scope: FactoryScope,
+    {
+        let informer = self.factory.informer::<T>();
+        let options = HandlerOptions::default().name(format!("{} relation", self.name));
+        let registration = informer.add_event_handler(handler, options);
+        self.wait_for(informer.clone());
+        self.detach.push(Box::new(move || {
+            Box::pin(async move {
+                let _ = informer.remove_event_handler(&registration).await;
+            })
+        }));
+        self
+    }
+
+    /// Reconcile the controller owner of every `C` that changes (the ownerReference with
+    /// `controller: true` of kind `K`), deletions and tombstones included; children without
+    /// such an owner are ignored.
+    #[must_use]
+    pub fn owns<C: Watchable>(self) -> Self
+    where
+        C::Scope: FactoryScope,
+    {
+        let handler = relations::owned::<K, C>(self.queue.clone(), K::Scope::NAMESPACED);
+        self.relate(handler)
+    }
+
+    /// Reconcile the keys `map` gives for every `O` that changes (old and new state of an
+    /// update, and deleted objects, tombstones included).
+    #[must_use]
+    pub fn watches<O: Watchable>(
+        self,
+        map: impl Fn(&O) -> Vec<ObjectKey> + Send + Sync + 'static,
+    ) -> Self
+    where
+        O::Scope: FactoryScope,
+    {
+        let handler = relations::mapped(self.queue.clone(), map);
+        self.relate(handler)
+    }
+
+    /// Reconcile only the updates of `K` this predicate passes (adds, deletes and resyncs
+    /// always reconcile). See [`predicate`] for the built-in ones.
+    #[must_use]
+    pub fn predicate(mut self, predicate: Predicate<K>) -> Self {
+        self.predicate = Some(predicate);
+        self
+    }
+
+    /// Reconcile every cached `K` again every `period` (a resync; none by default).
+    #[must_use]
+    pub fn resync(mut self, period: Duration) -> Self {
+        self.resync = Some(period);
+        self
+    }
+
+    /// Reconcile every cached `K` each time `trigger` yields (a config reload, a signal).
+    #[must_use]
+    pub fn reconcile_all_on(mut self, trigger: impl Stream<Item = ()> + Send + 'static) -> Self {
+        let (store, queue) = (self.informer.store(), self.queue.clone());
+        self.triggers.push(Box::pin(async move {
+            let mut trigger = std::pin::pin!(trigger);
+            while trigger.next().await.is_some() {
+                store.list_keys().into_iter().for_each(|key| queue.add(key));
+            }
+        }));
+        self
+    }
+
+    /// How long to wait for the caches before giving up (default 2 minutes, as
+    /// controller-runtime).
+    #[must_use]
+    pub fn cache_sync_timeout(mut self, timeout: Duration) -> Self {
+        self.cache_sync_timeout = timeout;
+        self
+    }
+
+    /// Records reconcile metrics into `metrics`.
+    #[must_use]
+    pub fn metrics(mut self, metrics: &ControllerMetrics) -> Self {
+        self.metrics = Some(metrics.clone());
+        self
+    }
+
+    /// Starts the informers, waits for the caches this controller reads, then reconciles
+    /// until `cancel`, and drains (see [`ControllerOptions::drain_timeout`]).
+    ///
+    /// `reconcile` gets the object as cached ([`Cached`]) and the context; `error_policy`
+    /// decides what to do after an error (usually [`Action::Retry`]: per-key exponential
+    /// backoff, dropped after `max_retries`). A panic in `reconcile` is caught, counted and
+    /// retried like an error.
+    pub async fn run<Ctx, E, R, Fut, P>(
+        mut self,
+        reconcile: R,
+        error_policy: P,
+        ctx: Arc<Ctx>,
+        cancel: CancellationToken,
+    ) -> Result<(), ControllerError>
+    where
+        Ctx: Send + Sync + 'static,
+        E: Display + Send + 'static,
+        R: Fn(Cached<K>, Arc<Ctx>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Action, E>> + Send + 'static,
+        P: Fn(&Cached<K>, &E, &Ctx) -> Action + Send + Sync + 'static,
+    {
+        let mut handler_options = HandlerOptions::default().name(self.name.clone());
+        if let Some(period) = self.resync {
+            handler_options = handler_options.resync(period);
+        }
+        let handler = relations::primary(self.queue.clone(), self.predicate.take());
+        let registration = self.informer.add_event_handler(handler, handler_options);
+        self.factory.start();
+        let synced = self.wait_for_caches(&cancel).await;
+        let result = match synced {
+            Err(err) => Err(err),
+            Ok(false) => Ok(()), // cancelled while waiting
+            Ok(true) => {
+                self.reconcile_until(reconcile, error_policy, ctx, cancel)
+                    .await;
+                Ok(())
+            }
+        };
+        let _ = self.informer.remove_event_handler(&registration).await;
+        for detach in self.detach.drain(..) {
+            detach().await;
+        }
+        result
+    }
+
+    /// Whether every cache synced (`false`: cancelled first).
+    async fn wait_for_caches(&self, cancel: &CancellationToken) -> Result<bool, ControllerError> {
+        for wait in &self.syncs {
+            tokio::select! {
+                () = cancel.cancelled() => return Ok(false),
+                synced = wait(self.cache_sync_timeout) => synced.map_err(|source| {
+                    ControllerError::CacheSync { controller: self.name.clone(), source }
+                })?,
+            }
+        }
+        Ok(true)
+    }
+
+    async fn reconcile_until<Ctx, E, R, Fut, P>(
+        &mut self,
+        reconcile: R,
+        error_policy: P,
+        ctx: Arc<Ctx>,
+        cancel: CancellationToken,
+    ) where
+        Ctx: Send + Sync + 'static,
+        E: Display + Send + 'static,
+        R: Fn(Cached<K>, Arc<Ctx>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Action, E>> + Send + 'static,
+        P: Fn(&Cached<K>, &E, &Ctx) -> Action + Send + Sync + 'static,
+    {
+        if let Some(metrics) = &self.metrics {
+            metrics.set_workers(&self.name, self.options.worker_count());
+        }
+        let triggers: Vec<_> = self.triggers.drain(..).map(tokio::spawn).collect();
+        let worker = reconcile::Worker {
+            name: self.name.clone(),
+            store: self.informer.store(),
+            queue: self.queue.clone(),
+            metrics: self.metrics.clone(),
+            reconcile: Arc::new(reconcile),
+            error_policy: Arc::new(error_policy),
+            ctx,
+        };
+        let core = kube_informer::controller::Controller::with_queue(
+            self.queue.clone(),
+            self.options.clone(),
+        );
+        core.run(move |key| worker.call(key), cancel).await;
+        for trigger in triggers {
+            trigger.abort();
+        }
+    }
+}

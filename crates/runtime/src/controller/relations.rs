@@ -1,0 +1,151 @@
+//! The event handlers that turn changes into keys to reconcile: the primary object's own
+//! changes (through the predicate), its owned children (through ownerReferences), and any
+//! other object mapped by a function.
+
+use std::sync::Arc;
+
+use kube::{Resource, ResourceExt};
+use kube_informer::{
+    DeletedObject, ObjectKey, informer::HandlerFuncs, meta_namespace_key,
+    workqueue::RateLimitingQueue,
+};
+
+use super::predicate::Predicate;
+
+/// Keys of `K` objects to reconcile, as a handler pushes them.
+pub(crate) type Queue = RateLimitingQueue<ObjectKey>;
+
+/// The primary object's handler: adds and deletes (tombstones included) always queue the
+/// key; updates queue it when `predicate` says so, and resyncs (old and new the same
+/// object) always.
+pub(crate) fn primary<K: Resource + Send + Sync + 'static>(
+    queue: Queue,
+    predicate: Option<Predicate<K>>,
+) -> HandlerFuncs<K> {
+    let (on_add, on_update, on_delete) = (queue.clone(), queue.clone(), queue);
+    HandlerFuncs::new()
+        .on_add(move |obj: Arc<K>, _| enqueue(&on_add, obj.as_ref()))
+        .on_update(move |old: Arc<K>, new: Arc<K>| {
+            let resync = Arc::ptr_eq(&old, &new);
+            if resync || predicate.as_ref().is_none_or(|p| p.changed(&old, &new)) {
+                enqueue(&on_update, new.as_ref());
+            }
+        })
+        .on_delete(move |gone: DeletedObject<K>| {
+            if let Ok(key) = kube_informer::deletion_handling_meta_namespace_key(&gone) {
+                on_delete.add(key);
+            }
+        })
+}
+
+fn enqueue<K: Resource>(queue: &Queue, obj: &K) {
+    if let Ok(key) = meta_namespace_key(obj) {
+        queue.add(key);
+    }
+}
+
+/// The key of `child`'s controller owner of kind `K` (ownerReference with
+/// `controller: true`, the same kind and apiVersion). `owner_namespaced` says whether `K`
+/// lives in namespaces (then the owner is in the child's namespace).
+pub(crate) fn controller_owner<K, C>(child: &C, owner_namespaced: bool) -> Option<ObjectKey>
+where
+    K: Resource<DynamicType = ()>,
+    C: Resource,
+{
+    let (kind, api_version) = (K::kind(&()), K::api_version(&()));
+    let owner = child
+        .owner_references()
+        .iter()
+        .find(|r| r.controller == Some(true) && r.kind == kind && r.api_version == api_version)?;
+    let namespace = owner_namespaced.then(|| child.namespace()).flatten();
+    Some(ObjectKey::new(namespace.as_deref(), &owner.name))
+}
+
+/// The handler of an owned kind `C`: queues the controller owner of every added, updated
+/// (old and new owner, if it changed) and deleted child, tombstones included. Orphans (no
+/// controller owner of kind `K`) queue nothing.
+pub(crate) fn owned<K, C>(queue: Queue, owner_namespaced: bool) -> HandlerFuncs<C>
+where
+    K: Resource<DynamicType = ()> + 'static,
+    C: Resource + Send + Sync + 'static,
+{
+    mapped(queue, move |child: &C| {
+        controller_owner::<K, C>(child, owner_namespaced)
+            .into_iter()
+            .collect()
+    })
+}
+
+/// The handler of a watched kind `O`: queues the keys `map` gives for every added, updated
+/// (old and new) and deleted object, tombstones included.
+pub(crate) fn mapped<O: Send + Sync + 'static>(
+    queue: Queue,
+    map: impl Fn(&O) -> Vec<ObjectKey> + Send + Sync + 'static,
+) -> HandlerFuncs<O> {
+    let map = Arc::new(map);
+    let (add_map, update_map, delete_map) = (map.clone(), map.clone(), map);
+    let (on_add, on_update, on_delete) = (queue.clone(), queue.clone(), queue);
+    HandlerFuncs::new()
+        .on_add(move |obj: Arc<O>, _| add_map(&obj).into_iter().for_each(|k| on_add.add(k)))
+        .on_update(move |old: Arc<O>, new: Arc<O>| {
+            let mut keys = update_map(&new);
+            if !Arc::ptr_eq(&old, &new) {
+                keys.extend(update_map(&old));
+            }
+            keys.into_iter().for_each(|k| on_update.add(k));
+        })
+        .on_delete(move |gone: DeletedObject<O>| {
+            delete_map(gone.object())
+                .into_iter()
+                .for_each(|k| on_delete.add(k));
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::{
+        api::{apps::v1::ReplicaSet, core::v1::Pod},
+        apimachinery::pkg::apis::meta::v1::OwnerReference,
+    };
+
+    use super::*;
+
+    fn pod(owners: Vec<OwnerReference>) -> Pod {
+        let mut pod = Pod::default();
+        pod.metadata.name = Some("p".into());
+        pod.metadata.namespace = Some("shop".into());
+        pod.metadata.owner_references = Some(owners);
+        pod
+    }
+
+    fn owner(kind: &str, name: &str, controller: bool) -> OwnerReference {
+        OwnerReference {
+            api_version: "apps/v1".into(),
+            kind: kind.into(),
+            name: name.into(),
+            uid: "u".into(),
+            controller: Some(controller),
+            block_owner_deletion: None,
+        }
+    }
+
+    #[test]
+    fn only_the_controller_owner_of_the_kind_counts() {
+        let found = |owners| controller_owner::<ReplicaSet, Pod>(&pod(owners), true);
+        assert_eq!(
+            found(vec![owner("ReplicaSet", "rs", true)])
+                .unwrap()
+                .as_str(),
+            "shop/rs"
+        );
+        assert!(
+            found(vec![owner("ReplicaSet", "rs", false)]).is_none(),
+            "not the controller"
+        );
+        assert!(
+            found(vec![owner("StatefulSet", "ss", true)]).is_none(),
+            "another kind"
+        );
+        assert!(found(vec![]).is_none(), "an orphan");
+    }
+}

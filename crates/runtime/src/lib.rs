@@ -1,0 +1,17 @@
+//! # kube-informer-runtime
+//!
+//! What it takes to run a real operator, on top of [kube-informer](kube_informer)'s shared
+//! informers and work queues: controller-runtime's and kube-runtime's parts, in one place.
+//!
+//! - [`controller`]: a [`Controller`](controller::Controller) of one kind, with owned
+//!   children, watched objects, predicates, a typed reconcile input
+//!   ([`Cached`](controller::Cached)), an error policy, a context, metrics with
+//!   controller-runtime's names, and a span per reconcile.
+//!
+//! The informer core (kube-informer) stays free of HTTP servers and signal handling: they
+//! live here, with the manager.
+
+pub mod controller;
+pub mod finalizer;
+pub mod leader_election;
+pub mod lease;
