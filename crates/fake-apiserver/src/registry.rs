@@ -110,5 +110,6 @@ pub(crate) fn builtins() -> Vec<ResourceType> {
         ResourceType::namespaced(Gvr::new("apps", "v1", "replicasets"), "ReplicaSet")
             .short_names(&["rs"]),
         ResourceType::namespaced(Gvr::new("coordination.k8s.io", "v1", "leases"), "Lease"),
+        ResourceType::namespaced(Gvr::new("events.k8s.io", "v1", "events"), "Event"),
     ]
 }

@@ -37,6 +37,8 @@ pub struct FactoryOptions {
     default_resync: Option<Duration>,
     resync_for: HashMap<String, Duration>,
     reflector: ReflectorOptions,
+    #[cfg(feature = "metrics")]
+    informer_metrics: Option<crate::informer::InformerMetrics>,
 }
 
 impl FactoryOptions {
@@ -81,6 +83,20 @@ impl FactoryOptions {
     #[must_use]
     pub fn reflector(mut self, options: ReflectorOptions) -> Self {
         self.reflector = options;
+        self
+    }
+
+    /// Records every informer's and reflector's metrics (FIFO depth, processing time,
+    /// handler backlogs; lists, watches, restarts) under the informer's name.
+    #[cfg(feature = "metrics")]
+    #[must_use]
+    pub fn metrics(
+        mut self,
+        informers: &crate::informer::InformerMetrics,
+        reflectors: &crate::reflector::ReflectorMetrics,
+    ) -> Self {
+        self.informer_metrics = Some(informers.clone());
+        self.reflector = self.reflector.metrics(reflectors);
         self
     }
 }
@@ -271,6 +287,10 @@ impl SharedInformerFactory {
             .reflector(reflector)
             .name(name)
             .indexers(indexers);
+        #[cfg(feature = "metrics")]
+        if let Some(metrics) = &self.inner.options.informer_metrics {
+            options = options.metrics(metrics);
+        }
         let resync = self
             .inner
             .options

@@ -12,6 +12,8 @@
 //! live here, with the manager.
 
 pub mod controller;
+pub mod events;
 pub mod finalizer;
 pub mod leader_election;
 pub mod lease;
+pub mod manager;

@@ -9,6 +9,9 @@
 //! | `controller_runtime_reconcile_time_seconds` | histogram | controller | how long each reconcile took |
 //! | `controller_runtime_max_concurrent_reconciles` | gauge | controller | the number of workers |
 //! | `controller_runtime_active_workers` | gauge | controller | workers reconciling now |
+//!
+//! Registering them also registers client-go's workqueue metrics (`workqueue_*`, labelled
+//! by the controller's name), which every controller's queue records.
 
 use prometheus_client::{
     encoding::EncodeLabelSet,
@@ -39,7 +42,7 @@ fn reconcile_time() -> Histogram {
 }
 
 /// The reconcile metrics of any number of controllers, registered once. Give it to each
-/// controller with [`ControllerBuilder::metrics`](super::ControllerBuilder::metrics); the
+/// controller with [`Controller::with_metrics`](super::Controller::with_metrics); the
 /// manager does that for its controllers.
 ///
 /// ```
@@ -61,6 +64,7 @@ pub struct ControllerMetrics {
     time: Family<Controller, Histogram, fn() -> Histogram>,
     max_concurrent: Family<Controller, Gauge>,
     active: Family<Controller, Gauge>,
+    queues: kube_informer::workqueue::WorkqueueMetrics,
 }
 
 impl std::fmt::Debug for ControllerMetrics {
@@ -89,6 +93,7 @@ impl ControllerMetrics {
             time: Family::new_with_constructor(reconcile_time),
             max_concurrent: Family::default(),
             active: Family::default(),
+            queues: kube_informer::workqueue::WorkqueueMetrics::register(registry),
         };
         registry.register(
             "controller_runtime_reconcile",
@@ -121,6 +126,11 @@ impl ControllerMetrics {
             metrics.active.clone(),
         );
         metrics
+    }
+
+    /// The workqueue metrics the controllers' queues record.
+    pub fn queues(&self) -> &kube_informer::workqueue::WorkqueueMetrics {
+        &self.queues
     }
 
     fn label(controller: &str) -> Controller {

@@ -61,8 +61,10 @@ use tokio_util::sync::CancellationToken;
 
 pub use self::{cached::Cached, metrics::ControllerMetrics, predicate::Predicate};
 
-type SyncWait = Box<dyn Fn(Duration) -> BoxFuture<'static, Result<(), SyncError>> + Send>;
-type Detach = Box<dyn FnOnce() -> BoxFuture<'static, ()> + Send>;
+type SyncWait = Box<dyn Fn(Duration) -> BoxFuture<'static, Result<(), SyncError>> + Send + Sync>;
+type Detach = Box<dyn FnOnce() -> BoxFuture<'static, ()> + Send + Sync>;
+/// A trigger's future, behind a mutex only so that the controller is `Sync`.
+type Trigger = parking_lot::Mutex<BoxFuture<'static, ()>>;
 
 /// Why a controller stopped before it was cancelled.
 #[derive(Debug, thiserror::Error)]
@@ -93,7 +95,7 @@ pub struct Controller<K: Resource> {
     metrics: Option<ControllerMetrics>,
     syncs: Vec<SyncWait>,
     detach: Vec<Detach>,
-    triggers: Vec<BoxFuture<'static, ()>>,
+    triggers: Vec<Trigger>,
 }
 
 impl<K: Resource> std::fmt::Debug for Controller<K> {
@@ -132,10 +134,30 @@ where
     /// A controller of `K`, reading `factory`'s shared informer of `K`. `options` are the
     /// workers' (count, retries, drain deadline) and its name (in metrics, logs, spans).
     pub fn new(factory: &SharedInformerFactory, options: ControllerOptions) -> Self {
+        Self::build(factory, options, None)
+    }
+
+    /// Like [`new`](Self::new), recording reconcile and workqueue metrics into `metrics`
+    /// (a [`Manager`](crate::manager::Manager)'s controllers do).
+    pub fn with_metrics(
+        factory: &SharedInformerFactory,
+        options: ControllerOptions,
+        metrics: &ControllerMetrics,
+    ) -> Self {
+        Self::build(factory, options, Some(metrics.clone()))
+    }
+
+    fn build(
+        factory: &SharedInformerFactory,
+        options: ControllerOptions,
+        metrics: Option<ControllerMetrics>,
+    ) -> Self {
         let name = options.controller_name().to_owned();
-        let queue = RateLimitingQueue::new(
-            kube_informer::workqueue::QueueConfig::default().name(name.clone()),
-        );
+        let mut config = kube_informer::workqueue::QueueConfig::default().name(name.clone());
+        if let Some(metrics) = &metrics {
+            config = config.metrics(metrics.queues());
+        }
+        let queue = RateLimitingQueue::new(config);
         let mut controller = Self {
             factory: factory.clone(),
             informer: factory.informer::<K>(),
@@ -145,7 +167,7 @@ where
             predicate: None,
             resync: None,
             cache_sync_timeout: Duration::from_secs(120),
-            metrics: None,
+            metrics,
             syncs: Vec::new(),
             detach: Vec::new(),
             triggers: Vec::new(),
@@ -240,12 +262,13 @@ where
     #[must_use]
     pub fn reconcile_all_on(mut self, trigger: impl Stream<Item = ()> + Send + 'static) -> Self {
         let (store, queue) = (self.informer.store(), self.queue.clone());
-        self.triggers.push(Box::pin(async move {
-            let mut trigger = std::pin::pin!(trigger);
-            while trigger.next().await.is_some() {
-                store.list_keys().into_iter().for_each(|key| queue.add(key));
-            }
-        }));
+        self.triggers
+            .push(parking_lot::Mutex::new(Box::pin(async move {
+                let mut trigger = std::pin::pin!(trigger);
+                while trigger.next().await.is_some() {
+                    store.list_keys().into_iter().for_each(|key| queue.add(key));
+                }
+            })));
         self
     }
 
@@ -254,13 +277,6 @@ where
     #[must_use]
     pub fn cache_sync_timeout(mut self, timeout: Duration) -> Self {
         self.cache_sync_timeout = timeout;
-        self
-    }
-
-    /// Records reconcile metrics into `metrics`.
-    #[must_use]
-    pub fn metrics(mut self, metrics: &ControllerMetrics) -> Self {
-        self.metrics = Some(metrics.clone());
         self
     }
 
@@ -338,7 +354,11 @@ where
         if let Some(metrics) = &self.metrics {
             metrics.set_workers(&self.name, self.options.worker_count());
         }
-        let triggers: Vec<_> = self.triggers.drain(..).map(tokio::spawn).collect();
+        let triggers: Vec<_> = self
+            .triggers
+            .drain(..)
+            .map(|t| tokio::spawn(t.into_inner()))
+            .collect();
         let worker = reconcile::Worker {
             name: self.name.clone(),
             store: self.informer.store(),

@@ -3,7 +3,7 @@
 //! A predicate looks at an update (old and new object) and says whether something relevant
 //! changed. Adds and deletes always reconcile (controller-runtime's predicates pass create
 //! and delete events too), and so do resyncs when the controller asks for them
-//! ([`ControllerBuilder::resync`](super::ControllerBuilder::resync)): a predicate only
+//! ([`Controller::resync`](super::Controller::resync)): a predicate only
 //! filters real updates.
 
 use std::{collections::BTreeMap, sync::Arc};

@@ -1,0 +1,300 @@
+//! Kubernetes Events (`events.k8s.io/v1`) from a controller, as `kubectl describe` shows
+//! them, with client-go's aggregation and spam filter (see the `series` module docs).
+//!
+//! Recording never blocks a reconcile: [`Recorder::publish`] puts the event in a bounded
+//! queue (1000, client-go's size) and returns; a background task aggregates and writes.
+//! When the queue is full, the event is dropped and logged. A write that fails on the
+//! transport is retried (12 times, 10 s apart with jitter, as client-go); one the server
+//! rejects is logged and dropped.
+//!
+//! ```no_run
+//! use k8s_openapi::api::apps::v1::Deployment;
+//! use kube_informer_runtime::events::{EventType, NewEvent, Recorder, Reporter};
+//!
+//! # fn demo(client: kube::Client, deploy: &Deployment) {
+//! let recorder = Recorder::new(client, Reporter::new("ready-pods", "pod-7f9c"));
+//! recorder.publish(
+//!     deploy,
+//!     NewEvent::new(EventType::Normal, "Counted", "Reconcile").note("3 of 3 pods ready"),
+//! );
+//! # }
+//! ```
+
+mod series;
+mod sink;
+
+use std::{sync::Arc, time::Duration};
+
+use k8s_openapi::{
+    api::{
+        core::v1::ObjectReference,
+        events::v1::{Event, EventSeries},
+    },
+    apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta},
+    jiff::Timestamp,
+};
+use kube::{Resource, ResourceExt};
+use parking_lot::Mutex;
+use tokio::{sync::mpsc, time::Instant};
+
+use self::series::{Aggregator, Observed, SeriesKey};
+pub use self::sink::{EventSink, MemoryEvents, Written};
+
+/// Events waiting to be written, at most (client-go's `maxQueuedEvents`).
+const QUEUE: usize = 1000;
+/// Tries per write on transport failures (client-go's `maxTriesPerEvent`).
+const TRIES: u32 = 12;
+/// The pause between tries (client-go's `defaultSleepDuration`), jittered by up to 25 %.
+const RETRY_PAUSE: Duration = Duration::from_secs(10);
+
+/// `Normal` or `Warning`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    /// Something expected happened.
+    Normal,
+    /// Something went wrong.
+    Warning,
+}
+
+/// Who reports: the controller's name and this instance (e.g. the pod's name).
+#[derive(Debug, Clone)]
+pub struct Reporter {
+    controller: String,
+    instance: String,
+}
+
+impl Reporter {
+    /// `controller` (e.g. `ready-pods`, or `example.com/ready-pods`) reporting from
+    /// `instance`.
+    pub fn new(controller: impl Into<String>, instance: impl Into<String>) -> Self {
+        Self {
+            controller: controller.into(),
+            instance: instance.into(),
+        }
+    }
+}
+
+/// An event to publish about an object.
+#[derive(Debug, Clone)]
+pub struct NewEvent {
+    type_: EventType,
+    reason: String,
+    action: String,
+    note: Option<String>,
+    related: Option<ObjectReference>,
+}
+
+impl NewEvent {
+    /// An event of `type_` with a machine-readable `reason` (`UpperCamelCase`) for what the
+    /// controller did (`action`).
+    pub fn new(type_: EventType, reason: impl Into<String>, action: impl Into<String>) -> Self {
+        Self {
+            type_,
+            reason: reason.into(),
+            action: action.into(),
+            note: None,
+            related: None,
+        }
+    }
+
+    /// A human-readable note (at most 1 kB is kept).
+    #[must_use]
+    pub fn note(mut self, note: impl Into<String>) -> Self {
+        let mut note: String = note.into();
+        if note.len() > 1024 {
+            let cut = (0..=1024)
+                .rev()
+                .find(|i| note.is_char_boundary(*i))
+                .unwrap_or(0);
+            note.truncate(cut);
+        }
+        self.note = Some(note);
+        self
+    }
+
+    /// Another object the event is about.
+    #[must_use]
+    pub fn related(mut self, related: ObjectReference) -> Self {
+        self.related = Some(related);
+        self
+    }
+}
+
+/// A reference to `obj`, for [`NewEvent::related`].
+pub fn reference<K: Resource<DynamicType = ()>>(obj: &K) -> ObjectReference {
+    ObjectReference {
+        api_version: Some(K::api_version(&()).into_owned()),
+        kind: Some(K::kind(&()).into_owned()),
+        name: obj.meta().name.clone(),
+        namespace: obj.meta().namespace.clone(),
+        uid: obj.meta().uid.clone(),
+        resource_version: obj.meta().resource_version.clone(),
+        field_path: None,
+    }
+}
+
+/// Publishes events; cheap to clone (clones share the queue and the aggregation).
+#[derive(Clone)]
+pub struct Recorder {
+    reporter: Reporter,
+    queue: mpsc::Sender<Event>,
+    dropped: Arc<Mutex<u64>>,
+    aggregator: Arc<Mutex<Aggregator>>,
+}
+
+impl std::fmt::Debug for Recorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recorder")
+            .field("reporter", &self.reporter)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Recorder {
+    /// A recorder writing through `client` (needs a tokio runtime: it starts the writer
+    /// task, which ends when every clone of the recorder is dropped).
+    pub fn new(client: kube::Client, reporter: Reporter) -> Self {
+        Self::with_sink(Arc::new(client), reporter)
+    }
+
+    /// A recorder writing to `sink` (e.g. [`MemoryEvents`] in tests).
+    pub fn with_sink(sink: Arc<dyn EventSink>, reporter: Reporter) -> Self {
+        let (queue, events) = mpsc::channel(QUEUE);
+        let aggregator = Arc::new(Mutex::new(Aggregator::default()));
+        tokio::spawn(write_events(events, sink, aggregator.clone()));
+        Self {
+            reporter,
+            queue,
+            dropped: Arc::default(),
+            aggregator,
+        }
+    }
+
+    /// Publishes `event` about `regarding`; never waits. Dropped (and logged) when the
+    /// queue is full or the object has used up its share (the spam filter).
+    pub fn publish<K: Resource<DynamicType = ()>>(&self, regarding: &K, event: NewEvent) {
+        let now = Timestamp::now();
+        let name = format!("{}.{:x}", regarding.name_any(), now.as_nanosecond());
+        let namespace = regarding
+            .namespace()
+            .unwrap_or_else(|| "default".to_owned());
+        let event = Event {
+            metadata: ObjectMeta {
+                name: Some(name),
+                namespace: Some(namespace),
+                ..ObjectMeta::default()
+            },
+            event_time: Some(MicroTime(now)),
+            type_: Some(
+                match event.type_ {
+                    EventType::Normal => "Normal",
+                    EventType::Warning => "Warning",
+                }
+                .to_owned(),
+            ),
+            reason: Some(event.reason),
+            action: Some(event.action),
+            note: event.note,
+            regarding: Some(reference(regarding)),
+            related: event.related,
+            reporting_controller: Some(self.reporter.controller.clone()),
+            reporting_instance: Some(self.reporter.instance.clone()),
+            ..Event::default()
+        };
+        if let Err(full) = self.queue.try_send(event) {
+            *self.dropped.lock() += 1;
+            tracing::error!("dropped an event, the queue is full: {full}");
+        }
+    }
+
+    /// How many events were dropped: queue full, or over an object's rate.
+    pub fn dropped(&self) -> u64 {
+        *self.dropped.lock() + self.aggregator.lock().dropped
+    }
+}
+
+/// The writer task: aggregates, writes, and writes due series counts every minute.
+async fn write_events(
+    mut events: mpsc::Receiver<Event>,
+    sink: Arc<dyn EventSink>,
+    aggregator: Arc<Mutex<Aggregator>>,
+) {
+    let mut tick = tokio::time::interval(Duration::from_secs(60));
+    loop {
+        tokio::select! {
+            received = events.recv() => {
+                let Some(event) = received else { break };
+                let (key, observed) = aggregator.lock().observe(event.clone(), Instant::now());
+                match observed {
+                    Observed::Create => write(&*sink, &event, None).await,
+                    Observed::StartSeries => flush(&*sink, &aggregator, &key).await,
+                    Observed::Counted | Observed::Spam => {}
+                }
+            }
+            _ = tick.tick() => {
+                let due = aggregator.lock().due(Instant::now());
+                for (key, series) in due {
+                    write_series(&*sink, &aggregator, &key, &series).await;
+                }
+            }
+        }
+    }
+    // The recorder is gone: write what is still unwritten.
+    let due = aggregator.lock().due(Instant::now() + series::FINISH);
+    for (key, series) in due {
+        write_series(&*sink, &aggregator, &key, &series).await;
+    }
+}
+
+async fn flush(sink: &dyn EventSink, aggregator: &Mutex<Aggregator>, key: &SeriesKey) {
+    let series = aggregator.lock().series.get(key).cloned();
+    if let Some(series) = series {
+        write_series(sink, aggregator, key, &series).await;
+    }
+}
+
+async fn write_series(
+    sink: &dyn EventSink,
+    aggregator: &Mutex<Aggregator>,
+    key: &SeriesKey,
+    series: &series::Series,
+) {
+    let observed = EventSeries {
+        count: series.count,
+        last_observed_time: MicroTime(Timestamp::now()),
+    };
+    write(sink, &series.event, Some(&observed)).await;
+    aggregator.lock().written(key, series.count, Instant::now());
+}
+
+/// One write, retried on transport failures; a 404 on a series patch re-creates the
+/// event with its series.
+async fn write(sink: &dyn EventSink, event: &Event, series: Option<&EventSeries>) {
+    for attempt in 1..=TRIES {
+        let result = match series {
+            Some(series) => match sink.patch_series(event, series).await {
+                Err(kube::Error::Api(status)) if status.code == 404 => {
+                    let mut whole = event.clone();
+                    whole.series = Some(series.clone());
+                    whole.metadata.resource_version = None;
+                    sink.create(&whole).await
+                }
+                other => other,
+            },
+            None => sink.create(event).await,
+        };
+        match result {
+            Ok(()) => return,
+            Err(kube::Error::Api(status)) => {
+                tracing::error!(reason = ?event.reason, "the server rejected an event: {}", status.message);
+                return;
+            }
+            Err(err) if attempt < TRIES => {
+                tracing::warn!("writing an event failed, will retry: {err}");
+                let jitter = RETRY_PAUSE.mul_f64(0.25 * f64::from(attempt % 4) / 4.0);
+                tokio::time::sleep(RETRY_PAUSE + jitter).await;
+            }
+            Err(err) => tracing::error!("writing an event failed {TRIES} times, dropped: {err}"),
+        }
+    }
+}

@@ -1,0 +1,95 @@
+//! The manager's HTTP endpoints: `/healthz`, `/readyz` (each with `?verbose`) and
+//! `/metrics` (Prometheus text), on one address, over HTTP/1.1 (hyper).
+
+use std::{convert::Infallible, sync::Arc};
+
+use bytes::Bytes;
+use http::{Request, Response, StatusCode};
+use http_body_util::Full;
+use hyper::{body::Incoming, service::service_fn};
+use hyper_util::rt::TokioIo;
+use parking_lot::Mutex;
+use prometheus_client::registry::Registry;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use super::health::{Probes, render};
+
+/// Serves the endpoints on `listener` until `cancel`.
+pub(crate) async fn serve(
+    listener: TcpListener,
+    probes: Arc<Probes>,
+    registry: Arc<Mutex<Registry>>,
+    cancel: CancellationToken,
+) {
+    loop {
+        let accepted = tokio::select! {
+            () = cancel.cancelled() => return,
+            accepted = listener.accept() => accepted,
+        };
+        let Ok((stream, _)) = accepted else {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            continue;
+        };
+        let (probes, registry) = (probes.clone(), registry.clone());
+        let service = service_fn(move |request: Request<Incoming>| {
+            let response = answer(&request, &probes, &registry);
+            async move { Ok::<_, Infallible>(response) }
+        });
+        let cancel = cancel.clone();
+        tokio::spawn(async move {
+            let connection = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service);
+            tokio::select! {
+                _ = connection => {}
+                () = cancel.cancelled() => {}
+            }
+        });
+    }
+}
+
+fn answer(
+    request: &Request<Incoming>,
+    probes: &Probes,
+    registry: &Mutex<Registry>,
+) -> Response<Full<Bytes>> {
+    let verbose = request.uri().query().is_some_and(|q| {
+        q.split('&')
+            .any(|p| p == "verbose" || p.starts_with("verbose="))
+    });
+    let (code, body, content_type) = match request.uri().path() {
+        "/healthz" | "/livez" => {
+            let (code, body) = render(&probes.healthz(), verbose);
+            (code, body, "text/plain; charset=utf-8")
+        }
+        "/readyz" => {
+            let (code, body) = render(&probes.readyz(), verbose);
+            (code, body, "text/plain; charset=utf-8")
+        }
+        "/metrics" => {
+            let mut text = String::new();
+            match prometheus_client::encoding::text::encode(&mut text, &registry.lock()) {
+                Ok(()) => (
+                    200,
+                    text,
+                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                ),
+                Err(err) => (500, format!("encoding metrics failed: {err}"), "text/plain"),
+            }
+        }
+        path => (
+            404,
+            format!("{path} not found; try /healthz, /readyz or /metrics\n"),
+            "text/plain",
+        ),
+    };
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() =
+        StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    if let Ok(value) = content_type.parse() {
+        response
+            .headers_mut()
+            .insert(http::header::CONTENT_TYPE, value);
+    }
+    response
+}

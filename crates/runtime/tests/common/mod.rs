@@ -1,0 +1,77 @@
+//! Helpers shared by the runtime's integration tests.
+
+#![allow(dead_code)]
+
+use std::{sync::Arc, time::Duration};
+
+use fake_apiserver::{FakeApiServer, Gvr, ServerConfig};
+use parking_lot::Mutex;
+use serde_json::{Value, json};
+
+/// A fake-apiserver with the namespace `shop`.
+pub(crate) async fn server() -> Arc<FakeApiServer> {
+    let server = FakeApiServer::start(ServerConfig::default()).await.unwrap();
+    server
+        .create(
+            &Gvr::core("namespaces"),
+            None,
+            json!({"metadata": {"name": "shop"}}),
+        )
+        .unwrap();
+    Arc::new(server)
+}
+
+/// A Deployment `name` with `replicas`.
+pub(crate) fn deployment(name: &str, replicas: i32) -> Value {
+    json!({
+        "metadata": {"name": name, "uid": format!("uid-{name}")},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                 "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}},
+    })
+}
+
+/// A Pod `name`, controlled by the Deployment `owner` if given.
+pub(crate) fn pod(name: &str, owner: Option<&str>) -> Value {
+    let owners: Vec<Value> = owner
+        .map(|o| json!({"apiVersion": "apps/v1", "kind": "Deployment", "name": o, "uid": format!("uid-{o}"), "controller": true}))
+        .into_iter()
+        .collect();
+    json!({
+        "metadata": {"name": name, "ownerReferences": owners},
+        "spec": {"containers": [{"name": "c", "image": "i"}]},
+    })
+}
+
+/// Lines recorded by handlers and reconciles, shared across tasks.
+#[derive(Clone, Default)]
+pub(crate) struct Recorded(Arc<Mutex<Vec<String>>>);
+
+impl Recorded {
+    pub(crate) fn push(&self, line: String) {
+        self.0.lock().push(line);
+    }
+
+    pub(crate) fn all(&self) -> Vec<String> {
+        self.0.lock().clone()
+    }
+
+    pub(crate) fn count(&self, line: &str) -> usize {
+        self.0.lock().iter().filter(|l| *l == line).count()
+    }
+
+    pub(crate) fn clear(&self) {
+        self.0.lock().clear();
+    }
+}
+
+/// Waits until `done` holds, polling every 5 ms; panics naming `what` after 20 s (the bound
+/// only guards a hang, it never decides a verdict).
+pub(crate) async fn until(what: &str, mut done: impl FnMut() -> bool) {
+    for _ in 0..4000 {
+        if done() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("timed out waiting for: {what}");
+}

@@ -1,0 +1,244 @@
+//! The manager against fake-apiserver: health endpoints that flip on a failing watch and an
+//! unsynced cache, metrics, a graceful shutdown that drains, and two leader-elected replicas
+//! in one process that never reconcile at the same time.
+
+mod common;
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use common::{server, until};
+use fake_apiserver::{Fault, Gvr, Verb};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube_informer::controller::{Action, ControllerOptions};
+use kube_informer_runtime::{
+    controller::Cached,
+    leader_election::LeaderElectionConfig,
+    manager::{Manager, ManagerError, ManagerOptions},
+};
+use parking_lot::Mutex;
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_util::sync::CancellationToken;
+
+/// `GET path` on the manager's endpoints: (status, body).
+async fn get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    let code = response[9..12].parse().unwrap();
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (code, body)
+}
+
+fn local() -> ManagerOptions {
+    ManagerOptions::default()
+        .bind(([127, 0, 0, 1], 0).into())
+        .max_watch_failures(3)
+}
+
+async fn count(_: Cached<ConfigMap>, done: Arc<AtomicUsize>) -> Result<Action, kube::Error> {
+    done.fetch_add(1, Ordering::SeqCst);
+    Ok(Action::Done)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_flips_on_a_failing_watch_and_an_unsynced_cache() {
+    let server = server().await;
+    for verb in [Verb::List, Verb::Watch] {
+        server.inject(Fault::Status {
+            verb,
+            code: 403,
+            times: 8,
+            retry_after_seconds: None,
+        });
+    }
+    let fast = kube_informer::reflector::ReflectorOptions::default().backoff(
+        Duration::from_millis(5),
+        Duration::from_millis(20),
+        Duration::from_secs(60),
+    );
+    let factory = kube_informer::factory::FactoryOptions::default().reflector(fast);
+    let mut manager = Manager::with_factory_options(server.client().unwrap(), local(), factory)
+        .await
+        .unwrap();
+    let addr = manager.addr().unwrap();
+    let done = Arc::new(AtomicUsize::new(0));
+    let controller = manager.controller::<ConfigMap>(ControllerOptions::default().name("cms"));
+    manager.add_controller(controller, count, |_, _, _| Action::Retry, done.clone());
+    let (stop, force) = (CancellationToken::new(), CancellationToken::new());
+    let running = tokio::spawn(manager.run_until(stop.clone(), force));
+    // Failing: not ready, and not alive once three lists/watches failed in a row.
+    let mut flipped = false;
+    for _ in 0..400 {
+        let (ready, _) = get(addr, "/readyz").await;
+        let (alive, body) = get(addr, "/healthz?verbose").await;
+        assert_eq!(ready, 500, "ready while the cache cannot sync");
+        if alive == 500 {
+            assert!(body.contains("[-]informer ConfigMap failed: "), "{body}");
+            flipped = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(flipped, "/healthz never failed");
+    // The faults run out: synced, alive, ready, and metrics to show.
+    let mut ready = false;
+    for _ in 0..2000 {
+        if get(addr, "/readyz").await.0 == 200 && get(addr, "/healthz").await.0 == 200 {
+            ready = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(ready, "never ready after the faults ran out");
+    server
+        .create(
+            &Gvr::core("configmaps"),
+            Some("shop"),
+            json!({"metadata": {"name": "a"}}),
+        )
+        .unwrap();
+    until("reconciled", || done.load(Ordering::SeqCst) >= 1).await;
+    let (code, metrics) = get(addr, "/metrics").await;
+    assert_eq!(code, 200);
+    for name in [
+        r#"controller_runtime_reconcile_total{controller="cms",result="success"}"#,
+        r#"controller_runtime_max_concurrent_reconciles{controller="cms"} 2"#,
+        "workqueue_adds_total",
+        "informer_fifo_depth",
+        "reflector_watches_total",
+    ] {
+        assert!(metrics.contains(name), "{name} missing from\n{metrics}");
+    }
+    stop.cancel();
+    running.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_graceful_shutdown_drains_the_reconciles_in_flight() {
+    let server = server().await;
+    let cms = Gvr::core("configmaps");
+    for i in 0..4 {
+        server
+            .create(
+                &cms,
+                Some("shop"),
+                json!({"metadata": {"name": format!("c{i}")}}),
+            )
+            .unwrap();
+    }
+    let mut manager = Manager::new(server.client().unwrap(), local())
+        .await
+        .unwrap();
+    let (started, finished) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let controller =
+        manager.controller::<ConfigMap>(ControllerOptions::default().name("slow").workers(1));
+    let (s, f) = (started.clone(), finished.clone());
+    manager.add_controller(
+        controller,
+        move |_: Cached<ConfigMap>, _: Arc<()>| {
+            let (s, f) = (s.clone(), f.clone());
+            async move {
+                s.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                f.fetch_add(1, Ordering::SeqCst);
+                Ok::<_, kube::Error>(Action::Done)
+            }
+        },
+        |_, _, _| Action::Retry,
+        Arc::new(()),
+    );
+    let (stop, force) = (CancellationToken::new(), CancellationToken::new());
+    let running = tokio::spawn(manager.run_until(stop.clone(), force));
+    until("the first reconcile started", || {
+        started.load(Ordering::SeqCst) >= 1
+    })
+    .await;
+    stop.cancel();
+    running.await.unwrap().unwrap();
+    assert_eq!(
+        finished.load(Ordering::SeqCst),
+        4,
+        "held and queued keys reconciled"
+    );
+}
+
+/// Two replicas in one process: one leads, the other waits; the leader crashes (its tasks
+/// die without releasing) and the other takes over. Reconciles of the two never overlap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_never_reconcile_at_once_and_the_standby_takes_over() {
+    let server = server().await;
+    let cms = Gvr::core("configmaps");
+    server
+        .create(&cms, Some("shop"), json!({"metadata": {"name": "a"}}))
+        .unwrap();
+    let spans: Arc<Mutex<Vec<(usize, Instant, Instant)>>> = Arc::default();
+    let mut replicas = Vec::new();
+    for replica in 0..2usize {
+        let election = LeaderElectionConfig::new("demo", "shop", format!("replica-{replica}"))
+            .lease_duration(Duration::from_secs(3))
+            .renew_deadline(Duration::from_secs(2))
+            .retry_period(Duration::from_millis(500))
+            .release_on_cancel(false);
+        let options = local().leader_election(election);
+        let mut manager = Manager::new(server.client().unwrap(), options)
+            .await
+            .unwrap();
+        let controller = manager.controller::<ConfigMap>(ControllerOptions::default().name("cms"));
+        let log = spans.clone();
+        manager.add_controller(
+            controller.resync(Duration::from_secs(1)),
+            move |_: Cached<ConfigMap>, _: Arc<()>| {
+                let log = log.clone();
+                async move {
+                    let start = Instant::now();
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    log.lock().push((replica, start, Instant::now()));
+                    Ok::<_, kube::Error>(Action::Done)
+                }
+            },
+            |_, _, _| Action::Retry,
+            Arc::new(()),
+        );
+        let (stop, force) = (CancellationToken::new(), CancellationToken::new());
+        replicas.push((tokio::spawn(manager.run_until(stop.clone(), force)), stop));
+    }
+    until("someone reconciled", || !spans.lock().is_empty()).await;
+    let leader = spans.lock()[0].0;
+    replicas[leader].0.abort(); // a crash: no release, no drain
+    let crashed = Instant::now();
+    until("the standby reconciled", || {
+        spans.lock().iter().any(|s| s.0 != leader)
+    })
+    .await;
+    let takeover = spans.lock().iter().find(|s| s.0 != leader).unwrap().1;
+    assert!(
+        takeover - crashed >= Duration::from_secs(1),
+        "waited for the lease"
+    );
+    let spans = spans.lock().clone();
+    for a in &spans {
+        for b in &spans {
+            let overlap = a.0 != b.0 && a.1 < b.2 && b.1 < a.2;
+            assert!(!overlap, "two replicas reconciled at once: {a:?} {b:?}");
+        }
+    }
+    let (standby, stop) = replicas.remove(1 - leader);
+    stop.cancel();
+    let result = standby.await.unwrap();
+    assert!(
+        result.is_ok() || matches!(result, Err(ManagerError::LeadershipLost)),
+        "{result:?}"
+    );
+}
