@@ -401,6 +401,9 @@ where
                 () = cancel.cancelled() => break,
                 ended = died => {
                     reflector = None;
+                    if cancel.is_cancelled() {
+                        break; // it stopped because we are stopping
+                    }
                     let message = match ended {
                         Err(join) if join.is_panic() => crate::panic_message(join.into_panic().as_ref()),
                         Err(join) => join.to_string(),

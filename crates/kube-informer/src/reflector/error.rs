@@ -7,7 +7,7 @@ use std::time::Duration;
 #[non_exhaustive]
 pub enum ReflectorError {
     /// A LIST failed.
-    #[error("list of {resource} failed: {source}")]
+    #[error("list of {resource} failed: {}", causes(source))]
     List {
         /// What was listed.
         resource: String,
@@ -16,7 +16,7 @@ pub enum ReflectorError {
         source: kube::Error,
     },
     /// A WATCH could not be started or broke.
-    #[error("watch of {resource} failed: {source}")]
+    #[error("watch of {resource} failed: {}", causes(source))]
     Watch {
         /// What was watched.
         resource: String,
@@ -96,6 +96,22 @@ pub enum ReflectorError {
         #[source]
         source: crate::KeyError,
     },
+}
+
+/// An error and its causes, outermost first ("client error (Connect): tcp connect error:
+/// Connection refused (os error 111)"): the root cause is what the reader needs.
+pub(crate) fn causes(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        let line = cause.to_string();
+        if !text.contains(&line) {
+            text.push_str(": ");
+            text.push_str(&line);
+        }
+        source = cause.source();
+    }
+    text
 }
 
 /// How to react to a client error.

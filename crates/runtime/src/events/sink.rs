@@ -76,7 +76,9 @@ impl MemoryEvents {
 
 impl EventSink for MemoryEvents {
     fn create<'a>(&'a self, event: &'a Event) -> BoxFuture<'a, Result<(), kube::Error>> {
-        self.writes.lock().push(Written::Created(Box::new(event.clone())));
+        self.writes
+            .lock()
+            .push(Written::Created(Box::new(event.clone())));
         Box::pin(async { Ok(()) })
     }
 

@@ -1,0 +1,223 @@
+//! The demo's two controllers, sharing the manager's informers.
+//!
+//! - **ready-pods** (`Deployment`, owns `Pod`): counts each Deployment's running pods through
+//!   a pod index, writes the count into an annotation and a `ready-<name>` report ConfigMap,
+//!   publishes an event when it changes, and deletes the report through a finalizer when the
+//!   Deployment is deleted. A predicate skips its own annotation writes.
+//! - **namespace-summaries** (`Namespace`, watches `Pod`): keeps a `pod-summary` ConfigMap
+//!   per namespace with its pods per phase.
+#![allow(dead_code, unreachable_pub)]
+
+use std::{collections::BTreeMap, sync::Arc};
+
+use k8s_openapi::api::{
+    apps::v1::Deployment,
+    core::v1::{ConfigMap, Namespace, Pod},
+};
+use kube::{
+    Api, ResourceExt,
+    api::{DeleteParams, Patch, PatchParams},
+};
+use kube_informer::{Indexers, Lister, ObjectKey, ReadOnlyStore, controller::Action};
+use kube_informer_runtime::{
+    controller::{Cached, Controller, predicate},
+    events::{EventType, NewEvent, Recorder},
+    finalizer::{Event, FinalizerError, finalizer},
+    manager::Manager,
+};
+use serde_json::json;
+
+/// The pod index: the key of the pod's controller owner.
+pub const BY_OWNER: &str = "by-owner";
+/// The annotation holding a Deployment's `ready/total`.
+pub const READY: &str = "demo.kube-informer.io/ready";
+/// The finalizer that deletes a Deployment's report.
+pub const REPORT_FINALIZER: &str = "demo.kube-informer.io/report";
+/// The summary each namespace gets.
+pub const SUMMARY: &str = "pod-summary";
+
+/// Index function: `namespace/owner` of the pod's controller owner.
+pub fn by_owner(pod: &Pod) -> Vec<String> {
+    let ns = pod.namespace().unwrap_or_default();
+    pod.owner_references()
+        .iter()
+        .filter(|r| r.controller == Some(true))
+        .map(|r| format!("{ns}/{}", r.name))
+        .collect()
+}
+
+/// Whether a pod counts as ready (the demo's simple rule: it runs).
+pub fn is_ready(pod: &Pod) -> bool {
+    pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+}
+
+/// What the demo's reconciles share.
+pub struct Context {
+    pub client: kube::Client,
+    pub pods: ReadOnlyStore<Pod>,
+    pub recorder: Recorder,
+}
+
+/// `ready/total` for the Deployment `key`, from the pod index.
+pub fn readiness(pods: &ReadOnlyStore<Pod>, key: &str) -> (usize, usize) {
+    let owned = pods.by_index(BY_OWNER, key).unwrap_or_default();
+    (owned.iter().filter(|p| is_ready(p)).count(), owned.len())
+}
+
+/// ready-pods: one reconcile of a Deployment.
+pub async fn reconcile_deployment(
+    deploy: Cached<Deployment>,
+    ctx: Arc<Context>,
+) -> Result<Action, FinalizerError<kube::Error>> {
+    let Cached::Present(deploy) = deploy else {
+        return Ok(Action::Done); // gone: the finalizer already cleaned up
+    };
+    let ns = deploy.namespace().unwrap_or_default();
+    let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), &ns);
+    finalizer(&api, REPORT_FINALIZER, deploy, |event| async {
+        let reports: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &ns);
+        match event {
+            Event::Apply(deploy) => {
+                let name = deploy.name_any();
+                let (ready, total) = readiness(&ctx.pods, &format!("{ns}/{name}"));
+                let now = format!("{ready}/{total}");
+                if deploy.annotations().get(READY) != Some(&now) {
+                    let patch = json!({"metadata": {"annotations": {READY: now}}});
+                    api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                        .await?;
+                    let note = format!("{now} pods ready");
+                    let event =
+                        NewEvent::new(EventType::Normal, "ReadyChanged", "Count").note(note);
+                    ctx.recorder.publish(deploy.as_ref(), event);
+                }
+                write_report(&reports, &name, ready, total).await?;
+                Ok(Action::Done)
+            }
+            Event::Cleanup(deploy) => {
+                let name = format!("ready-{}", deploy.name_any());
+                match reports.delete(&name, &DeleteParams::default()).await {
+                    Ok(_) => Ok(Action::Done),
+                    Err(kube::Error::Api(s)) if s.code == 404 => Ok(Action::Done),
+                    Err(e) => Err(e),
+                }
+            }
+        }
+    })
+    .await
+}
+
+/// Creates or updates the report ConfigMap of Deployment `name`.
+async fn write_report(
+    reports: &Api<ConfigMap>,
+    name: &str,
+    ready: usize,
+    total: usize,
+) -> Result<(), kube::Error> {
+    let data = json!({"ready": ready.to_string(), "total": total.to_string()});
+    let report = format!("ready-{name}");
+    let patch = json!({"data": data});
+    match reports
+        .patch(&report, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => {
+            let cm: ConfigMap =
+                serde_json::from_value(json!({"metadata": {"name": report}, "data": data}))
+                    .expect("a valid ConfigMap");
+            match reports.create(&Default::default(), &cm).await {
+                Ok(_) => Ok(()),
+                Err(kube::Error::Api(s)) if s.code == 409 => Ok(()), // a retry patches it
+                Err(e) => Err(e),
+            }
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// What the summary of `namespace` says, from the cache: pods per phase (every phase, zeros
+/// included, so a merge patch never keeps a stale count).
+pub fn summary(pods: &ReadOnlyStore<Pod>, namespace: &str) -> BTreeMap<String, String> {
+    let pods = Lister::new(pods.clone())
+        .namespaced(namespace)
+        .list(&Default::default());
+    let mut data: BTreeMap<String, usize> = ["pending", "running", "succeeded", "failed"]
+        .into_iter()
+        .map(|p| (p.to_owned(), 0))
+        .collect();
+    for pod in &pods {
+        let phase = pod.status.as_ref().and_then(|s| s.phase.clone());
+        *data
+            .entry(phase.unwrap_or_else(|| "Pending".into()).to_lowercase())
+            .or_default() += 1;
+    }
+    let mut data: BTreeMap<String, String> =
+        data.into_iter().map(|(k, v)| (k, v.to_string())).collect();
+    data.insert("pods".into(), pods.len().to_string());
+    data
+}
+
+/// namespace-summaries: one reconcile of a Namespace.
+pub async fn reconcile_namespace(
+    namespace: Cached<Namespace>,
+    ctx: Arc<Context>,
+) -> Result<Action, kube::Error> {
+    let Cached::Present(namespace) = namespace else {
+        return Ok(Action::Done);
+    };
+    let ns = namespace.name_any();
+    let data = summary(&ctx.pods, &ns);
+    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &ns);
+    let patch = json!({"data": data});
+    match api
+        .patch(SUMMARY, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(Action::Done),
+        Err(kube::Error::Api(s)) if s.code == 404 => {
+            let cm: ConfigMap =
+                serde_json::from_value(json!({"metadata": {"name": SUMMARY}, "data": data}))
+                    .expect("a valid ConfigMap");
+            api.create(&Default::default(), &cm)
+                .await
+                .map(|_| Action::Done)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Adds both controllers to `manager` (run while this replica leads).
+pub fn install(manager: &mut Manager, recorder: Recorder) {
+    let pods = manager.factory().informer::<Pod>();
+    pods.add_indexers(Indexers::new().index(BY_OWNER, by_owner))
+        .expect("a fresh index name");
+    let ctx = Arc::new(Context {
+        client: manager.client().clone(),
+        pods: pods.store(),
+        recorder,
+    });
+    let options = kube_informer::controller::ControllerOptions::default();
+    let ready: Controller<Deployment> = manager
+        .controller::<Deployment>(options.clone().name("ready-pods").workers(4))
+        .owns::<Pod>()
+        .predicate(
+            predicate::generation()
+                .or(predicate::finalizers())
+                .or(predicate::deletion()),
+        );
+    manager.add_controller(
+        ready,
+        reconcile_deployment,
+        |_, _, _| Action::Retry,
+        ctx.clone(),
+    );
+    let summaries = manager
+        .controller::<Namespace>(options.name("namespace-summaries").workers(2))
+        .watches::<Pod>(|pod| {
+            pod.namespace()
+                .map(|ns| ObjectKey::new(None, &ns))
+                .into_iter()
+                .collect()
+        });
+    manager.add_controller(summaries, reconcile_namespace, |_, _, _| Action::Retry, ctx);
+}

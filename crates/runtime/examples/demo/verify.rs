@@ -1,0 +1,124 @@
+//! The demo's verdict: what the controllers wrote, against the server's own objects.
+#![allow(dead_code, unreachable_pub)]
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use fake_apiserver::{FakeApiServer, Gvr};
+use serde_json::Value;
+
+use super::controllers::{READY, SUMMARY};
+
+/// What disagrees (empty: everything matches).
+#[derive(Debug, Default)]
+pub struct Verdict {
+    pub mismatches: Vec<String>,
+    pub deployments: usize,
+    pub namespaces: usize,
+}
+
+fn name(v: &Value) -> String {
+    v["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn namespace(v: &Value) -> String {
+    v["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// Compares every Deployment's annotation and report, and every namespace's summary, with
+/// the pods on the server. A namespace without pods may have no summary at all.
+pub fn verify(server: &FakeApiServer) -> Verdict {
+    let list = |gvr: Gvr| server.list(&gvr).unwrap_or_default();
+    let pods = list(Gvr::core("pods"));
+    let deployments = list(Gvr::new("apps", "v1", "deployments"));
+    let config_maps = list(Gvr::core("configmaps"));
+    let namespaces = list(Gvr::core("namespaces"));
+    let mut verdict = Verdict {
+        deployments: deployments.len(),
+        namespaces: namespaces.len(),
+        ..Verdict::default()
+    };
+    let cm = |ns: &str, n: &str| {
+        config_maps
+            .iter()
+            .find(|c| namespace(c) == ns && name(c) == n)
+    };
+    let mut live = BTreeSet::new();
+    for deploy in &deployments {
+        let (ns, n) = (namespace(deploy), name(deploy));
+        if !deploy["metadata"]["deletionTimestamp"].is_null() {
+            verdict.mismatches.push(format!(
+                "{ns}/{n} is still terminating (finalizer not removed)"
+            ));
+            continue;
+        }
+        live.insert((ns.clone(), format!("ready-{n}")));
+        let owned: Vec<&Value> = pods
+            .iter()
+            .filter(|p| {
+                namespace(p) == ns && p["metadata"]["ownerReferences"][0]["name"] == n.as_str()
+            })
+            .collect();
+        let ready = owned
+            .iter()
+            .filter(|p| p["status"]["phase"] == "Running")
+            .count();
+        let truth = format!("{ready}/{}", owned.len());
+        let said = deploy["metadata"]["annotations"][READY]
+            .as_str()
+            .unwrap_or("-");
+        if said != truth {
+            verdict
+                .mismatches
+                .push(format!("{ns}/{n}: annotation {said}, server {truth}"));
+        }
+        let report = cm(&ns, &format!("ready-{n}"));
+        let reported = report.map(|r| {
+            format!(
+                "{}/{}",
+                r["data"]["ready"].as_str().unwrap_or("-"),
+                r["data"]["total"].as_str().unwrap_or("-")
+            )
+        });
+        if reported.as_deref() != Some(truth.as_str()) {
+            verdict.mismatches.push(format!(
+                "{ns}/ready-{n}: report {reported:?}, server {truth}"
+            ));
+        }
+    }
+    for c in &config_maps {
+        let (ns, n) = (namespace(c), name(c));
+        if n.starts_with("ready-") && !live.contains(&(ns.clone(), n.clone())) {
+            verdict.mismatches.push(format!(
+                "{ns}/{n}: the report of a deleted Deployment remains"
+            ));
+        }
+    }
+    let mut per_namespace: BTreeMap<String, usize> = BTreeMap::new();
+    for p in &pods {
+        *per_namespace.entry(namespace(p)).or_default() += 1;
+    }
+    for ns in namespaces
+        .iter()
+        .map(name)
+        .filter(|n| n.starts_with("team-"))
+    {
+        let truth = per_namespace.get(&ns).copied().unwrap_or(0);
+        let said = cm(&ns, SUMMARY).and_then(|s| s["data"]["pods"].as_str().map(str::to_owned));
+        let agrees = match &said {
+            Some(said) => *said == truth.to_string(),
+            None => truth == 0, // nothing to summarise, nothing written: fine
+        };
+        if !agrees {
+            verdict.mismatches.push(format!(
+                "{ns}: summary says {said:?}, server has {truth} pods"
+            ));
+        }
+    }
+    verdict
+}
