@@ -81,6 +81,15 @@ impl<K> Indexers<K> {
         self
     }
 
+    /// These index functions but those named in `names`.
+    #[must_use]
+    pub fn without(&self, names: &[String]) -> Self {
+        let mut rest = self.clone();
+        rest.funcs
+            .retain(|(n, _)| !names.iter().any(|m| **m == **n));
+        rest
+    }
+
     /// The names of the index functions, in the order they were added.
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.funcs.iter().map(|(n, _)| &**n)
@@ -280,6 +289,19 @@ impl<K> Indices<K> {
         value: &str,
     ) -> Result<Option<&FastSet<Slot>>, IndexError> {
         Ok(self.index(name)?.get(value))
+    }
+
+    /// The values index `name` gives `obj` (none if the function panics).
+    pub(crate) fn values_of(&self, name: &str, obj: &K) -> Result<Vec<String>, IndexError> {
+        let (_, func) = self
+            .indexers
+            .funcs
+            .iter()
+            .find(|(n, _)| &**n == name)
+            .ok_or_else(|| IndexError::NoSuchIndex {
+                name: name.to_owned(),
+            })?;
+        Ok(call(func, obj).unwrap_or_default())
     }
 
     /// All values of index `name` that at least one object has.

@@ -119,16 +119,20 @@
 
 pub mod compact;
 pub mod controller;
+pub mod expiration_cache;
 pub mod factory;
 pub mod fifo;
+pub mod heap;
 pub mod index;
 pub mod informer;
 mod json_prefix;
 pub mod key;
 pub mod list_watch;
 pub mod lister;
+pub mod mutation_cache;
 pub mod reflector;
 pub mod store;
+pub mod undelta_store;
 pub mod workqueue;
 
 pub use self::{

@@ -196,3 +196,68 @@ async fn a_forbidden_list_is_reported_and_the_sync_wait_says_so() {
     );
     factory.shutdown().await;
 }
+
+/// An operator watching two namespaces out of three: one informer, one watch per
+/// namespace, one cache; factory-wide and per-informer transforms; shared by what it watches.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_informer_of_some_namespaces_with_its_own_options() {
+    let server = FakeApiServer::start(ServerConfig::default()).await.unwrap();
+    let cms = Gvr::core("configmaps");
+    for ns in ["a", "b", "c"] {
+        server
+            .seed(&cms, (0..3).map(|i| json!({"metadata": {"name": format!("cm-{i}"), "namespace": ns, "labels": {"keep": "yes"}}})))
+            .unwrap();
+    }
+    let factory = SharedInformerFactory::new(
+        server.client().unwrap(),
+        FactoryOptions::default()
+            .strip_managed_fields()
+            .transform_for::<ConfigMap>(|mut cm| {
+                cm.data = Some([("seen".to_owned(), "yes".to_owned())].into());
+                cm
+            }),
+    );
+    let spec = || {
+        kube_informer::factory::InformerSpec::<ConfigMap>::new()
+            .namespaces(["b", "a"])
+            .label_selector("keep=yes")
+    };
+    let two = factory.informer_with(spec());
+    let again = factory.informer_with(spec().namespaces(["a", "b"]));
+    let everything = factory.informer::<ConfigMap>();
+    factory.start();
+    factory
+        .wait_for_sync(Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(two.store().len(), 6, "namespaces a and b only");
+    assert_eq!(
+        again.store().len(),
+        6,
+        "the same informer for the same spec"
+    );
+    assert_eq!(
+        everything.store().len(),
+        9,
+        "a different informer for all namespaces"
+    );
+    let cm = two.store().get_by_key("a/cm-0").unwrap();
+    assert!(
+        cm.metadata.managed_fields.is_none(),
+        "the factory-wide transform ran"
+    );
+    assert_eq!(
+        cm.data.as_ref().unwrap()["seen"],
+        "yes",
+        "the per-type transform ran"
+    );
+    let watches: Vec<_> = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.verb == Some(Verb::Watch) && r.param("labelSelector") == Some("keep=yes"))
+        .map(|r| r.path)
+        .collect();
+    assert_eq!(watches.len(), 2, "one watch per namespace: {watches:?}");
+    assert_eq!(factory.health().len(), 2);
+    factory.shutdown().await;
+}

@@ -12,24 +12,53 @@ use super::{Delta, Deltas, KnownObjects, PopError, ProcessError};
 use crate::{KeyError, ObjectKey, meta_namespace_key};
 
 /// Tracks the first relist: `has_synced` is true once everything it queued was popped, or
-/// at once if a plain add/update/delete came before any relist.
-#[derive(Debug, Default)]
+/// at once if a plain add/update/delete came before any relist. A queue fed by several
+/// relists (one per namespace) is populated once each of them came.
+#[derive(Debug)]
 pub(super) struct Population {
     populated: bool,
     initial_count: usize,
+    /// How many first relists make the initial state (one per reflector).
+    expected: usize,
+    relists: usize,
+}
+
+impl Default for Population {
+    fn default() -> Self {
+        Self {
+            populated: false,
+            initial_count: 0,
+            expected: 1,
+            relists: 0,
+        }
+    }
 }
 
 impl Population {
-    /// An add/update/delete: the queue is populated (no-op after the first time).
-    pub(super) fn touch(&mut self) {
-        self.populated = true;
+    /// Expect `relists` first relists (one per namespace watched into this queue).
+    pub(super) fn expect(&mut self, relists: usize) {
+        self.expected = relists.max(1);
     }
 
-    /// A `replace` that queued `queued` entries; only the first one counts.
+    /// An add/update/delete: the queue is populated (no-op after the first time), unless
+    /// several relists are expected.
+    pub(super) fn touch(&mut self) {
+        if self.expected == 1 {
+            self.populated = true;
+        }
+    }
+
+    /// Whether a first relist has come already.
+    pub(super) fn relisted(&self) -> bool {
+        self.relists > 0
+    }
+
+    /// A `replace` that queued `queued` entries; only the first ones count.
     pub(super) fn replaced(&mut self, queued: usize) {
         if !self.populated {
-            self.populated = true;
-            self.initial_count = queued;
+            self.relists += 1;
+            self.initial_count += queued;
+            self.populated = self.relists >= self.expected;
         }
     }
 
@@ -135,6 +164,11 @@ impl<S> Core<S> {
 
     pub(super) fn has_synced(&self) -> bool {
         self.state.lock().population.has_synced()
+    }
+
+    /// Expect `relists` first relists before the queue is synced.
+    pub(super) fn expect_relists(&self, relists: usize) {
+        self.state.lock().population.expect(relists);
     }
 
     /// Waits until something is queued, then runs `take` under the lock (it pops and

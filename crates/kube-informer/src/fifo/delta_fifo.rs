@@ -126,6 +126,36 @@ impl<K> DeltaFifo<K> {
     }
 }
 
+impl<K: Resource + Send + Sync> DeltaFifo<K> {
+    /// A relist of `scope` (a namespace; `None`: everything).
+    fn replace_scoped(
+        &self,
+        list: Vec<Arc<K>>,
+        resource_version: &str,
+        scope: Option<&str>,
+    ) -> Result<(), KeyError> {
+        let keyed = crate::key::key_all(list)?;
+        self.core.write(|state| {
+            // Read under our lock: the store is written only by `pop`'s process, which runs
+            // under this lock too, so nothing popped can slip between this read and the
+            // tombstones (lock order: FIFO, then store, as in `pop`).
+            let mut known = self.known.as_ref().map(|k| k.entries()).unwrap_or_default();
+            known.retain(|(key, _)| super::in_scope(key.as_str(), scope));
+            replace_locked(state, keyed, known, scope);
+            if scope.is_none() {
+                mark_reached(state, resource_version, self.known.as_deref());
+            }
+        });
+        Ok(())
+    }
+
+    /// Waits for `relists` first relists (one per namespace watched into this queue) before
+    /// [`has_synced`](DeltaQueue::has_synced).
+    pub fn expect_relists(&self, relists: usize) {
+        self.core.expect_relists(relists);
+    }
+}
+
 impl<K: Resource + Send + Sync> DeltaSink<K> for DeltaFifo<K> {
     fn add(&self, obj: Arc<K>) -> Result<(), KeyError> {
         self.core.push_object(obj, Delta::Added)
@@ -149,16 +179,16 @@ impl<K: Resource + Send + Sync> DeltaSink<K> for DeltaFifo<K> {
     }
 
     fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> Result<(), KeyError> {
-        let keyed = crate::key::key_all(list)?;
-        self.core.write(|state| {
-            // Read under our lock: the store is written only by `pop`'s process, which runs
-            // under this lock too, so nothing popped can slip between this read and the
-            // tombstones (lock order: FIFO, then store, as in `pop`).
-            let known = self.known.as_ref().map(|k| k.entries()).unwrap_or_default();
-            replace_locked(state, keyed, known);
-            mark_reached(state, resource_version, self.known.as_deref());
-        });
-        Ok(())
+        self.replace_scoped(list, resource_version, None)
+    }
+
+    fn replace_in_namespace(
+        &self,
+        namespace: &str,
+        list: Vec<Arc<K>>,
+        resource_version: &str,
+    ) -> Result<(), KeyError> {
+        self.replace_scoped(list, resource_version, Some(namespace))
     }
 
     fn resync(&self) {
@@ -186,6 +216,7 @@ fn replace_locked<K>(
     state: &mut State<KeyedEntries<K>>,
     keyed: Vec<(ObjectKey, Arc<K>)>,
     known: Vec<(ObjectKey, Arc<K>)>,
+    scope: Option<&str>,
 ) {
     let entries = &mut state.entries;
     let mut listed = FastSet::with_capacity_and_hasher(keyed.len(), Default::default());
@@ -197,7 +228,7 @@ fn replace_locked<K>(
     let queued_missing: Vec<(ObjectKey, Arc<K>)> = entries
         .items
         .iter()
-        .filter(|(key, _)| !listed.contains(key.as_str()))
+        .filter(|(key, _)| !listed.contains(key.as_str()) && super::in_scope(key.as_str(), scope))
         .map(|(key, deltas)| (key.clone(), deltas.newest().object().clone()))
         .collect();
     let mut tombstones = queued_missing.len();

@@ -106,6 +106,18 @@ pub trait DeltaSink<K>: Send + Sync {
     ///
     /// All or nothing: if an item has no key, nothing is queued and the error names it.
     fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> Result<(), KeyError>;
+    /// A relist of one namespace only (one of several watched into the same cache): like
+    /// [`replace`](Self::replace), but tombstones are made only for keys of `namespace`.
+    /// The default replaces everything (for sinks that are not shared by namespaces).
+    fn replace_in_namespace(
+        &self,
+        namespace: &str,
+        list: Vec<Arc<K>>,
+        resource_version: &str,
+    ) -> Result<(), KeyError> {
+        let _ = namespace;
+        self.replace(list, resource_version)
+    }
     /// Queues a [`Delta::Sync`] for every known object that has nothing queued.
     fn resync(&self);
     /// A watch bookmark: the server has sent everything up to `resource_version`. The
@@ -167,6 +179,14 @@ pub trait DeltaQueue<K>: DeltaSink<K> {
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
+
+/// Whether `key` belongs to `namespace` (every key does when `namespace` is `None`).
+pub(crate) fn in_scope(key: &str, namespace: Option<&str>) -> bool {
+    namespace.is_none_or(|ns| {
+        key.strip_prefix(ns)
+            .is_some_and(|rest| rest.starts_with('/'))
+    })
 }
 
 /// How a `process` closure given to [`DeltaQueue::pop`] can fail.

@@ -133,6 +133,34 @@ impl<K> RealFifo<K> {
     }
 }
 
+impl<K: Resource + Send + Sync> RealFifo<K> {
+    /// A relist of `scope` (a namespace; `None`: everything).
+    fn replace_scoped(
+        &self,
+        list: Vec<Arc<K>>,
+        resource_version: &str,
+        scope: Option<&str>,
+    ) -> Result<(), KeyError> {
+        let keyed = crate::key::key_all(list)?;
+        self.core.write(|state| {
+            // Read under our lock (see DeltaFifo::replace): lock order FIFO, then store.
+            let mut known = self.known.entries();
+            known.retain(|(key, _)| super::in_scope(key.as_str(), scope));
+            replace_locked(state, keyed, known, scope);
+            if scope.is_none() {
+                mark_reached(state, resource_version, Some(self.known.as_ref()));
+            }
+        });
+        Ok(())
+    }
+
+    /// Waits for `relists` first relists (one per namespace watched into this queue) before
+    /// [`has_synced`](DeltaQueue::has_synced).
+    pub fn expect_relists(&self, relists: usize) {
+        self.core.expect_relists(relists);
+    }
+}
+
 impl<K: Resource + Send + Sync> DeltaSink<K> for RealFifo<K> {
     fn add(&self, obj: Arc<K>) -> Result<(), KeyError> {
         self.core.push_object(obj, Delta::Added)
@@ -148,14 +176,16 @@ impl<K: Resource + Send + Sync> DeltaSink<K> for RealFifo<K> {
     }
 
     fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> Result<(), KeyError> {
-        let keyed = crate::key::key_all(list)?;
-        self.core.write(|state| {
-            // Read under our lock (see DeltaFifo::replace): lock order FIFO, then store.
-            let known = self.known.entries();
-            replace_locked(state, keyed, known);
-            mark_reached(state, resource_version, Some(self.known.as_ref()));
-        });
-        Ok(())
+        self.replace_scoped(list, resource_version, None)
+    }
+
+    fn replace_in_namespace(
+        &self,
+        namespace: &str,
+        list: Vec<Arc<K>>,
+        resource_version: &str,
+    ) -> Result<(), KeyError> {
+        self.replace_scoped(list, resource_version, Some(namespace))
     }
 
     fn resync(&self) {
@@ -193,7 +223,9 @@ fn replace_locked<K>(
     state: &mut State<OrderedEntries<K>>,
     keyed: Vec<(ObjectKey, Arc<K>)>,
     known: Vec<(ObjectKey, Arc<K>)>,
+    scope: Option<&str>,
 ) {
+    let queued_before = state.entries.queue.len();
     let tombstones = {
         let listed: FastSet<&str> = keyed.iter().map(|(key, _)| key.as_str()).collect();
         let newest = state.entries.newest_per_key();
@@ -202,7 +234,9 @@ fn replace_locked<K>(
         let from_queue = newest
             .iter()
             .filter(|(key, newest)| {
-                !listed.contains(key.as_str()) && !matches!(newest, Delta::Deleted(_))
+                !listed.contains(key.as_str())
+                    && !matches!(newest, Delta::Deleted(_))
+                    && super::in_scope(key.as_str(), scope)
             })
             .map(|(key, newest)| (key.clone(), newest.object().clone()));
         // ...then known keys missing from the list with nothing queued.
@@ -225,8 +259,15 @@ fn replace_locked<K>(
         state.entries.push(key, Delta::Replaced(obj));
         state.entries.queue.back_mut().expect("just pushed").group = group;
     }
+    // The first relist counts everything queued (earlier events too); a later first relist
+    // of another namespace counts what it added.
     let queued = state.entries.queue.len();
-    state.population.replaced(queued);
+    let added = queued - queued_before;
+    state.population.replaced(if state.population.relisted() {
+        added
+    } else {
+        queued
+    });
 }
 
 impl<K: Resource + Send + Sync> DeltaQueue<K> for RealFifo<K> {

@@ -972,3 +972,48 @@ async fn bookmarks_reach_the_store_after_what_was_queued_before_them() {
     let known: Arc<dyn KnownObjects<ConfigMap>> = Arc::new(store.clone());
     bookmarks_follow_what_was_queued_before_them(DeltaFifo::new(Some(known)), &store).await;
 }
+
+/// A relist of one namespace (several namespaces watched into one queue) tombstones only
+/// that namespace's missing objects, and the queue is synced once each namespace relisted.
+async fn a_namespace_relist_leaves_other_namespaces_alone<Q: DeltaQueue<ConfigMap>>(
+    q: Q,
+    store: &Store<ConfigMap>,
+) {
+    let in_ns = |ns: &str, name: &str| {
+        let mut obj = (*cm(name, "1")).clone();
+        obj.metadata.namespace = Some(ns.into());
+        Arc::new(obj)
+    };
+    q.replace_in_namespace("a", vec![in_ns("a", "x")], "5")
+        .unwrap();
+    assert!(!q.has_synced(), "namespace b has not listed yet");
+    q.replace_in_namespace("b", vec![in_ns("b", "y")], "6")
+        .unwrap();
+    while !q.is_empty() {
+        pop_one(&q, store).await;
+    }
+    assert!(q.has_synced());
+    // Namespace a relists without x: x is deleted; b's y is untouched.
+    q.replace_in_namespace("a", vec![], "9").unwrap();
+    let mut popped = Vec::new();
+    while !q.is_empty() {
+        popped.push(pop_one(&q, store).await);
+    }
+    assert_eq!(popped.len(), 1, "{popped:?}");
+    assert_eq!(popped[0].0, "a/x");
+    assert!(store.get_by_key("b/y").is_some());
+}
+
+#[tokio::test]
+async fn namespace_relists_are_scoped() {
+    let store = Store::default();
+    let fifo = RealFifo::new(Arc::new(store.clone()));
+    fifo.expect_relists(2);
+    a_namespace_relist_leaves_other_namespaces_alone(fifo, &store).await;
+    let store = Store::default();
+    let fifo = DeltaFifo::new(Some(
+        Arc::new(store.clone()) as Arc<dyn KnownObjects<ConfigMap>>
+    ));
+    fifo.expect_relists(2);
+    a_namespace_relist_leaves_other_namespaces_alone(fifo, &store).await;
+}

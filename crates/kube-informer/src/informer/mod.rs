@@ -21,6 +21,7 @@ mod failure;
 mod handle_deltas;
 mod handler;
 mod health;
+mod inner;
 mod listener;
 #[cfg(feature = "metrics")]
 mod metrics;
@@ -28,6 +29,7 @@ mod options;
 mod processor;
 mod queue;
 mod registration;
+mod run;
 mod shared;
 mod stream;
 

@@ -50,6 +50,14 @@ impl<K: Resource + Send + Sync + 'static> Queue<K> {
         matches!(self, Self::Real(_))
     }
 
+    /// Waits for `relists` first relists (one per namespace) before being synced.
+    pub(super) fn expect_relists(&self, relists: usize) {
+        match self {
+            Self::Real(q) => q.expect_relists(relists),
+            Self::Delta(q) => q.expect_relists(relists),
+        }
+    }
+
     pub(super) fn has_synced(&self) -> bool {
         match self {
             Self::Real(q) => q.has_synced(),
@@ -99,6 +107,17 @@ pub(super) struct TransformSink<K> {
 }
 
 impl<K: Resource + Clone> TransformSink<K> {
+    /// A relist, transformed; an object whose transform panicked keeps its newest known
+    /// state, so it is not taken for deleted.
+    fn transformed(&self, list: Vec<Arc<K>>) -> Vec<Arc<K>> {
+        list.into_iter()
+            .filter_map(|o| match self.apply(o) {
+                Ok(o) => Some(o),
+                Err(key) => self.inner.last_known(&key),
+            })
+            .collect()
+    }
+
     /// The transformed object, or `Err(key)` if the transform panicked (reported).
     fn apply(&self, obj: Arc<K>) -> Result<Arc<K>, String> {
         let transform = self.transform.lock().clone();
@@ -145,15 +164,21 @@ impl<K: Resource + Clone + Send + Sync> DeltaSink<K> for TransformSink<K> {
             },
         }
     }
+    fn replace_in_namespace(
+        &self,
+        namespace: &str,
+        list: Vec<Arc<K>>,
+        resource_version: &str,
+    ) -> Result<(), KeyError> {
+        let list = self.transformed(list);
+        let replaced = self
+            .inner
+            .replace_in_namespace(namespace, list, resource_version);
+        self.progress.notify_waiters();
+        replaced
+    }
     fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> Result<(), KeyError> {
-        let list = list
-            .into_iter()
-            .filter_map(|o| match self.apply(o) {
-                Ok(o) => Some(o),
-                // Keep the newest state known, so the object is not taken for deleted.
-                Err(key) => self.inner.last_known(&key),
-            })
-            .collect();
+        let list = self.transformed(list);
         let replaced = self.inner.replace(list, resource_version);
         self.progress.notify_waiters();
         replaced
@@ -163,6 +188,36 @@ impl<K: Resource + Clone + Send + Sync> DeltaSink<K> for TransformSink<K> {
     }
     fn bookmark(&self, resource_version: &str) {
         self.inner.bookmark(resource_version);
+    }
+    fn last_known(&self, key: &str) -> Option<Arc<K>> {
+        self.inner.last_known(key)
+    }
+}
+
+/// The sink of one namespace's reflector when several namespaces feed one informer: its
+/// relists replace only that namespace's objects, and its bookmarks are dropped (a version
+/// of one namespace says nothing of the others').
+pub(super) struct NamespaceSink<K> {
+    pub(super) inner: Arc<dyn DeltaSink<K>>,
+    pub(super) namespace: String,
+}
+
+impl<K: Send + Sync> DeltaSink<K> for NamespaceSink<K> {
+    fn add(&self, obj: Arc<K>) -> Result<(), KeyError> {
+        self.inner.add(obj)
+    }
+    fn update(&self, obj: Arc<K>) -> Result<(), KeyError> {
+        self.inner.update(obj)
+    }
+    fn delete(&self, obj: Arc<K>) -> Result<(), KeyError> {
+        self.inner.delete(obj)
+    }
+    fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> Result<(), KeyError> {
+        self.inner
+            .replace_in_namespace(&self.namespace, list, resource_version)
+    }
+    fn resync(&self) {
+        self.inner.resync();
     }
     fn last_known(&self, key: &str) -> Option<Arc<K>> {
         self.inner.last_known(key)

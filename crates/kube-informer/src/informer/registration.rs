@@ -4,7 +4,7 @@ use std::{sync::Arc, sync::Weak, time::Duration};
 
 use kube::Resource;
 
-use super::{SyncError, listener::Listener, shared::Inner};
+use super::{SyncError, inner::Inner, listener::Listener};
 
 /// A handler's place in an informer: tells whether it has seen the initial state, waits for
 /// that, and identifies it for [`remove_event_handler`](super::SharedIndexInformer::remove_event_handler).

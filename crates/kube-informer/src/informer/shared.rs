@@ -2,84 +2,17 @@
 //! number of handlers.
 
 use std::{
-    sync::{
-        Arc, Weak,
-        atomic::{AtomicBool, Ordering},
-    },
+    sync::{Arc, atomic::Ordering},
     time::Duration,
 };
 
-use futures_util::{FutureExt, future::BoxFuture};
 use kube::Resource;
-use parking_lot::Mutex;
-use tokio::sync::Notify;
-use tokio_util::sync::CancellationToken;
 
 use super::{
     Failure, HandlerOptions, HandlerRegistration, InformerError, InformerHealth, InformerOptions,
-    ResourceEventHandler, SyncError,
-    failure::Reporter,
-    handle_deltas::{Distribution, handle_batch},
-    listener::{Listener, ListenerContext},
-    processor::{Processor, resync_period},
-    queue::{Queue, Transform, TransformSink},
+    ResourceEventHandler, SyncError, inner::Inner, listener::Listener, processor::resync_period,
 };
-use crate::{
-    Indexers, Lister, ReadOnlyStore, Store,
-    list_watch::ListerWatcher,
-    reflector::{Reflector, ReflectorError, ReflectorHealth},
-};
-
-/// What the informer needs of its reflector, whatever the source type.
-trait RunReflector: Send + Sync {
-    fn run(self: Arc<Self>, cancel: CancellationToken) -> BoxFuture<'static, ()>;
-    fn last_sync_resource_version(&self) -> String;
-    fn health(&self) -> ReflectorHealth;
-    fn set_resync_period(&self, period: Option<Duration>);
-}
-
-impl<K, L> RunReflector for Reflector<K, L>
-where
-    K: Resource + Clone + Send + Sync + 'static,
-    L: ListerWatcher<K>,
-{
-    fn run(self: Arc<Self>, cancel: CancellationToken) -> BoxFuture<'static, ()> {
-        Box::pin(async move { Reflector::run(&self, cancel).await })
-    }
-
-    fn last_sync_resource_version(&self) -> String {
-        Reflector::last_sync_resource_version(self)
-    }
-
-    fn health(&self) -> ReflectorHealth {
-        Reflector::health(self)
-    }
-
-    fn set_resync_period(&self, period: Option<Duration>) {
-        Reflector::set_resync_period(self, period);
-    }
-}
-
-pub(super) struct Inner<K> {
-    pub(super) indexer: Store<K>,
-    queue: Queue<K>,
-    pub(super) processor: Mutex<Processor<K>>,
-    /// Held while deltas are applied and distributed, and while a new handler is given the
-    /// cache: a handler never misses, nor gets twice, what happens meanwhile.
-    pub(super) deltas: Mutex<()>,
-    reflector: Arc<dyn RunReflector>,
-    transform: Arc<Mutex<Option<Transform<K>>>>,
-    started: AtomicBool,
-    running: AtomicBool,
-    /// Set once the first sync has been applied (and sync waiters told).
-    synced: AtomicBool,
-    failed: Mutex<Option<String>>,
-    /// Told whenever sync state changes (a batch applied before the first sync, a handler
-    /// done with its initial list, a failure, a stop).
-    pub(super) progress: Arc<Notify>,
-    pub(super) reporter: Arc<Reporter>,
-    options: InformerOptions<K>,
-}
+use crate::{Indexers, Lister, ReadOnlyStore, list_watch::ListerWatcher};
 
 /// One LIST+WATCH of a resource, an indexed cache of it, and any number of handlers, each
 /// told of every change in order on its own task (client-go's `SharedIndexInformer`).
@@ -133,52 +66,25 @@ where
 {
     /// An informer listing and watching with `lw` (e.g. a `kube::Api<K>`).
     pub fn new(lw: impl ListerWatcher<K>, options: InformerOptions<K>) -> Self {
-        let indexer: Store<K> = Store::new(options.indexers.clone());
-        let queue = Queue::new(options.queue, &indexer);
-        let name = options.name.clone().unwrap_or_else(|| {
-            let full = std::any::type_name::<K>();
-            full.rsplit("::").next().unwrap_or(full).to_owned()
-        });
-        let reporter = Arc::new(Reporter::new(name.clone()));
-        let transform = Arc::new(Mutex::new(None));
-        let progress = Arc::new(Notify::new());
-        let sink = Arc::new(TransformSink {
-            inner: queue.sink(),
-            transform: transform.clone(),
-            reporter: reporter.clone(),
-            progress: progress.clone(),
-        });
-        let mut reflector_options = options.reflector.clone();
-        if reflector_options.name.is_none() {
-            reflector_options = reflector_options.name(name);
+        Self {
+            inner: Inner::build(vec![(None, lw)], options),
         }
-        let reflector = Arc::new(Reflector::new(lw, sink, reflector_options));
-        let to_reporter = reporter.clone();
-        reflector
-            .set_error_sink(move |err: ReflectorError| to_reporter.report(Failure::Reflector(err)));
-        let inner = Arc::new_cyclic(|weak: &Weak<Inner<K>>| {
-            let weak = weak.clone();
-            reflector.set_should_resync(move || {
-                weak.upgrade()
-                    .is_some_and(|inner| inner.processor.lock().should_resync())
-            });
-            Inner {
-                indexer,
-                queue,
-                processor: Mutex::new(Processor::default()),
-                deltas: Mutex::new(()),
-                reflector: reflector.clone(),
-                transform,
-                started: AtomicBool::new(false),
-                running: AtomicBool::new(false),
-                synced: AtomicBool::new(false),
-                failed: Mutex::new(None),
-                progress,
-                reporter,
-                options,
-            }
-        });
-        Self { inner }
+    }
+
+    /// One informer for the objects of several namespaces: one LIST+WATCH per namespace
+    /// (each `(namespace, source)`, e.g. a `kube::Api` of that namespace), one cache, one
+    /// set of handlers. It has synced once every namespace's first list is applied. A
+    /// relist of one namespace never takes another's objects for deleted. The cache's
+    /// resourceVersion is not tracked (the namespaces' versions do not form one sequence).
+    pub fn new_in_namespaces<L: ListerWatcher<K>>(
+        sources: impl IntoIterator<Item = (String, L)>,
+        options: InformerOptions<K>,
+    ) -> Self {
+        let sources: Vec<(Option<String>, L)> =
+            sources.into_iter().map(|(ns, lw)| (Some(ns), lw)).collect();
+        Self {
+            inner: Inner::build(sources, options),
+        }
     }
 
     /// The informer's name (in logs, errors and metrics).
@@ -226,7 +132,7 @@ where
             synced: self.has_synced(),
             running: self.inner.running.load(Ordering::SeqCst),
             failed: self.inner.failed.lock().clone(),
-            reflector: self.inner.reflector.health(),
+            reflector: self.inner.reflector_health(),
         }
     }
 
@@ -242,7 +148,7 @@ where
     /// The resourceVersion the reflector last synced to.
     #[doc(alias = "LastSyncResourceVersion")]
     pub fn last_sync_resource_version(&self) -> String {
-        self.inner.reflector.last_sync_resource_version()
+        self.inner.last_sync_resource_version()
     }
 
     /// Adds index functions, before or after `run`: on a filled cache the new indexes are
@@ -351,201 +257,5 @@ where
             listener.stop().await;
         }
         Ok(())
-    }
-
-    /// Runs the informer until `cancel` is cancelled; then stops the handlers' tasks. An
-    /// informer runs once: a second `run` returns at once.
-    ///
-    /// If a task of the informer dies (a bug, or a panic nothing else caught), the failure
-    /// is reported, [`health`](Self::health) says so and [`has_synced`](Self::has_synced)
-    /// turns false; `run` keeps running until cancelled, so what is cached stays readable.
-    pub async fn run(&self, cancel: CancellationToken) {
-        if self.inner.started.swap(true, Ordering::SeqCst) {
-            tracing::warn!(informer = %self.name(), "SharedIndexInformer::run called twice; an informer runs once");
-            return;
-        }
-        self.inner.running.store(true, Ordering::SeqCst);
-        let outcome = std::panic::AssertUnwindSafe(self.run_loop(&cancel))
-            .catch_unwind()
-            .await;
-        if let Err(panic) = outcome {
-            self.inner
-                .fail("informer", crate::panic_message(panic.as_ref()));
-            cancel.cancelled().await;
-        }
-        self.inner.queue.close();
-        let listeners: Vec<_> = self.inner.processor.lock().listeners().cloned().collect();
-        for listener in listeners {
-            listener.stop().await;
-        }
-        self.inner.running.store(false, Ordering::SeqCst);
-        self.inner.progress.notify_waiters();
-    }
-
-    async fn run_loop(&self, cancel: &CancellationToken) {
-        let inner = &self.inner;
-        let mut reflector = Some(tokio::spawn(inner.reflector.clone().run(cancel.clone())));
-        let mut out: Vec<Distribution<K>> = Vec::new();
-        let mut stale = Vec::new();
-        let ordered = inner.queue.is_ordered();
-        loop {
-            #[cfg(feature = "metrics")]
-            let started_batch = Mutex::new(None::<std::time::Instant>);
-            let died = async {
-                match reflector.as_mut() {
-                    Some(task) => task.await,
-                    None => std::future::pending().await,
-                }
-            };
-            let popped = tokio::select! {
-                () = cancel.cancelled() => break,
-                ended = died => {
-                    reflector = None;
-                    if cancel.is_cancelled() {
-                        break; // it stopped because we are stopping
-                    }
-                    let message = match ended {
-                        Err(join) if join.is_panic() => crate::panic_message(join.into_panic().as_ref()),
-                        Err(join) => join.to_string(),
-                        Ok(()) => "it returned before the informer was stopped".to_owned(),
-                    };
-                    inner.fail("reflector", message);
-                    continue;
-                }
-                popped = inner.queue.pop_batch(|batch| {
-                    #[cfg(feature = "metrics")]
-                    {
-                        *started_batch.lock() = Some(std::time::Instant::now());
-                    }
-                    let _deltas = inner.deltas.lock();
-                    stale = handle_batch(&inner.indexer, batch, ordered, &mut out);
-                    let processor = inner.processor.lock();
-                    for d in out.drain(..) {
-                        processor.distribute(&d.notification, d.is_sync);
-                    }
-                    Ok(())
-                }) => popped,
-            };
-            if popped.is_err() {
-                break;
-            }
-            // Reported outside the queue's and the store's locks: handlers may read them.
-            for event in stale.drain(..) {
-                inner.reporter.report(Failure::StaleEvent {
-                    key: event.key,
-                    delta: event.delta,
-                    cached: event.cached,
-                    event: event.event,
-                });
-            }
-            inner.report_index_failures();
-            if !inner.synced.load(Ordering::SeqCst) && inner.queue.has_synced() {
-                inner.synced.store(true, Ordering::SeqCst);
-                inner.progress.notify_waiters();
-            }
-            #[cfg(feature = "metrics")]
-            self.record_batch(&started_batch);
-        }
-        if let Some(task) = reflector {
-            let _ = task.await;
-        }
-    }
-}
-
-impl<K: Resource + Send + Sync + 'static> Inner<K> {
-    fn listener_context(&self) -> ListenerContext {
-        ListenerContext {
-            progress: self.progress.clone(),
-            reporter: self.reporter.clone(),
-        }
-    }
-
-    /// Takes a listener out of the processor; it gets nothing more once this returns.
-    pub(super) fn remove(&self, id: u64) -> Option<Arc<Listener<K>>> {
-        let removed = {
-            let _deltas = self.deltas.lock();
-            self.processor.lock().remove(id)
-        };
-        self.update_check_period();
-        removed
-    }
-
-    /// The resync check period follows the most demanding handler, also after start.
-    fn update_check_period(&self) {
-        let period = self.processor.lock().shortest_resync();
-        self.reflector.set_resync_period(period);
-    }
-
-    fn report_index_failures(&self) {
-        if self.indexer.has_index_failures() {
-            for failure in self.indexer.take_index_failures() {
-                self.reporter.report(Failure::IndexPanicked(failure));
-            }
-        }
-    }
-
-    /// A task died: report it, and say so from now on.
-    fn fail(&self, task: &'static str, message: String) {
-        *self.failed.lock() = Some(format!("the {task} task died: {message}"));
-        self.reporter.report(Failure::TaskDied { task, message });
-        self.progress.notify_waiters();
-    }
-
-    /// Waits until `done` holds or `timeout` passes; whether it holds.
-    pub(super) async fn wait_until(&self, timeout: Duration, done: impl Fn() -> bool) -> bool {
-        let deadline = tokio::time::sleep(timeout);
-        let mut deadline = std::pin::pin!(deadline);
-        loop {
-            let progress = self.progress.notified();
-            let mut progress = std::pin::pin!(progress);
-            progress.as_mut().enable();
-            if done() {
-                return true;
-            }
-            tokio::select! {
-                () = progress => {}
-                () = &mut deadline => return done(),
-            }
-        }
-    }
-
-    /// Why `name` is not synced after `waited`.
-    pub(super) fn sync_error(&self, name: String, waited: Duration) -> SyncError {
-        let health = self.reflector.health();
-        SyncError {
-            name,
-            waited,
-            last_error: health.last_error.map(|(_, message)| message),
-            failed: self.failed.lock().clone(),
-            stopped: !self.running.load(Ordering::SeqCst),
-        }
-    }
-
-    pub(super) fn has_synced(&self) -> bool {
-        self.queue.has_synced() && self.failed.lock().is_none()
-    }
-}
-
-impl<K> SharedIndexInformer<K>
-where
-    K: Resource + Clone + Send + Sync + 'static,
-{
-    /// Records the metrics of one applied batch.
-    #[cfg(feature = "metrics")]
-    fn record_batch(&self, started: &Mutex<Option<std::time::Instant>>) {
-        let (Some(metrics), Some(started)) = (&self.inner.options.metrics, *started.lock()) else {
-            return;
-        };
-        let name = self.name();
-        let rv = self.inner.indexer.resource_version();
-        metrics.batch_done(
-            name,
-            self.inner.queue.len(),
-            started.elapsed().as_secs_f64(),
-            &rv,
-        );
-        for listener in self.inner.processor.lock().listeners() {
-            metrics.backlog(name, listener.name(), listener.backlog());
-        }
     }
 }

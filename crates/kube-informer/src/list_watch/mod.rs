@@ -3,6 +3,7 @@
 //! any other source (tests, non-Kubernetes data).
 
 mod decode;
+mod memory;
 mod page;
 mod request;
 
@@ -15,7 +16,7 @@ use kube::{
 };
 use serde::de::DeserializeOwned;
 
-pub use self::{decode::UndecodableLine, page::ListPage};
+pub use self::{decode::UndecodableLine, memory::MemorySource, page::ListPage};
 
 /// How many LIST pages or watch batches decode at once: one per core (at least two, so
 /// fetching and decoding overlap even on one core).

@@ -316,6 +316,12 @@ impl<K> Store<K> {
         Ok(())
     }
 
+    /// The values the index function `index_name` gives for `obj` (which need not be
+    /// cached); a panicking function gives none.
+    pub fn index_values(&self, index_name: &str, obj: &K) -> Result<Vec<String>, IndexError> {
+        self.inner.state.read().indices.values_of(index_name, obj)
+    }
+
     /// The index functions that panicked since the last call (the newest 256 are kept).
     pub fn take_index_failures(&self) -> Vec<IndexFailure> {
         let mut state = self.inner.state.write();

@@ -113,6 +113,12 @@ impl<K> ReadOnlyStore<K> {
         self.store.list_index_func_values(index_name)
     }
 
+    /// The values the index function `index_name` gives for `obj` (see
+    /// [`Store::index_values`]).
+    pub fn index_values(&self, index_name: &str, obj: &K) -> Result<Vec<String>, IndexError> {
+        self.store.index_values(index_name, obj)
+    }
+
     /// The names of the registered index functions.
     #[doc(alias = "GetIndexers")]
     pub fn indexer_names(&self) -> Vec<String> {

@@ -40,6 +40,7 @@
 //! ```
 
 mod cached;
+mod expectations;
 mod metrics;
 pub mod predicate;
 mod reconcile;
@@ -59,7 +60,12 @@ use kube_informer::{
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
-pub use self::{cached::Cached, metrics::ControllerMetrics, predicate::Predicate};
+pub use self::{
+    cached::Cached,
+    expectations::{EXPECTATIONS_TIMEOUT, Expectations},
+    metrics::ControllerMetrics,
+    predicate::Predicate,
+};
 
 type SyncWait = Box<dyn Fn(Duration) -> BoxFuture<'static, Result<(), SyncError>> + Send + Sync>;
 type Detach = Box<dyn FnOnce() -> BoxFuture<'static, ()> + Send + Sync>;
@@ -93,6 +99,7 @@ pub struct Controller<K: Resource> {
     resync: Option<Duration>,
     cache_sync_timeout: Duration,
     metrics: Option<ControllerMetrics>,
+    expectations: Expectations,
     syncs: Vec<SyncWait>,
     detach: Vec<Detach>,
     triggers: Vec<Trigger>,
@@ -168,6 +175,7 @@ where
             resync: None,
             cache_sync_timeout: Duration::from_secs(120),
             metrics,
+            expectations: Expectations::default(),
             syncs: Vec::new(),
             detach: Vec::new(),
             triggers: Vec::new(),
@@ -184,6 +192,13 @@ where
     /// The queue of keys to reconcile: add keys yourself, or look at its depth.
     pub fn queue(&self) -> &RateLimitingQueue<ObjectKey> {
         &self.queue
+    }
+
+    /// What this controller expects to see created or deleted, per object: owned children
+    /// it sees mark expectations as observed (see [`Expectations`]); put a clone in your
+    /// context and check [`Expectations::satisfied`] before acting on counts from the cache.
+    pub fn expectations(&self) -> &Expectations {
+        &self.expectations
     }
 
     /// The shared informer of `K` this controller reconciles from.
@@ -225,7 +240,11 @@ where
     where
         C::Scope: FactoryScope,
     {
-        let handler = relations::owned::<K, C>(self.queue.clone(), K::Scope::NAMESPACED);
+        let handler = relations::owned::<K, C>(
+            self.queue.clone(),
+            K::Scope::NAMESPACED,
+            self.expectations.clone(),
+        );
         self.relate(handler)
     }
 
@@ -305,7 +324,11 @@ where
         if let Some(period) = self.resync {
             handler_options = handler_options.resync(period);
         }
-        let handler = relations::primary(self.queue.clone(), self.predicate.take());
+        let handler = relations::primary(
+            self.queue.clone(),
+            self.predicate.take(),
+            self.expectations.clone(),
+        );
         let registration = self.informer.add_event_handler(handler, handler_options);
         self.factory.start();
         let synced = self.wait_for_caches(&cancel).await;

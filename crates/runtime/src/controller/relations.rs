@@ -10,7 +10,7 @@ use kube_informer::{
     workqueue::RateLimitingQueue,
 };
 
-use super::predicate::Predicate;
+use super::{Expectations, predicate::Predicate};
 
 /// Keys of `K` objects to reconcile, as a handler pushes them.
 pub(crate) type Queue = RateLimitingQueue<ObjectKey>;
@@ -21,6 +21,7 @@ pub(crate) type Queue = RateLimitingQueue<ObjectKey>;
 pub(crate) fn primary<K: Resource + Send + Sync + 'static>(
     queue: Queue,
     predicate: Option<Predicate<K>>,
+    expectations: Expectations,
 ) -> HandlerFuncs<K> {
     let (on_add, on_update, on_delete) = (queue.clone(), queue.clone(), queue);
     HandlerFuncs::new()
@@ -33,6 +34,7 @@ pub(crate) fn primary<K: Resource + Send + Sync + 'static>(
         })
         .on_delete(move |gone: DeletedObject<K>| {
             if let Ok(key) = kube_informer::deletion_handling_meta_namespace_key(&gone) {
+                expectations.forget(&key);
                 on_delete.add(key);
             }
         })
@@ -62,18 +64,46 @@ where
 }
 
 /// The handler of an owned kind `C`: queues the controller owner of every added, updated
-/// (old and new owner, if it changed) and deleted child, tombstones included. Orphans (no
-/// controller owner of kind `K`) queue nothing.
-pub(crate) fn owned<K, C>(queue: Queue, owner_namespaced: bool) -> HandlerFuncs<C>
+/// (old and new owner, if it changed) and deleted child, tombstones included, and marks the
+/// creation or deletion as observed in `expectations`. Orphans (no controller owner of kind
+/// `K`) queue nothing.
+pub(crate) fn owned<K, C>(
+    queue: Queue,
+    owner_namespaced: bool,
+    expectations: Expectations,
+) -> HandlerFuncs<C>
 where
     K: Resource<DynamicType = ()> + 'static,
     C: Resource + Send + Sync + 'static,
 {
-    mapped(queue, move |child: &C| {
-        controller_owner::<K, C>(child, owner_namespaced)
-            .into_iter()
-            .collect()
-    })
+    let owner = move |child: &C| controller_owner::<K, C>(child, owner_namespaced);
+    let (add_owner, update_owner, delete_owner) = (owner, owner, owner);
+    let (on_add, on_update, on_delete) = (queue.clone(), queue.clone(), queue);
+    let (created, deleted) = (expectations.clone(), expectations);
+    HandlerFuncs::new()
+        .on_add(move |child: Arc<C>, _| {
+            if let Some(key) = add_owner(&child) {
+                created.creation_observed(&key);
+                on_add.add(key);
+            }
+        })
+        .on_update(move |old: Arc<C>, new: Arc<C>| {
+            let (old, new) = (update_owner(&old), update_owner(&new));
+            if old != new
+                && let Some(old) = old
+            {
+                on_update.add(old);
+            }
+            if let Some(new) = new {
+                on_update.add(new);
+            }
+        })
+        .on_delete(move |gone: DeletedObject<C>| {
+            if let Some(key) = delete_owner(gone.object()) {
+                deleted.deletion_observed(&key);
+                on_delete.add(key);
+            }
+        })
 }
 
 /// The handler of a watched kind `O`: queues the keys `map` gives for every added, updated

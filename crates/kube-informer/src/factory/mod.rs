@@ -1,19 +1,23 @@
-//! [`SharedInformerFactory`]: one informer per resource type (and options), shared by every
-//! controller that asks for it.
+//! [`SharedInformerFactory`]: one informer per resource type (and what it watches), shared
+//! by every controller that asks for it.
+//!
+//! - `options.rs`: [`FactoryOptions`], shared by every informer (namespace, selectors,
+//!   resync, reflector options, factory-wide transforms, metrics), and [`FactoryScope`].
+//! - `spec.rs`: [`InformerSpec`], one informer's own options (namespaces, selectors,
+//!   transform, indexes, resync, source).
+//! - `registry.rs`: what the factory keeps of each informer, whatever its type.
 
-use std::{
-    any::{Any, TypeId},
-    collections::{BTreeMap, HashMap},
-    fmt::Debug,
-    sync::Arc,
-    time::Duration,
-};
+mod options;
+mod registry;
+mod spec;
 
-use futures_util::future::{BoxFuture, join_all};
+use std::{any::TypeId, collections::BTreeMap, fmt::Debug, sync::Arc, time::Duration};
+
+use futures_util::future::join_all;
 use kube::{
     Client, Resource,
     api::{ApiResource, DynamicObject},
-    core::{ClusterResourceScope, NamespaceResourceScope, PartialObjectMeta},
+    core::PartialObjectMeta,
     discovery::Scope,
 };
 use parking_lot::Mutex;
@@ -21,165 +25,17 @@ use serde::de::DeserializeOwned;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use self::registry::{AnyInformer, ErrorHandler, InformerKey, Registered};
+pub use self::{
+    options::{FactoryOptions, FactoryScope},
+    registry::CacheSyncError,
+    spec::InformerSpec,
+};
 use crate::{
     Indexers,
     informer::{Failure, InformerHealth, InformerOptions, SharedIndexInformer, SyncError},
-    list_watch::ClientListerWatcher,
-    reflector::ReflectorOptions,
+    list_watch::{ClientListerWatcher, ListerWatcher},
 };
-
-/// Settings shared by every informer of a factory.
-#[derive(Debug, Clone, Default)]
-pub struct FactoryOptions {
-    namespace: Option<String>,
-    label_selector: Option<String>,
-    field_selector: Option<String>,
-    default_resync: Option<Duration>,
-    resync_for: HashMap<String, Duration>,
-    reflector: ReflectorOptions,
-    #[cfg(feature = "metrics")]
-    informer_metrics: Option<crate::informer::InformerMetrics>,
-}
-
-impl FactoryOptions {
-    /// Watch only this namespace. Applies to namespaced types; informers of cluster-scoped
-    /// types (nodes, namespaces) are cluster-wide whatever this says, as in client-go.
-    #[must_use]
-    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
-        self.namespace = Some(namespace.into());
-        self
-    }
-
-    /// Only objects matching this label selector (client-go's `WithTweakListOptions`).
-    #[must_use]
-    pub fn label_selector(mut self, selector: impl Into<String>) -> Self {
-        self.label_selector = Some(selector.into());
-        self
-    }
-
-    /// Only objects matching this field selector.
-    #[must_use]
-    pub fn field_selector(mut self, selector: impl Into<String>) -> Self {
-        self.field_selector = Some(selector.into());
-        self
-    }
-
-    /// The resync period of every informer's handlers (default: none).
-    #[must_use]
-    pub fn default_resync(mut self, period: Duration) -> Self {
-        self.default_resync = Some(period);
-        self
-    }
-
-    /// The resync period of `K`'s informer, overriding the default.
-    #[must_use]
-    pub fn resync_for<K>(mut self, period: Duration) -> Self {
-        self.resync_for
-            .insert(std::any::type_name::<K>().to_owned(), period);
-        self
-    }
-
-    /// How every reflector lists and watches (backoff, timeouts, streaming lists).
-    #[must_use]
-    pub fn reflector(mut self, options: ReflectorOptions) -> Self {
-        self.reflector = options;
-        self
-    }
-
-    /// Records every informer's and reflector's metrics (FIFO depth, processing time,
-    /// handler backlogs; lists, watches, restarts) under the informer's name.
-    #[cfg(feature = "metrics")]
-    #[must_use]
-    pub fn metrics(
-        mut self,
-        informers: &crate::informer::InformerMetrics,
-        reflectors: &crate::reflector::ReflectorMetrics,
-    ) -> Self {
-        self.informer_metrics = Some(informers.clone());
-        self.reflector = self.reflector.metrics(reflectors);
-        self
-    }
-}
-
-/// Whether a type's objects live in namespaces: decides whether the factory's namespace
-/// applies. Implemented for the two scopes of k8s-openapi types (and of `Compact<K>`,
-/// `PartialObjectMeta<K>`, which forward them).
-pub trait FactoryScope {
-    /// Whether objects of this scope live in namespaces.
-    const NAMESPACED: bool;
-}
-
-impl FactoryScope for NamespaceResourceScope {
-    const NAMESPACED: bool = true;
-}
-
-impl FactoryScope for ClusterResourceScope {
-    const NAMESPACED: bool = false;
-}
-
-/// An informer whatever its type, as the factory keeps it.
-trait AnyInformer: Send + Sync {
-    fn run(&self, cancel: CancellationToken) -> BoxFuture<'static, ()>;
-    fn wait_for_sync(&self, timeout: Duration) -> BoxFuture<'static, Result<(), SyncError>>;
-    fn health(&self) -> InformerHealth;
-    fn on_error(&self, handler: ErrorHandler);
-    fn as_any(&self) -> &dyn Any;
-}
-
-impl<K: Resource + Clone + Send + Sync + 'static> AnyInformer for SharedIndexInformer<K> {
-    fn run(&self, cancel: CancellationToken) -> BoxFuture<'static, ()> {
-        let informer = self.clone();
-        Box::pin(async move { informer.run(cancel).await })
-    }
-
-    fn wait_for_sync(&self, timeout: Duration) -> BoxFuture<'static, Result<(), SyncError>> {
-        let informer = self.clone();
-        Box::pin(async move { SharedIndexInformer::wait_for_sync(&informer, timeout).await })
-    }
-
-    fn health(&self) -> InformerHealth {
-        SharedIndexInformer::health(self)
-    }
-
-    fn on_error(&self, handler: ErrorHandler) {
-        let name = self.name().to_owned();
-        SharedIndexInformer::on_error(self, move |failure| handler(&name, failure));
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-}
-
-type ErrorHandler = Arc<dyn Fn(&str, &Failure) + Send + Sync>;
-
-/// What tells two informers of a factory apart.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct InformerKey {
-    objects: TypeId,
-    /// `"typed"`, `"metadata"`, or a dynamic resource's `apiVersion/plural`.
-    what: String,
-    namespace: Option<String>,
-}
-
-struct Registered {
-    key: InformerKey,
-    informer: Box<dyn AnyInformer>,
-    task: Option<JoinHandle<()>>,
-}
-
-/// Some informers of a factory did not sync in time; each says why.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("{} informer(s) did not sync: {}", .unsynced.len(), list(.unsynced))]
-pub struct CacheSyncError {
-    /// One error per informer that did not sync.
-    pub unsynced: Vec<SyncError>,
-}
-
-fn list(errors: &[SyncError]) -> String {
-    let all: Vec<String> = errors.iter().map(ToString::to_string).collect();
-    all.join("; ")
-}
 
 /// Hands out one shared informer per resource type and options, starts them, waits for
 /// their caches, and stops them (client-go's `SharedInformerFactory`).
@@ -232,6 +88,41 @@ impl std::fmt::Debug for SharedInformerFactory {
     }
 }
 
+/// An informer over `namespaces` (empty: all; several: one watch each into one cache), its
+/// sources made by `source`.
+fn informer_in<K, L>(
+    namespaces: Vec<String>,
+    options: InformerOptions<K>,
+    source: impl Fn(Option<&str>) -> L,
+) -> SharedIndexInformer<K>
+where
+    K: Resource + Clone + Send + Sync + 'static,
+    L: ListerWatcher<K>,
+{
+    match namespaces.as_slice() {
+        [] => SharedIndexInformer::new(source(None), options),
+        [one] => SharedIndexInformer::new(source(Some(one)), options),
+        many => {
+            let sources = many.iter().map(|ns| (ns.clone(), source(Some(ns))));
+            SharedIndexInformer::new_in_namespaces(sources, options)
+        }
+    }
+}
+
+/// Adds the index functions of `indexers` the informer does not have yet.
+fn add_missing_indexers<K: Resource + Clone + Send + Sync + 'static>(
+    informer: &SharedIndexInformer<K>,
+    indexers: &Indexers<K>,
+) {
+    let present = informer.store().indexer_names();
+    if indexers.names().all(|n| present.iter().any(|p| p == n)) {
+        return;
+    }
+    if let Err(err) = informer.add_indexers(indexers.without(&present)) {
+        tracing::warn!(informer = %informer.name(), "adding index functions failed: {err}");
+    }
+}
+
 /// A type's short name, e.g. `Pod` for `k8s_openapi::api::core::v1::Pod`.
 fn short_name<K>() -> String {
     let full = std::any::type_name::<K>();
@@ -266,16 +157,27 @@ impl SharedInformerFactory {
         &self.inner.client
     }
 
-    fn informer_options<K: Resource + 'static>(
+    /// The options of a new informer of `K`: the factory's, overridden by `spec`.
+    fn informer_options<K: Resource + Clone + Send + Sync + 'static>(
         &self,
         name: String,
         namespaced: bool,
+        spec: &InformerSpec<K>,
     ) -> InformerOptions<K> {
-        let mut reflector = self.inner.options.reflector.clone();
-        if let Some(selector) = &self.inner.options.label_selector {
+        let defaults = &self.inner.options;
+        let mut reflector = defaults.reflector.clone();
+        let label = spec
+            .label_selector
+            .as_ref()
+            .or(defaults.label_selector.as_ref());
+        let field = spec
+            .field_selector
+            .as_ref()
+            .or(defaults.field_selector.as_ref());
+        if let Some(selector) = label {
             reflector = reflector.label_selector(selector.clone());
         }
-        if let Some(selector) = &self.inner.options.field_selector {
+        if let Some(selector) = field {
             reflector = reflector.field_selector(selector.clone());
         }
         let indexers = if namespaced {
@@ -288,33 +190,86 @@ impl SharedInformerFactory {
             .name(name)
             .indexers(indexers);
         #[cfg(feature = "metrics")]
-        if let Some(metrics) = &self.inner.options.informer_metrics {
+        if let Some(metrics) = &defaults.informer_metrics {
             options = options.metrics(metrics);
         }
-        let resync = self
-            .inner
-            .options
-            .resync_for
-            .get(std::any::type_name::<K>())
-            .copied()
-            .or(self.inner.options.default_resync);
-        if let Some(period) = resync {
+        let type_resync = defaults.resync_for.get(std::any::type_name::<K>()).copied();
+        if let Some(period) = spec.resync.or(type_resync).or(defaults.default_resync) {
             options = options.default_resync(period);
         }
         options
     }
 
-    /// The namespace the factory watches for a type of this scope.
-    fn namespace_for(&self, namespaced: bool) -> Option<String> {
-        self.inner.options.namespace.clone().filter(|_| namespaced)
+    /// The transforms that apply to `K`: the factory's, then the spec's, as one.
+    fn transform<K: Resource + 'static>(
+        &self,
+        spec: &InformerSpec<K>,
+    ) -> Option<Arc<dyn Fn(K) -> K + Send + Sync>> {
+        let defaults = &self.inner.options;
+        let typed = defaults
+            .transforms
+            .get(std::any::type_name::<K>())
+            .and_then(|t| t.downcast_ref::<Arc<dyn Fn(K) -> K + Send + Sync>>())
+            .cloned();
+        let mut steps: Vec<Arc<dyn Fn(K) -> K + Send + Sync>> = Vec::new();
+        if defaults.strip_managed_fields {
+            steps.push(Arc::new(crate::informer::strip_managed_fields::<K>));
+        }
+        steps.extend(typed);
+        steps.extend(spec.transform.clone());
+        match steps.len() {
+            0 => None,
+            1 => steps.pop(),
+            _ => Some(Arc::new(move |obj| {
+                steps.iter().fold(obj, |obj, step| step(obj))
+            })),
+        }
     }
 
-    /// The informer registered under `key`, or a new one made by `make`.
+    /// The namespaces the factory watches for a type of this scope (empty: all).
+    fn namespaces_for(
+        &self,
+        namespaced: bool,
+        spec_namespaces: Option<&Vec<String>>,
+    ) -> Vec<String> {
+        if !namespaced {
+            return Vec::new();
+        }
+        match spec_namespaces {
+            Some(namespaces) => namespaces.clone(),
+            None => self.inner.options.namespace.clone().into_iter().collect(),
+        }
+    }
+
+    fn key<K: 'static>(
+        &self,
+        what: &str,
+        namespaces: Vec<String>,
+        spec: &InformerSpec<K>,
+    ) -> InformerKey {
+        let defaults = &self.inner.options;
+        InformerKey {
+            objects: TypeId::of::<K>(),
+            what: what.to_owned(),
+            namespaces,
+            label_selector: spec
+                .label_selector
+                .clone()
+                .or(defaults.label_selector.clone()),
+            field_selector: spec
+                .field_selector
+                .clone()
+                .or(defaults.field_selector.clone()),
+        }
+    }
+
+    /// The informer registered under `key`, or a new one made by `make` from `spec`.
     fn get_or_make<K: Resource + Clone + Send + Sync + 'static>(
         &self,
         key: InformerKey,
         name: String,
         namespaced: bool,
+        mut spec: InformerSpec<K>,
         make: impl FnOnce(InformerOptions<K>) -> SharedIndexInformer<K>,
     ) -> SharedIndexInformer<K> {
         let mut informers = self.inner.informers.lock();
@@ -322,16 +277,27 @@ impl SharedInformerFactory {
             let informer = found
                 .informer
                 .as_any()
-                .downcast_ref::<SharedIndexInformer<K>>();
-            return informer
+                .downcast_ref::<SharedIndexInformer<K>>()
                 .expect("a factory key names one object type")
                 .clone();
+            add_missing_indexers(&informer, &spec.indexers);
+            return informer;
         }
-        let name = match &key.namespace {
-            Some(ns) => format!("{name} in {ns}"),
-            None => name,
+        let name = match key.namespaces.as_slice() {
+            [] => name,
+            [one] => format!("{name} in {one}"),
+            many => format!("{name} in {}", many.join(",")),
         };
-        let informer = make(self.informer_options(name, namespaced));
+        let options = self.informer_options(name, namespaced, &spec);
+        let transform = self.transform(&spec);
+        let informer = match spec.source.take() {
+            Some(custom) => custom(options),
+            None => make(options),
+        };
+        if let Some(transform) = transform {
+            let _ = informer.set_transform(move |obj| transform(obj));
+        }
+        add_missing_indexers(&informer, &spec.indexers);
         for handler in self.inner.error_handlers.lock().iter() {
             AnyInformer::on_error(&informer, handler.clone());
         }
@@ -350,15 +316,26 @@ impl SharedInformerFactory {
         K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
         K::Scope: FactoryScope,
     {
-        let ns = self.namespace_for(K::Scope::NAMESPACED);
-        let key = InformerKey {
-            objects: TypeId::of::<K>(),
-            what: "typed".into(),
-            namespace: ns.clone(),
-        };
-        self.get_or_make(key, short_name::<K>(), K::Scope::NAMESPACED, |options| {
-            let lw = ClientListerWatcher::<K>::new(self.inner.client.clone(), ns.as_deref(), &());
-            SharedIndexInformer::new(lw, options)
+        self.informer_with(InformerSpec::new())
+    }
+
+    /// The shared informer of `K` as `spec` says (its own namespaces, selectors,
+    /// transform, indexes, resync or source); shared by every request for the same type,
+    /// namespaces and selectors. See [`InformerSpec`].
+    #[doc(alias = "InformerFor")]
+    pub fn informer_with<K>(&self, spec: InformerSpec<K>) -> SharedIndexInformer<K>
+    where
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        K::Scope: FactoryScope,
+    {
+        let namespaced = K::Scope::NAMESPACED;
+        let namespaces = self.namespaces_for(namespaced, spec.namespaces.as_ref());
+        let key = self.key("typed", namespaces.clone(), &spec);
+        let client = self.inner.client.clone();
+        self.get_or_make(key, short_name::<K>(), namespaced, spec, move |options| {
+            informer_in(namespaces, options, |ns| {
+                ClientListerWatcher::<K>::new(client.clone(), ns, &())
+            })
         })
     }
 
@@ -369,21 +346,16 @@ impl SharedInformerFactory {
         resource: &ApiResource,
         scope: Scope,
     ) -> SharedIndexInformer<DynamicObject> {
-        let ns = self.namespace_for(matches!(scope, Scope::Namespaced));
-        let what = format!("{}/{}", resource.api_version, resource.plural);
-        let key = InformerKey {
-            objects: TypeId::of::<DynamicObject>(),
-            what: what.clone(),
-            namespace: ns.clone(),
-        };
         let namespaced = matches!(scope, Scope::Namespaced);
-        self.get_or_make(key, what, namespaced, |options| {
-            let lw = ClientListerWatcher::<DynamicObject>::new(
-                self.inner.client.clone(),
-                ns.as_deref(),
-                resource,
-            );
-            SharedIndexInformer::new(lw, options)
+        let spec = InformerSpec::new();
+        let namespaces = self.namespaces_for(namespaced, None);
+        let what = format!("{}/{}", resource.api_version, resource.plural);
+        let key = self.key(&what, namespaces.clone(), &spec);
+        let client = self.inner.client.clone();
+        self.get_or_make(key, what, namespaced, spec, move |options| {
+            informer_in(namespaces, options, |ns| {
+                ClientListerWatcher::<DynamicObject>::new(client.clone(), ns, resource)
+            })
         })
     }
 
@@ -394,21 +366,17 @@ impl SharedInformerFactory {
         K: Resource<DynamicType = ()> + Clone + Debug + Send + Sync + 'static,
         K::Scope: FactoryScope,
     {
-        let ns = self.namespace_for(K::Scope::NAMESPACED);
-        let key = InformerKey {
-            objects: TypeId::of::<PartialObjectMeta<K>>(),
-            what: "metadata".into(),
-            namespace: ns.clone(),
-        };
+        let namespaced = K::Scope::NAMESPACED;
+        let spec = InformerSpec::new();
+        let namespaces = self.namespaces_for(namespaced, None);
+        let key = self.key("metadata", namespaces.clone(), &spec);
         let name = format!("{} metadata", short_name::<K>());
-        self.get_or_make(key, name, K::Scope::NAMESPACED, |options| {
-            let lw = ClientListerWatcher::<PartialObjectMeta<K>>::new(
-                self.inner.client.clone(),
-                ns.as_deref(),
-                &(),
-            )
-            .metadata_only();
-            SharedIndexInformer::new(lw, options)
+        let client = self.inner.client.clone();
+        self.get_or_make(key, name, namespaced, spec, move |options| {
+            informer_in(namespaces, options, |ns| {
+                ClientListerWatcher::<PartialObjectMeta<K>>::new(client.clone(), ns, &())
+                    .metadata_only()
+            })
         })
     }
 

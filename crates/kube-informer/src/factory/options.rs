@@ -1,0 +1,138 @@
+//! [`FactoryOptions`]: what every informer of a factory shares; [`FactoryScope`]: whether
+//! the factory's namespace applies to a type.
+
+use std::{any::Any, collections::HashMap, sync::Arc, time::Duration};
+
+use kube::core::{ClusterResourceScope, NamespaceResourceScope};
+
+use crate::reflector::ReflectorOptions;
+
+/// A per-type transform, type-erased (it is a `Transform<K>` for the type it is filed
+/// under).
+pub(super) type AnyTransform = Arc<dyn Any + Send + Sync>;
+
+/// Settings shared by every informer of a factory.
+#[derive(Clone, Default)]
+pub struct FactoryOptions {
+    pub(super) namespace: Option<String>,
+    pub(super) label_selector: Option<String>,
+    pub(super) field_selector: Option<String>,
+    pub(super) default_resync: Option<Duration>,
+    pub(super) resync_for: HashMap<String, Duration>,
+    pub(super) reflector: ReflectorOptions,
+    pub(super) strip_managed_fields: bool,
+    pub(super) transforms: HashMap<String, AnyTransform>,
+    #[cfg(feature = "metrics")]
+    pub(super) informer_metrics: Option<crate::informer::InformerMetrics>,
+}
+
+impl std::fmt::Debug for FactoryOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FactoryOptions")
+            .field("namespace", &self.namespace)
+            .field("label_selector", &self.label_selector)
+            .field("field_selector", &self.field_selector)
+            .field("default_resync", &self.default_resync)
+            .field("strip_managed_fields", &self.strip_managed_fields)
+            .field("transforms", &self.transforms.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+impl FactoryOptions {
+    /// Watch only this namespace. Applies to namespaced types; informers of cluster-scoped
+    /// types (nodes, namespaces) are cluster-wide whatever this says, as in client-go.
+    #[must_use]
+    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.namespace = Some(namespace.into());
+        self
+    }
+
+    /// Only objects matching this label selector (client-go's `WithTweakListOptions`).
+    #[must_use]
+    pub fn label_selector(mut self, selector: impl Into<String>) -> Self {
+        self.label_selector = Some(selector.into());
+        self
+    }
+
+    /// Only objects matching this field selector.
+    #[must_use]
+    pub fn field_selector(mut self, selector: impl Into<String>) -> Self {
+        self.field_selector = Some(selector.into());
+        self
+    }
+
+    /// The resync period of every informer's handlers (default: none).
+    #[must_use]
+    pub fn default_resync(mut self, period: Duration) -> Self {
+        self.default_resync = Some(period);
+        self
+    }
+
+    /// The resync period of `K`'s informer, overriding the default.
+    #[must_use]
+    pub fn resync_for<K>(mut self, period: Duration) -> Self {
+        self.resync_for
+            .insert(std::any::type_name::<K>().to_owned(), period);
+        self
+    }
+
+    /// Drop `metadata.managedFields` from every object of every informer before it is
+    /// cached (a quarter of a typical object's bytes; client-go's `WithTransform` with
+    /// `TransformStripManagedFields`). A type's own transform
+    /// ([`transform_for`](Self::transform_for)) runs after it.
+    #[must_use]
+    pub fn strip_managed_fields(mut self) -> Self {
+        self.strip_managed_fields = true;
+        self
+    }
+
+    /// Transforms every object of `K`'s informers once, before it is cached.
+    #[must_use]
+    pub fn transform_for<K: 'static>(
+        mut self,
+        transform: impl Fn(K) -> K + Send + Sync + 'static,
+    ) -> Self {
+        let transform: Arc<dyn Fn(K) -> K + Send + Sync> = Arc::new(transform);
+        self.transforms
+            .insert(std::any::type_name::<K>().to_owned(), Arc::new(transform));
+        self
+    }
+
+    /// How every reflector lists and watches (backoff, timeouts, streaming lists).
+    #[must_use]
+    pub fn reflector(mut self, options: ReflectorOptions) -> Self {
+        self.reflector = options;
+        self
+    }
+
+    /// Records every informer's and reflector's metrics (FIFO depth, processing time,
+    /// handler backlogs; lists, watches, restarts) under the informer's name.
+    #[cfg(feature = "metrics")]
+    #[must_use]
+    pub fn metrics(
+        mut self,
+        informers: &crate::informer::InformerMetrics,
+        reflectors: &crate::reflector::ReflectorMetrics,
+    ) -> Self {
+        self.informer_metrics = Some(informers.clone());
+        self.reflector = self.reflector.metrics(reflectors);
+        self
+    }
+}
+
+/// Whether a type's objects live in namespaces: decides whether the factory's namespace
+/// applies. Implemented for the two scopes of k8s-openapi types (and of `Compact<K>`,
+/// `PartialObjectMeta<K>`, which forward them).
+pub trait FactoryScope {
+    /// Whether objects of this scope live in namespaces.
+    const NAMESPACED: bool;
+}
+
+impl FactoryScope for NamespaceResourceScope {
+    const NAMESPACED: bool = true;
+}
+
+impl FactoryScope for ClusterResourceScope {
+    const NAMESPACED: bool = false;
+}

@@ -1,0 +1,146 @@
+//! [`InformerSpec`]: one informer's own options in a factory (client-go's `InformerFor`
+//! with a custom constructor and `WithTweakListOptions`, controller-runtime's `ByObject`).
+
+use std::{sync::Arc, time::Duration};
+
+use crate::{
+    Indexers,
+    informer::{InformerOptions, SharedIndexInformer},
+    list_watch::ListerWatcher,
+};
+
+type Make<K> = Box<dyn FnOnce(InformerOptions<K>) -> SharedIndexInformer<K> + Send>;
+
+/// How the factory's informer of `K` is made, where it differs from the factory's
+/// defaults: its namespaces, selectors, transform, indexes, resync, or its whole source.
+///
+/// Informers are shared by what they watch: the same type, namespaces and selectors give
+/// the same informer, whoever asks. The first request that creates an informer sets its
+/// transform and source; later ones share it (their indexes are added if missing).
+///
+/// ```no_run
+/// use k8s_openapi::api::core::v1::Pod;
+/// use kube_informer::{Indexers, factory::{FactoryOptions, InformerSpec, SharedInformerFactory}};
+///
+/// # fn demo(client: kube::Client) {
+/// let factory = SharedInformerFactory::new(client, FactoryOptions::default());
+/// // Pods of two namespaces (one watch each, one cache), only the app's, without managedFields.
+/// let pods = factory.informer_with::<Pod>(
+///     InformerSpec::new()
+///         .namespaces(["shop", "checkout"])
+///         .label_selector("app=web")
+///         .transform(kube_informer::informer::strip_managed_fields)
+///         .indexers(Indexers::new().index("by-node", |p: &Pod| {
+///             p.spec.as_ref().and_then(|s| s.node_name.clone()).into_iter().collect()
+///         })),
+/// );
+/// # let _ = pods;
+/// # }
+/// ```
+pub struct InformerSpec<K> {
+    pub(super) namespaces: Option<Vec<String>>,
+    pub(super) label_selector: Option<String>,
+    pub(super) field_selector: Option<String>,
+    pub(super) transform: Option<Arc<dyn Fn(K) -> K + Send + Sync>>,
+    pub(super) indexers: Indexers<K>,
+    pub(super) resync: Option<Duration>,
+    pub(super) source: Option<Make<K>>,
+}
+
+impl<K> Default for InformerSpec<K> {
+    fn default() -> Self {
+        Self {
+            namespaces: None,
+            label_selector: None,
+            field_selector: None,
+            transform: None,
+            indexers: Indexers::new(),
+            resync: None,
+            source: None,
+        }
+    }
+}
+
+impl<K> std::fmt::Debug for InformerSpec<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InformerSpec")
+            .field("namespaces", &self.namespaces)
+            .field("label_selector", &self.label_selector)
+            .field("field_selector", &self.field_selector)
+            .field("transform", &self.transform.is_some())
+            .field("indexers", &self.indexers)
+            .field("custom_source", &self.source.is_some())
+            .finish()
+    }
+}
+
+impl<K: kube::Resource + Clone + Send + Sync + 'static> InformerSpec<K> {
+    /// The factory's defaults.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Watch only `namespace` (instead of the factory's).
+    #[must_use]
+    pub fn namespace(self, namespace: impl Into<String>) -> Self {
+        self.namespaces([namespace.into()])
+    }
+
+    /// Watch these namespaces: one watch each, merged into one cache (for an operator that
+    /// watches N namespaces, not all and not one). An empty set means all namespaces.
+    #[must_use]
+    pub fn namespaces<S: Into<String>>(mut self, namespaces: impl IntoIterator<Item = S>) -> Self {
+        let mut namespaces: Vec<String> = namespaces.into_iter().map(Into::into).collect();
+        namespaces.sort();
+        namespaces.dedup();
+        self.namespaces = Some(namespaces);
+        self
+    }
+
+    /// Only objects matching this label selector (instead of the factory's).
+    #[must_use]
+    pub fn label_selector(mut self, selector: impl Into<String>) -> Self {
+        self.label_selector = Some(selector.into());
+        self
+    }
+
+    /// Only objects matching this field selector (instead of the factory's).
+    #[must_use]
+    pub fn field_selector(mut self, selector: impl Into<String>) -> Self {
+        self.field_selector = Some(selector.into());
+        self
+    }
+
+    /// Transform every object once before it is cached (after the factory-wide transforms).
+    #[must_use]
+    pub fn transform(mut self, transform: impl Fn(K) -> K + Send + Sync + 'static) -> Self {
+        self.transform = Some(Arc::new(transform));
+        self
+    }
+
+    /// Index functions for the cache (besides the namespace index factory informers have).
+    #[must_use]
+    pub fn indexers(mut self, indexers: Indexers<K>) -> Self {
+        self.indexers = indexers;
+        self
+    }
+
+    /// The resync period of this informer's handlers (instead of the factory's).
+    #[must_use]
+    pub fn resync(mut self, period: Duration) -> Self {
+        self.resync = Some(period);
+        self
+    }
+
+    /// List and watch with `source` instead of the factory's client (e.g. a
+    /// [`MemorySource`](crate::list_watch::MemorySource) in tests, or any other
+    /// [`ListerWatcher`]); the spec's namespaces and selectors then only identify the
+    /// informer, the source decides what it lists.
+    #[must_use]
+    pub fn list_watcher(mut self, source: impl ListerWatcher<K>) -> Self {
+        self.source = Some(Box::new(move |options| {
+            SharedIndexInformer::new(source, options)
+        }));
+        self
+    }
+}
