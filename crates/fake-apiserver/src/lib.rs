@@ -70,7 +70,7 @@ pub use self::{
 };
 use self::{
     faults::Faults,
-    ops::{DeleteOptions, Deleted},
+    ops::{DeleteOptions, Deleted, Part, Patch},
     requests::RequestLog,
     status::ApiError,
     storage::{Storage, StoredObject},
@@ -165,6 +165,7 @@ impl FakeApiServer {
                 None,
                 serde_json::json!({"metadata": {"name": "default"}}),
                 "fake-apiserver",
+                Part::Object,
             )
             .map_err(|e| Error::Start(std::io::Error::other(format!("{e:?}"))))?;
         let listener = TcpListener::bind(("127.0.0.1", inner.config.port))
@@ -224,7 +225,12 @@ impl FakeApiServer {
         Ok((ty.kind.clone(), ty.gvr.api_version()))
     }
 
-    /// Creates an object, as a POST would (the namespace must exist). Returns it as stored.
+    /// Creates an object, as a POST would (the namespace must exist and not be terminating).
+    /// Returns it as stored.
+    ///
+    /// The programmatic writes stand in for the cluster's own components (controllers,
+    /// kubelets): they may set `status` directly, where an HTTP client has to write it
+    /// through the `status` subresource of types that have one.
     pub fn create(
         &self,
         gvr: &Gvr,
@@ -234,7 +240,7 @@ impl FakeApiServer {
         let (kind, api_version) = self.kind_of(gvr)?;
         let stored = self
             .inner
-            .create(gvr, namespace, object, "fake-apiserver")?;
+            .create(gvr, namespace, object, "fake-apiserver", Part::All)?;
         Ok(object_value(&kind, &api_version, &stored))
     }
 
@@ -247,13 +253,14 @@ impl FakeApiServer {
     ) -> Result<Value, Error> {
         let (kind, api_version) = self.kind_of(gvr)?;
         let name = object["metadata"]["name"].as_str().unwrap_or("").to_owned();
-        let stored = self
-            .inner
-            .update(gvr, namespace, &name, object, "fake-apiserver")?;
+        let stored =
+            self.inner
+                .update(gvr, namespace, &name, object, "fake-apiserver", Part::All)?;
         Ok(object_value(&kind, &api_version, &stored))
     }
 
-    /// Applies a JSON merge patch, as a PATCH with `application/merge-patch+json` would.
+    /// Applies a JSON merge patch, as a PATCH with `application/merge-patch+json` would
+    /// (status included, as for [`FakeApiServer::create`]).
     pub fn patch(
         &self,
         gvr: &Gvr,
@@ -262,9 +269,14 @@ impl FakeApiServer {
         patch: Value,
     ) -> Result<Value, Error> {
         let (kind, api_version) = self.kind_of(gvr)?;
-        let stored = self
-            .inner
-            .merge_patch(gvr, namespace, name, patch, "fake-apiserver")?;
+        let stored = self.inner.patch(
+            gvr,
+            namespace,
+            name,
+            &Patch::Merge(patch),
+            "fake-apiserver",
+            Part::All,
+        )?;
         Ok(object_value(&kind, &api_version, &stored))
     }
 
@@ -316,7 +328,7 @@ impl FakeApiServer {
                 self.create(&namespaces, None, namespace)?;
             }
             self.inner
-                .create(gvr, ns.as_deref(), object, "fake-apiserver")?;
+                .create(gvr, ns.as_deref(), object, "fake-apiserver", Part::All)?;
         }
         Ok(())
     }
@@ -348,10 +360,14 @@ impl FakeApiServer {
     }
 
     /// Simulates an API server restart: every watch connection is cut and the watch history
-    /// is lost (older resourceVersions get 410), while the stored objects stay.
+    /// is lost, while the stored objects stay. As on a real server, whose own startup writes
+    /// (its identity Lease, the `kubernetes` Service's endpoints) move etcd's revision on
+    /// before its watch cache fills, a watch resumed at the last version seen before the
+    /// restart gets `410 Gone` even when none of its objects changed.
     pub fn restart(&self) {
         let mut storage = self.inner.storage.lock();
         storage.close_all_watchers(true);
+        storage.advance();
         let to = storage.revision();
         storage.compact(to);
         drop(storage);

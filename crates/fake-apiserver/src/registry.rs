@@ -55,6 +55,9 @@ pub struct ResourceType {
     pub namespaced: bool,
     /// `kubectl` short names, e.g. `po`.
     pub short_names: Vec<String>,
+    /// Whether `status` is a subresource: writes to the object keep its status, and only
+    /// writes to `.../status` change it (as for pods and deployments; not for configmaps).
+    pub status_subresource: bool,
 }
 
 impl ResourceType {
@@ -65,6 +68,7 @@ impl ResourceType {
             kind: kind.to_owned(),
             namespaced: true,
             short_names: Vec::new(),
+            status_subresource: false,
         }
     }
 
@@ -83,6 +87,21 @@ impl ResourceType {
         self
     }
 
+    /// Serves `status` as a subresource (see [`ResourceType::status_subresource`]).
+    ///
+    /// ```
+    /// use fake_apiserver::{Gvr, ResourceType};
+    ///
+    /// let widgets = ResourceType::namespaced(Gvr::new("example.com", "v1", "widgets"), "Widget")
+    ///     .with_status_subresource();
+    /// assert!(widgets.status_subresource);
+    /// ```
+    #[must_use]
+    pub fn with_status_subresource(mut self) -> Self {
+        self.status_subresource = true;
+        self
+    }
+
     /// The list kind, e.g. `PodList`.
     pub fn list_kind(&self) -> String {
         format!("{}List", self.kind)
@@ -98,17 +117,27 @@ impl ResourceType {
 pub(crate) fn builtins() -> Vec<ResourceType> {
     let core = Gvr::core;
     vec![
-        ResourceType::namespaced(core("pods"), "Pod").short_names(&["po"]),
+        ResourceType::namespaced(core("pods"), "Pod")
+            .short_names(&["po"])
+            .with_status_subresource(),
         ResourceType::namespaced(core("configmaps"), "ConfigMap").short_names(&["cm"]),
         ResourceType::namespaced(core("secrets"), "Secret"),
-        ResourceType::namespaced(core("services"), "Service").short_names(&["svc"]),
+        ResourceType::namespaced(core("services"), "Service")
+            .short_names(&["svc"])
+            .with_status_subresource(),
         ResourceType::namespaced(core("events"), "Event").short_names(&["ev"]),
-        ResourceType::cluster_scoped(core("namespaces"), "Namespace").short_names(&["ns"]),
-        ResourceType::cluster_scoped(core("nodes"), "Node").short_names(&["no"]),
+        ResourceType::cluster_scoped(core("namespaces"), "Namespace")
+            .short_names(&["ns"])
+            .with_status_subresource(),
+        ResourceType::cluster_scoped(core("nodes"), "Node")
+            .short_names(&["no"])
+            .with_status_subresource(),
         ResourceType::namespaced(Gvr::new("apps", "v1", "deployments"), "Deployment")
-            .short_names(&["deploy"]),
+            .short_names(&["deploy"])
+            .with_status_subresource(),
         ResourceType::namespaced(Gvr::new("apps", "v1", "replicasets"), "ReplicaSet")
-            .short_names(&["rs"]),
+            .short_names(&["rs"])
+            .with_status_subresource(),
         ResourceType::namespaced(Gvr::new("coordination.k8s.io", "v1", "leases"), "Lease"),
         ResourceType::namespaced(Gvr::new("events.k8s.io", "v1", "events"), "Event"),
     ]

@@ -9,6 +9,10 @@ pub(crate) struct ApiError {
     pub(crate) body: Value,
     /// Seconds, for a `Retry-After` header.
     pub(crate) retry_after: Option<u32>,
+    /// Sent as the message in plain text, not as a `Status` (the throttling filters do this).
+    pub(crate) plain_text: bool,
+    /// The server closes the connection after answering.
+    pub(crate) close: bool,
 }
 
 impl ApiError {
@@ -29,6 +33,8 @@ impl ApiError {
             code,
             body,
             retry_after: None,
+            plain_text: false,
+            close: false,
         }
     }
 
@@ -90,13 +96,7 @@ impl ApiError {
     }
 
     pub(crate) fn invalid_list_options(field: &str, detail: &str) -> Self {
-        let details = json!({
-            "group": "meta.k8s.io",
-            "kind": "ListOptions",
-            "causes": [{"reason": "FieldValueForbidden", "message": detail, "field": field}],
-        });
-        let message = format!("ListOptions.meta.k8s.io \"\" is invalid: {field}: {detail}");
-        Self::new(422, "Invalid", message, Some(details))
+        Self::invalid_options("ListOptions", field, "FieldValueForbidden", detail)
     }
 
     pub(crate) fn list_too_old() -> Self {
@@ -128,15 +128,76 @@ impl ApiError {
         Self::new(504, "Timeout", message, Some(details))
     }
 
-    pub(crate) fn unsupported_media_type(content_type: &str) -> Self {
+    /// A create or update body in a format the server does not read.
+    pub(crate) fn unsupported_body_type() -> Self {
         Self::new(
             415,
             "UnsupportedMediaType",
-            format!(
-                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json; got {content_type:?}"
-            ),
+            "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf".into(),
             None,
         )
+    }
+
+    /// A PATCH whose content type is not a patch type.
+    pub(crate) fn unsupported_patch_type() -> Self {
+        Self::new(
+            415,
+            "UnsupportedMediaType",
+            "415: Unsupported Media Type".into(),
+            Some(json!({})),
+        )
+    }
+
+    /// A JSON patch that cannot be applied (a failed `test`, a missing path).
+    pub(crate) fn patch_rejected() -> Self {
+        Self::new(
+            422,
+            "Invalid",
+            "the server rejected our request due to an error in our request".into(),
+            Some(json!({})),
+        )
+    }
+
+    /// A body over the server's 3 MiB limit.
+    pub(crate) fn entity_too_large(limit: usize) -> Self {
+        Self::new(
+            413,
+            "RequestEntityTooLarge",
+            format!("Request entity too large: limit is {limit}"),
+            None,
+        )
+        .closing()
+    }
+
+    /// The same error, and the connection closed after it.
+    fn closing(mut self) -> Self {
+        self.close = true;
+        self
+    }
+
+    /// An invalid option of a request (`ListOptions`, `PatchOptions`).
+    pub(crate) fn invalid_options(kind: &str, field: &str, reason: &str, detail: &str) -> Self {
+        let details = json!({
+            "group": "meta.k8s.io",
+            "kind": kind,
+            "causes": [{"reason": reason, "message": detail, "field": field}],
+        });
+        let message = format!("{kind}.meta.k8s.io \"\" is invalid: {field}: {detail}");
+        Self::new(422, "Invalid", message, Some(details))
+    }
+
+    /// A create in a namespace that is being deleted.
+    pub(crate) fn namespace_terminating(resource: &str, name: &str, namespace: &str) -> Self {
+        let detail = format!("namespace {namespace} is being terminated");
+        let details = json!({
+            "name": name,
+            "kind": resource,
+            "causes": [{"reason": "NamespaceTerminating", "message": detail, "field": "metadata.namespace"}],
+        });
+        let message = format!(
+            "{resource} \"{name}\" is forbidden: unable to create new content in namespace {namespace} because it is being terminated"
+        );
+        Self::new(403, "Forbidden", message, Some(details))
     }
 
     pub(crate) fn method_not_allowed() -> Self {
@@ -148,7 +209,9 @@ impl ApiError {
         )
     }
 
-    /// An injected or simulated server-side failure with the given code.
+    /// An injected or simulated server-side failure with the given code. A 429 is what the
+    /// real server's throttling filters (max-in-flight, priority and fairness) send: plain
+    /// text and a `Retry-After` header, no `Status`.
     pub(crate) fn with_code(code: u16, retry_after: Option<u32>) -> Self {
         let (reason, message) = match code {
             429 => (
@@ -171,6 +234,7 @@ impl ApiError {
         let details = retry_after.map(|s| json!({"retryAfterSeconds": s}));
         let mut e = Self::new(code, reason, message.into(), details);
         e.retry_after = retry_after;
+        e.plain_text = code == 429;
         e
     }
 

@@ -383,16 +383,6 @@ async fn writes_maintain_server_owned_metadata() {
         same["metadata"]["resourceVersion"],
         respec["metadata"]["resourceVersion"]
     );
-    // JSON patch is not supported and says so.
-    let unsupported = call_with(
-        &server,
-        Method::PATCH,
-        &format!("{pods}/p"),
-        "application/json-patch+json",
-        Some(&json!([])),
-    )
-    .await;
-    assert_eq!(unsupported.status, 415);
 }
 
 #[tokio::test]
@@ -465,7 +455,10 @@ async fn version_and_discovery_documents() {
         .iter()
         .map(|g| g["name"].as_str().unwrap())
         .collect();
-    assert_eq!(group_names, ["apps", "coordination.k8s.io"]);
+    assert_eq!(
+        group_names,
+        ["apps", "coordination.k8s.io", "events.k8s.io"]
+    );
     assert_eq!(
         get(&server, "/apis/coordination.k8s.io/v1").await.json()["resources"][0]["name"],
         "leases"

@@ -96,15 +96,26 @@ pub(crate) fn resources(types: &[Arc<ResourceType>], group: &str, version: &str)
     in_gv.sort_by(|a, b| a.gvr.resource.cmp(&b.gvr.resource));
     let resources: Vec<Value> = in_gv
         .iter()
-        .map(|t| {
-            json!({
+        .flat_map(|t| {
+            let main = json!({
                 "name": t.gvr.resource,
                 "singularName": t.singular(),
                 "namespaced": t.namespaced,
                 "kind": t.kind,
                 "verbs": VERBS,
                 "shortNames": t.short_names,
-            })
+            });
+            // Subresources are listed as `<resource>/<name>`, as the real server lists them.
+            let status = t.status_subresource.then(|| {
+                json!({
+                    "name": format!("{}/status", t.gvr.resource),
+                    "singularName": "",
+                    "namespaced": t.namespaced,
+                    "kind": t.kind,
+                    "verbs": ["get", "patch", "update"],
+                })
+            });
+            std::iter::once(main).chain(status)
         })
         .collect();
     let group_version = if group.is_empty() {

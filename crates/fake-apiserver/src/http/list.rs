@@ -50,6 +50,20 @@ pub(crate) fn list(
             "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided",
         ));
     }
+    if let Some(other) = params
+        .resource_version_match
+        .as_deref()
+        .filter(|m| !matches!(*m, "Exact" | "NotOlderThan"))
+    {
+        return Err(ApiError::invalid_options(
+            "ListOptions",
+            "resourceVersionMatch",
+            "FieldValueNotSupported",
+            &format!(
+                "Unsupported value: \"{other}\": supported values: \"Exact\", \"NotOlderThan\", \"\""
+            ),
+        ));
+    }
     let mut limit = params.limit.filter(|l| *l > 0);
     let (revision, start) = match (&params.continue_token, params.resource_version.as_deref()) {
         (Some(_), Some(rv)) if !rv.is_empty() => {

@@ -19,7 +19,7 @@ pub(crate) use self::response::parse_query;
 use crate::{
     Inner,
     faults::Verb,
-    ops::{DeleteOptions, Deleted},
+    ops::{DeleteOptions, Deleted, Part, Patch},
     registry::{Gvr, ResourceType},
     requests::RequestRecord,
     selector::{FieldSelector, Filter, LabelSelector},
@@ -211,8 +211,8 @@ pub(crate) async fn handle(
         .unwrap_or("")
         .to_owned();
     let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(_) => Bytes::new(),
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(_) => Err(ApiError::entity_too_large(MAX_BODY)),
     };
 
     let reply = match verb {
@@ -222,12 +222,15 @@ pub(crate) async fn handle(
                 tokio::time::sleep(delay).await;
             }
             let injected = inner.faults.lock().status_for(verb);
-            match injected {
-                Some((410, _)) if verb == Verb::Watch => watch::error_stream(
+            match (injected, body) {
+                (_, Err(too_large)) => Reply::error(&too_large),
+                (Some((410, _)), _) if verb == Verb::Watch => watch::error_stream(
                     &ApiError::watch_too_old(0, inner.storage.lock().revision()),
                 ),
-                Some((code, retry_after)) => Reply::error(&ApiError::with_code(code, retry_after)),
-                None => {
+                (Some((code, retry_after)), _) => {
+                    Reply::error(&ApiError::with_code(code, retry_after))
+                }
+                (None, Ok(body)) => {
                     let req = Call {
                         method: &method,
                         query: &query,
@@ -298,6 +301,45 @@ fn parse_body(body: &Bytes) -> Result<Value, ApiError> {
         .map_err(|e| ApiError::bad_request(format!("the request body is not valid JSON: {e}")))
 }
 
+/// The body of a create or update: JSON (also when no content type is given, as the real
+/// server assumes); YAML and protobuf bodies are not read by this server.
+fn json_body(call: &Call<'_>) -> Result<Value, ApiError> {
+    let media = call.content_type.split(';').next().unwrap_or("").trim();
+    if !matches!(media, "" | "application/json" | "*/*") {
+        return Err(ApiError::unsupported_body_type());
+    }
+    parse_body(call.body)
+}
+
+/// Server-side apply, approximated: the body (JSON, which is also YAML) is merged into the
+/// object, or creates it. Field ownership and apply conflicts are not modelled.
+fn apply(
+    inner: &Arc<Inner>,
+    ty: &ResourceType,
+    ns: Option<&str>,
+    name: &str,
+    params: &Params,
+    call: &Call<'_>,
+    part: Part,
+) -> Result<(u16, Arc<StoredObject>), ApiError> {
+    let Some(manager) = params.field_manager.as_deref() else {
+        return Err(ApiError::invalid_options(
+            "PatchOptions",
+            "fieldManager",
+            "FieldValueRequired",
+            "Required value: is required for apply patch",
+        ));
+    };
+    let body = parse_body(call.body)?;
+    let patch = Patch::parse("application/merge-patch+json", call.body)?;
+    match inner.patch(&ty.gvr, ns, name, &patch, manager, part) {
+        Err(e) if e.code == 404 && part == Part::Object => inner
+            .create(&ty.gvr, ns, body, manager, part)
+            .map(|o| (201, o)),
+        other => other.map(|o| (200, o)),
+    }
+}
+
 fn resource_reply(
     inner: &Arc<Inner>,
     route: Route,
@@ -313,9 +355,11 @@ fn resource_reply(
     else {
         return Err(ApiError::not_found_path());
     };
-    if subresource.as_deref().is_some_and(|s| s != "status") {
-        return Err(ApiError::not_found_path());
-    }
+    let part = match subresource.as_deref() {
+        None => Part::Object,
+        Some("status") if ty.status_subresource => Part::Status,
+        Some(_) => return Err(ApiError::not_found_path()),
+    };
     let params = Params::parse(call.query)?;
     let gvr = &ty.gvr;
     let ns = namespace.as_deref();
@@ -348,26 +392,25 @@ fn resource_reply(
             let object = inner.get(gvr, ns, &name)?;
             Ok(object_reply(200, &prefix, &object))
         }
-        (Verb::Create, None) => {
-            let object = inner.create(gvr, ns, parse_body(call.body)?, &manager)?;
+        (Verb::Create, None) if part == Part::Object => {
+            let object = inner.create(gvr, ns, json_body(&call)?, &manager, part)?;
             Ok(object_reply(201, &prefix, &object))
         }
         (Verb::Update, Some(name)) => {
-            let object = inner.update(gvr, ns, &name, parse_body(call.body)?, &manager)?;
+            let object = inner.update(gvr, ns, &name, json_body(&call)?, &manager, part)?;
             Ok(object_reply(200, &prefix, &object))
         }
         (Verb::Patch, Some(name)) => {
             let media = call.content_type.split(';').next().unwrap_or("").trim();
-            if !matches!(
-                media,
-                "application/merge-patch+json" | "application/strategic-merge-patch+json"
-            ) {
-                return Err(ApiError::unsupported_media_type(media));
+            if media == "application/apply-patch+yaml" {
+                return apply(inner, &ty, ns, &name, &params, &call, part)
+                    .map(|(code, object)| object_reply(code, &prefix, &object));
             }
-            let object = inner.merge_patch(gvr, ns, &name, parse_body(call.body)?, &manager)?;
+            let patch = Patch::parse(media, call.body)?;
+            let object = inner.patch(gvr, ns, &name, &patch, &manager, part)?;
             Ok(object_reply(200, &prefix, &object))
         }
-        (Verb::Delete, Some(name)) => {
+        (Verb::Delete, Some(name)) if part == Part::Object => {
             let mut options = DeleteOptions {
                 grace_period_seconds: params.grace_period_seconds,
                 ..Default::default()

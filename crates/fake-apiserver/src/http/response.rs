@@ -22,6 +22,9 @@ pub(crate) type Body = UnsyncBoxBody<Bytes, io::Error>;
 pub(crate) struct Reply {
     pub(crate) status: u16,
     pub(crate) retry_after: Option<u32>,
+    pub(crate) content_type: &'static str,
+    /// Ask the client to close the connection (`Connection: close`).
+    pub(crate) close: bool,
     pub(crate) body: ReplyBody,
 }
 
@@ -42,14 +45,26 @@ impl Reply {
         Self {
             status,
             retry_after: None,
+            content_type: "application/json",
+            close: false,
             body: ReplyBody::Full(body),
         }
     }
 
     pub(crate) fn error(err: &ApiError) -> Self {
+        let reply = if err.plain_text {
+            let message = err.body["message"].as_str().unwrap_or_default();
+            Self {
+                content_type: "text/plain; charset=utf-8",
+                ..Self::bytes(err.code, Bytes::from(format!("{message}\n")))
+            }
+        } else {
+            Self::json(err.code, &err.body)
+        };
         Self {
             retry_after: err.retry_after,
-            ..Self::json(err.code, &err.body)
+            close: err.close,
+            ..reply
         }
     }
 
@@ -60,6 +75,8 @@ impl Reply {
         Self {
             status,
             retry_after: None,
+            content_type: "application/json",
+            close: false,
             body: ReplyBody::Stream(Box::new(stream)),
         }
     }
@@ -87,7 +104,7 @@ impl Reply {
             .status(self.status)
             .header("Audit-Id", audit_id)
             .header(header::CACHE_CONTROL, "no-cache, private")
-            .header(header::CONTENT_TYPE, "application/json")
+            .header(header::CONTENT_TYPE, self.content_type)
             .header(
                 "X-Kubernetes-Pf-Flowschema-Uid",
                 "c0ffee00-fa4e-4a91-9d0e-000000000001",
@@ -96,6 +113,12 @@ impl Reply {
                 "X-Kubernetes-Pf-Prioritylevel-Uid",
                 "c0ffee00-fa4e-4a91-9d0e-000000000002",
             );
+        if self.content_type.starts_with("text/plain") {
+            response = response.header("X-Content-Type-Options", "nosniff");
+        }
+        if self.close {
+            response = response.header(header::CONNECTION, "close");
+        }
         if let Some(seconds) = self.retry_after {
             response = response.header(header::RETRY_AFTER, seconds.to_string());
         }

@@ -318,6 +318,12 @@ impl Storage {
         }
     }
 
+    /// Moves the revision on without changing any served object, as a write to a resource
+    /// this server does not serve would.
+    pub(crate) fn advance(&mut self) {
+        self.revision += 1;
+    }
+
     /// Forgets everything at or before `to` (clamped to the current revision).
     pub(crate) fn compact(&mut self, to: u64) {
         let to = to.min(self.revision);

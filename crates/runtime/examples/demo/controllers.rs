@@ -1,6 +1,6 @@
 //! The demo's two controllers, sharing the manager's informers.
 //!
-//! - **ready-pods** (`Deployment`, owns `Pod`): counts each Deployment's running pods through
+//! - **ready-pods** (`Deployment`, watches `Pod`): counts each Deployment's running pods through
 //!   a pod index, writes the count into an annotation and a `ready-<name>` report ConfigMap,
 //!   publishes an event when it changes, and deletes the report through a finalizer when the
 //!   Deployment is deleted. A predicate skips its own annotation writes.
@@ -36,13 +36,25 @@ pub const REPORT_FINALIZER: &str = "demo.kube-informer.io/report";
 /// The summary each namespace gets.
 pub const SUMMARY: &str = "pod-summary";
 
-/// Index function: `namespace/owner` of the pod's controller owner.
+/// Index function: `namespace/name` of the Deployment a pod belongs to. On a real cluster a
+/// Deployment's pods are owned by its ReplicaSet, named `<deployment>-<pod-template-hash>`
+/// (so `owns::<Pod>()` on Deployments would never match); the simulated cluster's pods name
+/// their Deployment directly.
 pub fn by_owner(pod: &Pod) -> Vec<String> {
     let ns = pod.namespace().unwrap_or_default();
+    let hash = pod.labels().get("pod-template-hash").cloned();
     pod.owner_references()
         .iter()
         .filter(|r| r.controller == Some(true))
-        .map(|r| format!("{ns}/{}", r.name))
+        .filter_map(|r| match r.kind.as_str() {
+            "Deployment" => Some(r.name.clone()),
+            "ReplicaSet" => {
+                let suffix = format!("-{}", hash.as_deref()?);
+                r.name.strip_suffix(&suffix).map(str::to_owned)
+            }
+            _ => None,
+        })
+        .map(|deployment| format!("{ns}/{deployment}"))
         .collect()
 }
 
@@ -199,7 +211,12 @@ pub fn install(manager: &mut Manager, recorder: Recorder) {
     let options = kube_informer::controller::ControllerOptions::default();
     let ready: Controller<Deployment> = manager
         .controller::<Deployment>(options.clone().name("ready-pods").workers(4))
-        .owns::<Pod>()
+        .watches::<Pod>(|pod| {
+            by_owner(pod)
+                .iter()
+                .filter_map(|k| k.parse().ok())
+                .collect()
+        })
         .predicate(
             predicate::generation()
                 .or(predicate::finalizers())

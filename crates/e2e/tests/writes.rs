@@ -1,0 +1,225 @@
+//! Writes that controllers rely on, answered the same by both servers: the status
+//! subresource, JSON patches guarded by `test` (finalizer removal), bodies in unknown
+//! formats, and namespaces that are missing or terminating.
+
+use e2e::{Backend, both, ensure_namespace};
+use kube::Client;
+use serde_json::{Value, json};
+
+/// What a request came back with: the object, or the error's code, reason and causes.
+#[derive(Debug, PartialEq)]
+enum Answer {
+    Object(Value),
+    Error {
+        code: u16,
+        reason: String,
+        causes: Vec<String>,
+    },
+}
+
+impl Answer {
+    fn object(self) -> Value {
+        match self {
+            Answer::Object(v) => v,
+            Answer::Error { .. } => panic!("expected an object, got {self:?}"),
+        }
+    }
+}
+
+async fn send(client: &Client, method: &str, path: &str, content_type: &str, body: &str) -> Answer {
+    let request = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("content-type", content_type)
+        .body(body.as_bytes().to_vec())
+        .expect("a valid request");
+    match client.request::<Value>(request).await {
+        Ok(value) => Answer::Object(value),
+        Err(kube::Error::Api(status)) => Answer::Error {
+            code: status.code,
+            reason: status.reason.clone(),
+            causes: status
+                .details
+                .as_ref()
+                .map(|d| d.causes.iter().map(|c| c.reason.clone()).collect())
+                .unwrap_or_default(),
+        },
+        Err(other) => panic!("{method} {path}: {other}"),
+    }
+}
+
+fn error(code: u16, reason: &str, causes: &[&str]) -> Answer {
+    Answer::Error {
+        code,
+        reason: reason.to_owned(),
+        causes: causes.iter().map(|c| (*c).to_owned()).collect(),
+    }
+}
+
+const JSON: &str = "application/json";
+const MERGE: &str = "application/merge-patch+json";
+const JSON_PATCH: &str = "application/json-patch+json";
+
+async fn status_is_written_through_its_subresource(backend: Backend) {
+    let client = backend.client();
+    ensure_namespace(&client, "writes-status").await;
+    let pods = "/api/v1/namespaces/writes-status/pods";
+    let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "x"}]},
+                     "status": {"phase": "Running"}});
+    let created = send(&client, "POST", pods, JSON, &pod.to_string())
+        .await
+        .object();
+    assert_eq!(created["status"]["phase"], "Pending", "{}", backend.name());
+
+    let set_running = json!({"status": {"phase": "Running"}}).to_string();
+    let main = send(&client, "PATCH", &format!("{pods}/p"), MERGE, &set_running)
+        .await
+        .object();
+    assert_eq!(
+        main["status"]["phase"],
+        "Pending",
+        "{}: the object's PATCH keeps status",
+        backend.name()
+    );
+
+    let status = send(
+        &client,
+        "PATCH",
+        &format!("{pods}/p/status"),
+        MERGE,
+        &set_running,
+    )
+    .await
+    .object();
+    assert_eq!(status["status"]["phase"], "Running", "{}", backend.name());
+
+    let cms = "/api/v1/namespaces/writes-status/configmaps";
+    send(&client, "POST", cms, JSON, r#"{"metadata":{"name":"c"}}"#)
+        .await
+        .object();
+    let none = send(&client, "PATCH", &format!("{cms}/c/status"), MERGE, "{}").await;
+    assert_eq!(none, error(404, "NotFound", &[]), "{}", backend.name());
+}
+
+both!(status_is_written_through_its_subresource);
+
+async fn json_patch_tests_guard_a_finalizer_removal(backend: Backend) {
+    let client = backend.client();
+    ensure_namespace(&client, "writes-patch").await;
+    let cms = "/api/v1/namespaces/writes-patch/configmaps";
+    let held =
+        json!({"metadata": {"name": "held", "finalizers": ["example.com/a", "example.com/b"]}});
+    send(&client, "POST", cms, JSON, &held.to_string())
+        .await
+        .object();
+    let remove_first = |expected: Value| {
+        json!([{"op": "test", "path": "/metadata/finalizers", "value": expected},
+               {"op": "remove", "path": "/metadata/finalizers/0"}])
+        .to_string()
+    };
+    let path = format!("{cms}/held");
+    let stale = send(
+        &client,
+        "PATCH",
+        &path,
+        JSON_PATCH,
+        &remove_first(json!(["example.com/b"])),
+    )
+    .await;
+    assert_eq!(stale, error(422, "Invalid", &[]), "{}", backend.name());
+    let current = remove_first(json!(["example.com/a", "example.com/b"]));
+    let removed = send(&client, "PATCH", &path, JSON_PATCH, &current)
+        .await
+        .object();
+    assert_eq!(
+        removed["metadata"]["finalizers"],
+        json!(["example.com/b"]),
+        "{}",
+        backend.name()
+    );
+    let unknown = send(&client, "PATCH", &path, "text/plain", "{}").await;
+    assert_eq!(
+        unknown,
+        error(415, "UnsupportedMediaType", &[]),
+        "{}",
+        backend.name()
+    );
+    let body = send(
+        &client,
+        "POST",
+        cms,
+        "text/plain",
+        r#"{"metadata":{"name":"t"}}"#,
+    )
+    .await;
+    assert_eq!(
+        body,
+        error(415, "UnsupportedMediaType", &[]),
+        "{}",
+        backend.name()
+    );
+}
+
+both!(json_patch_tests_guard_a_finalizer_removal);
+
+async fn namespaces_refuse_content_when_missing_or_terminating(backend: Backend) {
+    let client = backend.client();
+    let missing = send(
+        &client,
+        "POST",
+        "/api/v1/namespaces/writes-none/configmaps",
+        JSON,
+        r#"{"metadata":{"name":"x"}}"#,
+    )
+    .await;
+    assert_eq!(missing, error(404, "NotFound", &[]), "{}", backend.name());
+
+    ensure_namespace(&client, "writes-ns").await;
+    let ns = send(&client, "GET", "/api/v1/namespaces/writes-ns", JSON, "")
+        .await
+        .object();
+    assert_eq!(
+        ns["metadata"]["labels"]["kubernetes.io/metadata.name"],
+        "writes-ns",
+        "{}",
+        backend.name()
+    );
+    assert_eq!(
+        ns["spec"]["finalizers"],
+        json!(["kubernetes"]),
+        "{}",
+        backend.name()
+    );
+    // A finalizer keeps the namespace Terminating on both (the fake's namespace controller
+    // would otherwise remove it; a bare kube-apiserver never does).
+    let cms = "/api/v1/namespaces/writes-ns/configmaps";
+    let held = json!({"metadata": {"name": "held", "finalizers": ["example.com/hold"]}});
+    send(&client, "POST", cms, JSON, &held.to_string())
+        .await
+        .object();
+    let deleted = send(&client, "DELETE", "/api/v1/namespaces/writes-ns", JSON, "")
+        .await
+        .object();
+    assert_eq!(
+        deleted["status"]["phase"],
+        "Terminating",
+        "{}",
+        backend.name()
+    );
+    let late = send(
+        &client,
+        "POST",
+        cms,
+        JSON,
+        r#"{"metadata":{"name":"late"}}"#,
+    )
+    .await;
+    assert_eq!(
+        late,
+        error(403, "Forbidden", &["NamespaceTerminating"]),
+        "{}",
+        backend.name()
+    );
+}
+
+both!(namespaces_refuse_content_when_missing_or_terminating);
