@@ -128,12 +128,15 @@ impl ApiError {
         Self::new(504, "Timeout", message, Some(details))
     }
 
-    /// A create or update body in a format the server does not read.
+    /// A create or update body in a format the server does not read. The real server's
+    /// answer, except that the list names only what this server accepts: JSON (not YAML,
+    /// and not protobuf, which kubectl's typed `create <kind>` commands send; use
+    /// `kubectl create -f`).
     pub(crate) fn unsupported_body_type() -> Self {
         Self::new(
             415,
             "UnsupportedMediaType",
-            "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf".into(),
+            "the body of the request was in an unknown format - accepted media types include: application/json".into(),
             None,
         )
     }

@@ -1,74 +1,44 @@
-//! Small helpers: RFC 3339 timestamps, a seeded random generator, UUIDs.
+//! Small helpers over well-kept crates: API-server timestamps (jiff), a seeded random
+//! generator (fastrand) and the UUIDs it makes (uuid).
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
-/// `now` as the API server writes timestamps: `2026-11-21T13:27:23Z` (UTC, seconds).
+/// `now` as the API server writes timestamps: `2026-11-21T13:27:23Z` (UTC, whole seconds).
 pub(crate) fn rfc3339(now: SystemTime) -> String {
-    let secs = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    let (y, m, d) = civil_from_days(days as i64);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    let at = jiff::Timestamp::try_from(now).unwrap_or(jiff::Timestamp::UNIX_EPOCH);
+    at.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
-/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian (Howard Hinnant's
-/// algorithm).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
-}
-
-/// A small deterministic generator (xorshift64*): the same seed gives the same uids,
-/// generated names and fault choices.
+/// A seeded generator: the same seed gives the same uids, generated names and fault
+/// choices, so a failing test can be replayed.
 #[derive(Debug, Clone)]
-pub(crate) struct Rng(u64);
+pub(crate) struct Rng(fastrand::Rng);
 
 impl Rng {
     pub(crate) fn new(seed: u64) -> Self {
-        Self(seed ^ 0x9E37_79B9_7F4A_7C15 | 1)
+        Self(fastrand::Rng::with_seed(seed))
     }
 
     pub(crate) fn next_u64(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+        self.0.u64(..)
     }
 
-    /// A random version-4 UUID.
+    /// A random (version 4) UUID, hyphenated.
     pub(crate) fn uuid(&mut self) -> String {
-        let (a, b) = (self.next_u64(), self.next_u64());
-        let b = (b & 0x3FFF_FFFF_FFFF_FFFF) | 0x8000_0000_0000_0000;
-        let a = (a & 0xFFFF_FFFF_FFFF_0FFF) | 0x0000_0000_0000_4000;
-        format!(
-            "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
-            a >> 32,
-            (a >> 16) & 0xFFFF,
-            a & 0xFFFF,
-            b >> 48,
-            b & 0xFFFF_FFFF_FFFF
-        )
+        let mut bytes = [0u8; 16];
+        self.0.fill(&mut bytes);
+        uuid::Builder::from_random_bytes(bytes)
+            .into_uuid()
+            .hyphenated()
+            .to_string()
     }
 
-    /// `n` random lowercase alphanumerics, as `generateName` suffixes use.
+    /// `n` random characters from the alphabet `generateName` suffixes use (no vowels, so
+    /// no words).
     pub(crate) fn suffix(&mut self, n: usize) -> String {
         const CHARS: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
         (0..n)
-            .map(|_| CHARS[(self.next_u64() % CHARS.len() as u64) as usize] as char)
+            .map(|_| CHARS[self.0.usize(..CHARS.len())] as char)
             .collect()
     }
 }
@@ -76,7 +46,7 @@ impl Rng {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
+    use std::time::{Duration, UNIX_EPOCH};
 
     #[test]
     fn timestamps_are_rfc3339_utc_seconds() {

@@ -17,135 +17,123 @@ mod measure;
 mod orchestrate;
 mod traffic;
 
+use clap::{Parser, Subcommand};
 use clients::{Impl, Job};
 
 #[cfg(feature = "mimalloc")]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-const USAGE: &str = "usage: informer-bench [--runs N] [--quick] [--clients a,b,...] [--seed S] [--scenario N:M:K ...]
-       informer-bench client --client NAME --url URL --n N --m M --k K
-       informer-bench decoders [EVENTS]   (with --features decoders)
+/// Compares kube-informer with kube-rs, @kubernetes/client-node and a decode-only bound on
+/// identical pre-rendered traffic, each client in its own process; prints medians.
+#[derive(Debug, Parser)]
+#[command(name = "informer-bench", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    plan: PlanArgs,
+}
 
-clients: bound, kube-rs, client-node, typed, compact, compact+zstd (default: all;
-  client-node needs node and `npm ci --prefix crates/informer-bench/node`)
---quick: smaller scenarios (2k pods + 20k events; 10k pods sync), one run
---scenario N:M:K: N pods, then M watch events to K handlers (repeatable; replaces the defaults)";
+#[derive(Debug, clap::Args)]
+struct PlanArgs {
+    /// Runs per client and scenario, interleaved (the table shows medians) [default: 3]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    runs: Option<u16>,
+    /// Smaller scenarios (2k pods + 20k events; 10k pods sync), one run
+    #[arg(long)]
+    quick: bool,
+    /// Clients to compare: bound, kube-rs, client-node, typed, compact, compact+zstd
+    /// [default: all; client-node needs node and `npm ci --prefix crates/informer-bench/node`]
+    #[arg(long, value_delimiter = ',', value_name = "A,B,...")]
+    clients: Option<Vec<Impl>>,
+    /// Seed of the rendered traffic
+    #[arg(long, value_name = "S")]
+    seed: Option<u64>,
+    /// N pods, then M watch events to K handlers (repeatable; replaces the default scenarios)
+    #[arg(long = "scenario", value_name = "N:M:K", value_parser = parse_scenario)]
+    scenarios: Vec<orchestrate::Scenario>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// One client's run against a server (what the orchestrator runs in each child process)
+    #[command(hide = true)]
+    Client {
+        #[arg(long)]
+        client: Impl,
+        #[arg(long)]
+        url: String,
+        #[arg(long)]
+        n: usize,
+        #[arg(long)]
+        m: usize,
+        #[arg(long, default_value_t = 1)]
+        k: usize,
+    },
+    /// serde_json against simd-json and sonic-rs on the same pods
+    #[cfg(feature = "decoders")]
+    Decoders {
+        /// Watch events to decode
+        #[arg(default_value_t = 20_000)]
+        events: usize,
+    },
+}
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    #[cfg(feature = "decoders")]
-    if args.first().map(String::as_str) == Some("decoders") {
-        let events = args.get(1).and_then(|n| n.parse().ok()).unwrap_or(20_000);
-        if let Err(message) = decoders::run(events) {
-            eprintln!("informer-bench: {message}");
-            std::process::exit(2);
-        }
-        return;
-    }
-    let result = if args.first().map(String::as_str) == Some("client") {
-        parse_job(&args[1..]).and_then(|job| clients::run(&job))
-    } else {
-        parse_plan(&args).and_then(|plan| orchestrate::run(&plan))
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Some(Command::Client {
+            client,
+            url,
+            n,
+            m,
+            k,
+        }) => clients::run(&Job {
+            client,
+            url,
+            n,
+            m,
+            k: k.max(1),
+        }),
+        #[cfg(feature = "decoders")]
+        Some(Command::Decoders { events }) => decoders::run(events),
+        None => orchestrate::run(&plan(cli.plan)),
     };
     if let Err(message) = result {
         eprintln!("informer-bench: {message}");
-        if message.starts_with("--") || message.contains("flag") || message.contains("argument") {
-            eprintln!("\n{USAGE}");
-        }
         std::process::exit(2);
     }
 }
 
-/// Reads `--name value` pairs.
-fn flags(args: &[String]) -> Result<Vec<(&str, Option<&str>)>, String> {
-    let mut out = Vec::new();
-    let mut it = args.iter().peekable();
-    while let Some(arg) = it.next() {
-        let name = arg
-            .strip_prefix("--")
-            .ok_or_else(|| format!("unexpected argument {arg:?}"))?;
-        let value = match it.peek() {
-            Some(v) if !v.starts_with("--") => it.next().map(String::as_str),
-            _ => None,
-        };
-        out.push((name, value));
-    }
-    Ok(out)
-}
-
-fn number(name: &str, value: Option<&str>) -> Result<usize, String> {
-    value
-        .and_then(|v| v.parse().ok())
-        .ok_or_else(|| format!("--{name} needs a number"))
-}
-
-fn parse_job(args: &[String]) -> Result<Job, String> {
-    let mut job = Job {
-        client: Impl::Typed,
-        url: String::new(),
-        n: 0,
-        m: 0,
-        k: 1,
+fn parse_scenario(value: &str) -> Result<orchestrate::Scenario, String> {
+    let parts: Vec<usize> = value
+        .split(':')
+        .map(|p| p.parse().map_err(|_| format!("{p:?} is not a number")))
+        .collect::<Result<_, _>>()?;
+    let [n, m, k] = parts[..] else {
+        return Err("expected N:M:K".into());
     };
-    for (name, value) in flags(args)? {
-        match name {
-            "client" => job.client = value.unwrap_or_default().parse()?,
-            "url" => job.url = value.unwrap_or_default().to_owned(),
-            "n" => job.n = number(name, value)?,
-            "m" => job.m = number(name, value)?,
-            "k" => job.k = number(name, value)?.max(1),
-            _ => return Err(format!("unknown flag --{name}")),
-        }
-    }
-    if job.url.is_empty() {
-        return Err("client needs --url".into());
-    }
-    Ok(job)
+    Ok(orchestrate::Scenario { n, m, k: k.max(1) })
 }
 
-fn parse_plan(args: &[String]) -> Result<orchestrate::Plan, String> {
-    let mut plan = if args.iter().any(|a| a == "--quick") {
+fn plan(args: PlanArgs) -> orchestrate::Plan {
+    let mut plan = if args.quick {
         orchestrate::Plan::quick()
     } else {
         orchestrate::Plan::full()
     };
-    let mut runs = None;
-    let mut custom = false;
-    for (name, value) in flags(args)? {
-        match name {
-            "runs" => runs = Some(number(name, value)?.max(1)),
-            "quick" => {}
-            "seed" => plan.seed = number(name, value)? as u64,
-            "clients" => {
-                plan.clients = value
-                    .unwrap_or_default()
-                    .split(',')
-                    .map(str::parse)
-                    .collect::<Result<_, _>>()?;
-            }
-            "scenario" => {
-                let parts: Vec<usize> = value
-                    .unwrap_or_default()
-                    .split(':')
-                    .map(|p| p.parse().map_err(|_| "--scenario needs N:M:K".to_owned()))
-                    .collect::<Result<_, _>>()?;
-                let [n, m, k] = parts[..] else {
-                    return Err("--scenario needs N:M:K".into());
-                };
-                if !custom {
-                    plan.scenarios.clear();
-                    custom = true;
-                }
-                plan.scenarios
-                    .push(orchestrate::Scenario { n, m, k: k.max(1) });
-            }
-            "help" => return Err("help".into()),
-            _ => return Err(format!("unknown flag --{name}")),
-        }
+    if let Some(runs) = args.runs {
+        plan.runs = usize::from(runs);
     }
-    if let Some(runs) = runs {
-        plan.runs = runs;
+    if let Some(seed) = args.seed {
+        plan.seed = seed;
     }
-    Ok(plan)
+    if let Some(clients) = args.clients {
+        plan.clients = clients;
+    }
+    if !args.scenarios.is_empty() {
+        plan.scenarios = args.scenarios;
+    }
+    plan
 }

@@ -7,64 +7,43 @@
 
 use std::{process::ExitCode, time::Duration};
 
+use clap::Parser;
 use fake_apiserver::{FakeApiServer, Gvr, ServerConfig};
 use serde_json::json;
 
-const USAGE: &str = "usage: fake-apiserver [--port PORT] [--seed-pods N] [--namespaces N] [--nodes N] [--seed S] [--bookmark-interval-secs S]";
-
+/// An in-process Kubernetes API server over plain HTTP on loopback, answering as
+/// kube-apiserver 1.36 does; for kubectl, controllers under development and tests.
+#[derive(Debug, Parser)]
+#[command(name = "fake-apiserver", version)]
 struct Args {
+    /// The loopback port to listen on (0 picks a free one)
+    #[arg(long, default_value_t = 8080)]
     port: u16,
+    /// Pods to create at start, spread over the namespaces and nodes
+    #[arg(long = "seed-pods", default_value_t = 0, value_name = "N")]
     pods: usize,
-    namespaces: usize,
-    nodes: usize,
+    /// Namespaces the seeded pods go to (ns-0, ns-1, ...)
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    namespaces: u16,
+    /// Nodes to create at start (node-0, node-1, ...)
+    #[arg(long, default_value_t = 3, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    nodes: u16,
+    /// Seed of the generated uids and names (the same seed gives the same ones)
+    #[arg(long, default_value_t = 0, value_name = "S")]
     seed: u64,
+    /// Seconds between the bookmarks sent to watches that asked for them
+    #[arg(long = "bookmark-interval-secs", default_value_t = 5, value_name = "S", value_parser = clap::value_parser!(u64).range(1..))]
     bookmark_interval: u64,
 }
 
-fn parse_args() -> Result<Args, String> {
-    let mut args = Args {
-        port: 8080,
-        pods: 0,
-        namespaces: 1,
-        nodes: 3,
-        seed: 0,
-        bookmark_interval: 5,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        if flag == "--help" || flag == "-h" {
-            return Err(USAGE.to_owned());
-        }
-        let value = it
-            .next()
-            .ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))?;
-        let number = |v: &str| {
-            v.parse::<u64>()
-                .map_err(|_| format!("{flag}: {v:?} is not a number\n{USAGE}"))
-        };
-        match flag.as_str() {
-            "--port" => {
-                args.port = u16::try_from(number(&value)?)
-                    .map_err(|_| format!("--port: {value} is out of range"))?
-            }
-            "--seed-pods" => args.pods = number(&value)? as usize,
-            "--namespaces" => args.namespaces = (number(&value)? as usize).max(1),
-            "--nodes" => args.nodes = (number(&value)? as usize).max(1),
-            "--seed" => args.seed = number(&value)?,
-            "--bookmark-interval-secs" => args.bookmark_interval = number(&value)?.max(1),
-            other => return Err(format!("unknown flag {other}\n{USAGE}")),
-        }
-    }
-    Ok(args)
-}
-
 fn seed(server: &FakeApiServer, args: &Args) -> Result<(), fake_apiserver::Error> {
-    let nodes = (0..args.nodes).map(|i| json!({"metadata": {"name": format!("node-{i}")}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}}));
+    let (namespaces, node_count) = (usize::from(args.namespaces), usize::from(args.nodes));
+    let nodes = (0..node_count).map(|i| json!({"metadata": {"name": format!("node-{i}")}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}}));
     server.seed(&Gvr::core("nodes"), nodes)?;
     let pods = (0..args.pods).map(|i| {
         json!({
-            "metadata": {"name": format!("pod-{i}"), "namespace": format!("ns-{}", i % args.namespaces), "labels": {"app": format!("app-{}", i % 10)}},
-            "spec": {"nodeName": format!("node-{}", i % args.nodes), "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}]},
+            "metadata": {"name": format!("pod-{i}"), "namespace": format!("ns-{}", i % namespaces), "labels": {"app": format!("app-{}", i % 10)}},
+            "spec": {"nodeName": format!("node-{}", i % node_count), "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}]},
             "status": {"phase": "Running"},
         })
     });
@@ -73,13 +52,7 @@ fn seed(server: &FakeApiServer, args: &Args) -> Result<(), fake_apiserver::Error
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let args = match parse_args() {
-        Ok(args) => args,
-        Err(msg) => {
-            eprintln!("{msg}");
-            return ExitCode::from(2);
-        }
-    };
+    let args = Args::parse();
     let config = ServerConfig::default()
         .port(args.port)
         .seed(args.seed)
