@@ -131,6 +131,8 @@ pub struct FakeApiServer {
     addr: SocketAddr,
     url: String,
     stop: CancellationToken,
+    /// Cancelled by [`FakeApiServer::terminate`]: the listener closes, connections stay.
+    accepting: CancellationToken,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -172,11 +174,15 @@ impl FakeApiServer {
             .await
             .map_err(Error::Start)?;
         let addr = listener.local_addr().map_err(Error::Start)?;
-        let stop = CancellationToken::new();
+        let (stop, accepting) = (CancellationToken::new(), CancellationToken::new());
         let handler = inner.clone();
-        let accept = tokio::spawn(serve_http1(listener, stop.clone(), true, move |req| {
-            http::handle(handler.clone(), req)
-        }));
+        let accept = tokio::spawn(serve_http1(
+            listener,
+            stop.clone(),
+            accepting.clone(),
+            true,
+            move |req| http::handle(handler.clone(), req),
+        ));
         let bookmarks = tokio::spawn(bookmark_loop(
             Arc::downgrade(&inner),
             inner.config.bookmark_interval,
@@ -187,6 +193,7 @@ impl FakeApiServer {
             addr,
             url: format!("http://{addr}"),
             stop,
+            accepting,
             tasks: vec![accept, bookmarks],
         })
     }
@@ -374,6 +381,16 @@ impl FakeApiServer {
         self.inner.faults.lock().record("restart");
     }
 
+    /// Simulates a SIGTERM'd kube-apiserver: it stops listening at once (new connections
+    /// are refused), while the connections already open — watches included — go on being
+    /// served, events and all, as a real server's do for about a minute while it shuts
+    /// down. Clients that only reconnect find nothing; [`shutdown`](Self::shutdown) or drop
+    /// closes what is left. One-way: a terminated server does not listen again.
+    pub fn terminate(&self) {
+        self.accepting.cancel();
+        self.inner.faults.lock().record("terminate");
+    }
+
     /// Every request so far, oldest first.
     pub fn requests(&self) -> Vec<RequestRecord> {
         self.inner.log.snapshot()
@@ -423,11 +440,13 @@ impl Drop for FakeApiServer {
     }
 }
 
-/// Accepts connections on `listener` until `stop`, serving each over HTTP/1.1 with `handle`
-/// (header names in `title_case` or as written).
+/// Accepts connections on `listener` until `stop` (or, listener closed and connections
+/// kept, until `accepting` is cancelled and then `stop`), serving each over HTTP/1.1 with
+/// `handle` (header names in `title_case` or as written).
 pub(crate) async fn serve_http1<H, F>(
     listener: TcpListener,
     stop: CancellationToken,
+    accepting: CancellationToken,
     title_case: bool,
     handle: H,
 ) where
@@ -441,6 +460,12 @@ pub(crate) async fn serve_http1<H, F>(
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
             () = stop.cancelled() => break,
+            () = accepting.cancelled() => {
+                // Not listening any more; the open connections go on until `stop`.
+                drop(listener);
+                stop.cancelled().await;
+                break;
+            }
         };
         let Ok((stream, _)) = accepted else { continue };
         let _ = stream.set_nodelay(true);

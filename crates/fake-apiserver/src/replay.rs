@@ -157,6 +157,7 @@ impl ReplayServer {
         let task = tokio::spawn(crate::serve_http1(
             listener,
             stop.clone(),
+            CancellationToken::new(),
             false,
             move |req| {
                 let reply = answer(&traffic, &req, &answering);

@@ -314,3 +314,33 @@ async fn after_a_restart_a_resumed_watch_is_410_even_when_nothing_changed() {
     .await;
     assert_eq!(list.status, 200);
 }
+
+#[tokio::test]
+async fn a_terminated_server_refuses_connections_and_keeps_its_watches() {
+    let server = server(ServerConfig::default()).await;
+    let mut watch = Lines::open(&server, &format!("{CMS}?watch=1")).await;
+    server.terminate();
+    // The listener closes at once: a new connection is refused.
+    let mut refused = false;
+    for _ in 0..500 {
+        if tokio::net::TcpStream::connect(server.addr()).await.is_err() {
+            refused = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(refused, "a terminated server stops listening");
+    // The open watch goes on, events included.
+    server
+        .create(&Gvr::core("configmaps"), Some("demo"), cm("after"))
+        .unwrap();
+    let event = watch.events(1).await.remove(0);
+    assert_eq!(
+        (
+            event["type"].as_str(),
+            event["object"]["metadata"]["name"].as_str()
+        ),
+        (Some("ADDED"), Some("after"))
+    );
+    assert_eq!(server.fault_counts()["terminate"], 1);
+}

@@ -30,14 +30,43 @@ fn namespace(v: &Value) -> String {
         .to_owned()
 }
 
-/// Compares every Deployment's annotation and report, and every namespace's summary, with
-/// the pods on the server. A namespace without pods may have no summary at all.
+/// The Deployment a pod (as JSON) belongs to: the same rule as the controllers' index.
+fn deployment_of(pod: &Value) -> Option<String> {
+    let owner = pod["metadata"]["ownerReferences"]
+        .as_array()?
+        .iter()
+        .find(|o| o["controller"] == true)?;
+    let name = owner["name"].as_str()?;
+    match owner["kind"].as_str()? {
+        "Deployment" => Some(name.to_owned()),
+        "ReplicaSet" => {
+            let hash = pod["metadata"]["labels"]["pod-template-hash"].as_str()?;
+            name.strip_suffix(&format!("-{hash}")).map(str::to_owned)
+        }
+        _ => None,
+    }
+}
+
+/// [`verify_objects`] on the simulated cluster's own state.
 pub fn verify(server: &FakeApiServer) -> Verdict {
     let list = |gvr: Gvr| server.list(&gvr).unwrap_or_default();
-    let pods = list(Gvr::core("pods"));
-    let deployments = list(Gvr::new("apps", "v1", "deployments"));
-    let config_maps = list(Gvr::core("configmaps"));
-    let namespaces = list(Gvr::core("namespaces"));
+    verify_objects(
+        &list(Gvr::core("pods")),
+        &list(Gvr::new("apps", "v1", "deployments")),
+        &list(Gvr::core("configmaps")),
+        &list(Gvr::core("namespaces")),
+    )
+}
+
+/// Compares every Deployment's annotation and report, and every `team-*` namespace's
+/// summary, with the pods (any server's objects, as JSON). A namespace without pods may
+/// have no summary at all.
+pub fn verify_objects(
+    pods: &[Value],
+    deployments: &[Value],
+    config_maps: &[Value],
+    namespaces: &[Value],
+) -> Verdict {
     let mut verdict = Verdict {
         deployments: deployments.len(),
         namespaces: namespaces.len(),
@@ -49,7 +78,7 @@ pub fn verify(server: &FakeApiServer) -> Verdict {
             .find(|c| namespace(c) == ns && name(c) == n)
     };
     let mut live = BTreeSet::new();
-    for deploy in &deployments {
+    for deploy in deployments {
         let (ns, n) = (namespace(deploy), name(deploy));
         if !deploy["metadata"]["deletionTimestamp"].is_null() {
             verdict.mismatches.push(format!(
@@ -60,9 +89,7 @@ pub fn verify(server: &FakeApiServer) -> Verdict {
         live.insert((ns.clone(), format!("ready-{n}")));
         let owned: Vec<&Value> = pods
             .iter()
-            .filter(|p| {
-                namespace(p) == ns && p["metadata"]["ownerReferences"][0]["name"] == n.as_str()
-            })
+            .filter(|p| namespace(p) == ns && deployment_of(p).as_deref() == Some(n.as_str()))
             .collect();
         let ready = owned
             .iter()
@@ -91,7 +118,7 @@ pub fn verify(server: &FakeApiServer) -> Verdict {
             ));
         }
     }
-    for c in &config_maps {
+    for c in config_maps {
         let (ns, n) = (namespace(c), name(c));
         if n.starts_with("ready-") && !live.contains(&(ns.clone(), n.clone())) {
             verdict.mismatches.push(format!(
@@ -100,7 +127,7 @@ pub fn verify(server: &FakeApiServer) -> Verdict {
         }
     }
     let mut per_namespace: BTreeMap<String, usize> = BTreeMap::new();
-    for p in &pods {
+    for p in pods {
         *per_namespace.entry(namespace(p)).or_default() += 1;
     }
     for ns in namespaces
