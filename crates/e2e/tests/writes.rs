@@ -223,3 +223,66 @@ async fn namespaces_refuse_content_when_missing_or_terminating(backend: Backend)
 }
 
 both!(namespaces_refuse_content_when_missing_or_terminating);
+
+/// `kubectl get`'s Table: the same columns and cells from both servers.
+async fn kubectl_get_tables_agree(backend: Backend) {
+    let client = backend.client();
+    ensure_namespace(&client, "writes-table").await;
+    let pods = "/api/v1/namespaces/writes-table/pods";
+    let pod =
+        json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "x"}]}});
+    send(&client, "POST", pods, JSON, &pod.to_string())
+        .await
+        .object();
+    let cms = "/api/v1/namespaces/writes-table/configmaps";
+    send(
+        &client,
+        "POST",
+        cms,
+        JSON,
+        r#"{"metadata":{"name":"c"},"data":{"a":"1","b":"2"}}"#,
+    )
+    .await
+    .object();
+    let table = |path: &'static str| {
+        let client = client.clone();
+        async move {
+            let request = http::Request::get(path)
+                .header(
+                    "accept",
+                    "application/json;as=Table;v=v1;g=meta.k8s.io,application/json",
+                )
+                .body(Vec::new())
+                .unwrap();
+            client.request::<Value>(request).await.expect("a Table")
+        }
+    };
+    let name = backend.name();
+    let pods = table("/api/v1/namespaces/writes-table/pods").await;
+    let columns: Vec<&str> = pods["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        &columns[..5],
+        ["Name", "Ready", "Status", "Restarts", "Age"],
+        "{name}"
+    );
+    let cells = &pods["rows"][0]["cells"];
+    assert_eq!(
+        &cells.as_array().unwrap()[..4],
+        &[json!("p"), json!("0/1"), json!("Pending"), json!("0")],
+        "{name}"
+    );
+    assert_eq!(
+        pods["rows"][0]["object"]["kind"], "PartialObjectMetadata",
+        "{name}"
+    );
+    let cms = table("/api/v1/namespaces/writes-table/configmaps").await;
+    let cells = &cms["rows"][0]["cells"];
+    assert_eq!((&cells[0], &cells[1]), (&json!("c"), &json!(2)), "{name}");
+}
+
+both!(kubectl_get_tables_agree);

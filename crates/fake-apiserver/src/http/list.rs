@@ -28,13 +28,13 @@ fn decode_continue(token: &str) -> Result<(i64, ObjKey), ApiError> {
     Ok((revision, ObjKey::from_token(start.trim_end_matches('\0'))))
 }
 
-pub(crate) fn list(
+/// Renders one LIST answer: its pieces, in order (the whole list JSON once joined).
+pub(crate) fn render(
     inner: &Inner,
     gvr: &Gvr,
     filter: &Filter,
     params: &Params,
-    cut: bool,
-) -> Result<Reply, ApiError> {
+) -> Result<Vec<Bytes>, ApiError> {
     let mut storage = inner.storage.lock();
     let served_before = params
         .continue_token
@@ -168,6 +168,18 @@ pub(crate) fn list(
     body.push(Bytes::from(head));
     body.extend(chunks);
     body.push(Bytes::from_static(b"]}\n"));
+    Ok(body)
+}
+
+/// Answers a LIST: the list's bytes, streamed as they were rendered (or cut mid-body).
+pub(crate) fn list(
+    inner: &Inner,
+    gvr: &Gvr,
+    filter: &Filter,
+    params: &Params,
+    cut: bool,
+) -> Result<Reply, ApiError> {
+    let body = render(inner, gvr, filter, params)?;
     if cut {
         return Ok(Reply::stream(200, Box::pin(cut_stream(body))));
     }

@@ -4,6 +4,7 @@
 mod discovery;
 mod list;
 mod response;
+mod table;
 mod watch;
 
 use std::{collections::BTreeMap, convert::Infallible, sync::Arc};
@@ -204,12 +205,17 @@ pub(crate) async fn handle(
         .and_then(|v| v.to_str().ok())
         .unwrap_or("unknown")
         .to_owned();
-    let content_type = req
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_owned();
+    let header_text = |name: header::HeaderName| {
+        req.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned()
+    };
+    let (content_type, accept) = (
+        header_text(header::CONTENT_TYPE),
+        header_text(header::ACCEPT),
+    );
     let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
         Ok(collected) => Ok(collected.to_bytes()),
         Err(_) => Err(ApiError::entity_too_large(MAX_BODY)),
@@ -237,6 +243,7 @@ pub(crate) async fn handle(
                         body: &body,
                         user_agent: &user_agent,
                         content_type: &content_type,
+                        accept: &accept,
                     };
                     resource_reply(&inner, route, verb, req).unwrap_or_else(|e| Reply::error(&e))
                 }
@@ -285,6 +292,7 @@ struct Call<'a> {
     body: &'a Bytes,
     user_agent: &'a str,
     content_type: &'a str,
+    accept: &'a str,
 }
 
 /// The object with `kind` and `apiVersion`, as GET and write responses carry it.
@@ -294,6 +302,13 @@ fn object_reply(status: u16, store_prefix: &Bytes, object: &StoredObject) -> Rep
     full.extend_from_slice(store_prefix);
     full.extend_from_slice(&tail);
     Reply::bytes(status, Bytes::from(full))
+}
+
+/// A LIST item (stored without them) with its kind and apiVersion.
+fn with_type(ty: &ResourceType, mut item: Value) -> Value {
+    item["kind"] = ty.kind.clone().into();
+    item["apiVersion"] = ty.gvr.api_version().into();
+    item
 }
 
 fn parse_body(body: &Bytes) -> Result<Value, ApiError> {
@@ -361,6 +376,9 @@ fn resource_reply(
         Some(_) => return Err(ApiError::not_found_path()),
     };
     let params = Params::parse(call.query)?;
+    // `kubectl get` asks for a Table (reads only; writes answer with the object).
+    let table = table::wanted(call.accept)
+        .then(|| table::Include::from_query(call.query.get("includeObject").map(String::as_str)));
     let gvr = &ty.gvr;
     let ns = namespace.as_deref();
     let prefix = inner
@@ -380,16 +398,39 @@ fn resource_reply(
     match (verb, name) {
         (Verb::List, _) => {
             let filter = params.filter(&ty, ns)?;
+            if let Some(include) = table {
+                let list: Value =
+                    serde_json::from_slice(&list::render(inner, gvr, &filter, &params)?.concat())
+                        .expect("the server's own JSON");
+                let items: Vec<Value> = list["items"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|item| with_type(&ty, item.clone()))
+                    .collect();
+                let table = table::table(&ty, &items, list["metadata"].clone(), include, true);
+                return Ok(Reply::json(200, &table));
+            }
             let cut = inner.faults.lock().cut_list();
             list::list(inner, gvr, &filter, &params, cut)
         }
         (Verb::Watch, _) => {
             let filter = params.filter(&ty, ns)?;
             let faults = inner.faults.lock().watch_faults();
-            watch::watch(inner, gvr, filter, &params, faults)
+            let table = table.map(|include| (ty.clone(), include));
+            watch::watch(inner, gvr, filter, &params, faults, table)
         }
         (Verb::Get, Some(name)) => {
             let object = inner.get(gvr, ns, &name)?;
+            if let Some(include) = table {
+                let value = object.value(&ty.kind, &ty.gvr.api_version());
+                let meta =
+                    serde_json::json!({"resourceVersion": object.resource_version.to_string()});
+                return Ok(Reply::json(
+                    200,
+                    &table::table(&ty, &[value], meta, include, true),
+                ));
+            }
             Ok(object_reply(200, &prefix, &object))
         }
         (Verb::Create, None) if part == Part::Object => {

@@ -4,14 +4,18 @@
 use std::{collections::VecDeque, io, sync::Arc, time::Duration};
 
 use bytes::{Bytes, BytesMut};
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio::{sync::mpsc, time::Instant};
 
-use super::{Params, response::Reply};
+use super::{
+    Params,
+    response::Reply,
+    table::{Include, table},
+};
 use crate::{
     Inner,
     faults::WatchFaults,
-    registry::Gvr,
+    registry::{Gvr, ResourceType},
     selector::Filter,
     status::ApiError,
     storage::{EventType, StoredObject, WatchMsg, Watcher, transition},
@@ -50,6 +54,7 @@ pub(crate) fn watch(
     filter: Filter,
     params: &Params,
     faults: WatchFaults,
+    table: Option<(Arc<ResourceType>, Include)>,
 ) -> Result<Reply, ApiError> {
     let send_initial = params.send_initial_events;
     match (send_initial, params.resource_version_match.as_deref()) {
@@ -136,6 +141,11 @@ pub(crate) fn watch(
         faults,
         events_sent: 0,
         mode: Mode::Active,
+        table: table.map(|(ty, include)| TableMode {
+            ty,
+            include,
+            columns_sent: false,
+        }),
     };
     let stream = futures_util::stream::unfold(state, |mut s| async move {
         let chunk = s.next_chunk().await?;
@@ -165,6 +175,14 @@ struct WatchState {
     faults: WatchFaults,
     events_sent: usize,
     mode: Mode,
+    /// Events as one-row Tables (`kubectl get -w`).
+    table: Option<TableMode>,
+}
+
+struct TableMode {
+    ty: Arc<ResourceType>,
+    include: Include,
+    columns_sent: bool,
 }
 
 impl WatchState {
@@ -224,6 +242,19 @@ impl WatchState {
     fn push_line(&mut self, line: Line) {
         match line {
             Line::Raw(bytes) => self.pending.push_back(bytes),
+            Line::Event(kind, object) if self.table.is_some() => {
+                let mode = self.table.as_mut().expect("checked");
+                let value = object.value(&mode.ty.kind, &mode.ty.gvr.api_version());
+                let meta = json!({"resourceVersion": object.resource_version.to_string()});
+                let table = table(&mode.ty, &[value], meta, mode.include, !mode.columns_sent);
+                mode.columns_sent = true;
+                let mut line = serde_json::to_vec(&json!({"type": kind.as_str(), "object": table}))
+                    .expect("JSON values serialize");
+                line.push(b'\n');
+                self.pending.push_back(Bytes::from(line));
+                self.events_sent += 1;
+                self.after_events();
+            }
             Line::Event(kind, object) => {
                 let i = match kind {
                     EventType::Added => 0,

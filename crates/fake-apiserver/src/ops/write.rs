@@ -148,7 +148,8 @@ impl Inner {
         if namespace {
             namespace_label(&mut value, &name);
         }
-        if ty.status_subresource && part != Part::All {
+        // The programmatic API may set a status; without one, it gets the server's.
+        if ty.status_subresource && (part != Part::All || value.get("status").is_none()) {
             value["status"] = initial_status(&ty);
         }
         if value.get("spec").is_some() && !namespace {

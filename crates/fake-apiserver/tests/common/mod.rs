@@ -79,7 +79,10 @@ pub async fn call_with(
     content_type: &str,
     body: Option<&Value>,
 ) -> Resp {
-    let resp = send(server, build(method, uri, content_type, body)).await;
+    read(send(server, build(method, uri, content_type, body)).await).await
+}
+
+async fn read(resp: hyper::Response<Incoming>) -> Resp {
     let status = resp.status().as_u16();
     let headers = resp.headers().clone();
     let body = resp
@@ -99,6 +102,13 @@ pub async fn get(server: &FakeApiServer, uri: &str) -> Resp {
     call(server, Method::GET, uri, None).await
 }
 
+/// A GET with an `Accept` header (e.g. kubectl's Table request).
+pub async fn call_accepting(server: &FakeApiServer, uri: &str, accept: &str) -> Resp {
+    let mut req = build(Method::GET, uri, "application/json", None);
+    req.headers_mut().insert("accept", accept.parse().unwrap());
+    read(send(server, req).await).await
+}
+
 /// Reads a watch (or any streamed) response line by line.
 pub struct Lines {
     pub status: u16,
@@ -109,7 +119,13 @@ pub struct Lines {
 
 impl Lines {
     pub async fn open(server: &FakeApiServer, uri: &str) -> Self {
-        let resp = send(server, build(Method::GET, uri, "application/json", None)).await;
+        Self::open_accepting(server, uri, "application/json").await
+    }
+
+    pub async fn open_accepting(server: &FakeApiServer, uri: &str, accept: &str) -> Self {
+        let mut req = build(Method::GET, uri, "application/json", None);
+        req.headers_mut().insert("accept", accept.parse().unwrap());
+        let resp = send(server, req).await;
         let status = resp.status().as_u16();
         let headers = resp.headers().clone();
         Self {
