@@ -6,6 +6,19 @@ use crate::registry::ResourceType;
 
 /// Settings for [`FakeApiServer::start`](crate::FakeApiServer::start). Every setter consumes
 /// and returns the config.
+///
+/// ```
+/// use std::time::Duration;
+/// use fake_apiserver::{Gvr, ResourceType, ServerConfig};
+///
+/// let config = ServerConfig::default()
+///     .seed(42)                                   // reproducible uids and fault draws
+///     .history_window(100)                        // compaction: older versions get 410
+///     .bookmark_interval(Duration::from_secs(1))
+///     .streaming_lists(false)                     // answer like a server without them
+///     .resource(ResourceType::namespaced(Gvr::new("example.com", "v1", "widgets"), "Widget"));
+/// # let _ = config;
+/// ```
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
     pub(crate) port: u16,

@@ -126,6 +126,20 @@ impl Inner {
 }
 
 /// A running fake API server. Dropping it (or [`shutdown`](Self::shutdown)) stops it.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use fake_apiserver::{FakeApiServer, Gvr, ServerConfig};
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// use serde_json::json;
+///
+/// let server = FakeApiServer::start(ServerConfig::default()).await?;
+/// server.seed(&Gvr::core("configmaps"), [json!({"metadata": {"name": "a", "namespace": "shop"}})])?;
+/// let api: kube::Api<ConfigMap> = kube::Api::namespaced(server.client()?, "shop");
+/// assert_eq!(api.list(&Default::default()).await?.items.len(), 1);
+/// server.shutdown().await;
+/// # Ok(()) }
+/// ```
 pub struct FakeApiServer {
     inner: Arc<Inner>,
     addr: SocketAddr,

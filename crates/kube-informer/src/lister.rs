@@ -96,7 +96,8 @@ impl<K: Resource> Lister<K> {
 }
 
 /// Lists and gets the objects of one namespace. Uses the namespace index when the store has
-/// it (see [`Indexers::namespace`](crate::Indexers::namespace)), a scan otherwise.
+/// it (see [`Indexers::namespace`](crate::Indexers::namespace)), a scan otherwise. Made by
+/// [`Lister::namespaced`] (its example shows both).
 pub struct NamespaceLister<K> {
     store: ReadOnlyStore<K>,
     namespace: String,

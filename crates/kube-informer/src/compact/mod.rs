@@ -67,6 +67,19 @@ pub use self::storage::{JsonStorage, Plain};
 /// An object of type `K` kept as its JSON (stored as `S` says: as is by default, or
 /// `Zstd`-compressed, feature `zstd`) and its parsed metadata (without `managedFields`); see the
 /// [module docs](self).
+///
+/// ```
+/// use k8s_openapi::api::core::v1::Pod;
+/// use kube::ResourceExt;
+/// use kube_informer::compact::Compact;
+///
+/// let json = r#"{"metadata":{"name":"web-1","namespace":"shop","labels":{"app":"web"}},
+///                "spec":{"containers":[{"name":"main","image":"nginx"}]}}"#;
+/// let pod: Compact<Pod> = serde_json::from_str(json).unwrap();
+/// assert_eq!(pod.name_any(), "web-1"); // metadata: parsed once, no decoding
+/// let full: Pod = pod.decode().unwrap(); // the rest: decoded when needed
+/// assert_eq!(full.spec.unwrap().containers[0].image.as_deref(), Some("nginx"));
+/// ```
 pub struct Compact<K, S: JsonStorage = Plain> {
     meta: ObjectMeta,
     stored: Box<[u8]>,

@@ -83,6 +83,18 @@ pub enum Action {
 }
 
 /// Settings of a [`Controller`].
+///
+/// ```
+/// use std::time::Duration;
+/// use kube_informer::controller::ControllerOptions;
+///
+/// let options = ControllerOptions::default()
+///     .name("ready-pods")
+///     .workers(4)
+///     .max_retries(Some(10))
+///     .drain_timeout(Some(Duration::from_secs(20)));
+/// assert_eq!((options.controller_name(), options.worker_count()), ("ready-pods", 4));
+/// ```
 #[derive(Debug, Clone)]
 pub struct ControllerOptions {
     workers: usize,

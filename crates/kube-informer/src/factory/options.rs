@@ -12,6 +12,19 @@ use crate::reflector::ReflectorOptions;
 pub(super) type AnyTransform = Arc<dyn Any + Send + Sync>;
 
 /// Settings shared by every informer of a factory.
+///
+/// ```
+/// use std::time::Duration;
+/// use kube_informer::factory::FactoryOptions;
+///
+/// // Every informer of this factory: one namespace, a selector, no managedFields.
+/// let options = FactoryOptions::default()
+///     .namespace("shop")
+///     .label_selector("team=payments")
+///     .default_resync(Duration::from_secs(300))
+///     .strip_managed_fields();
+/// # let _ = options;
+/// ```
 #[derive(Clone, Default)]
 pub struct FactoryOptions {
     pub(super) namespace: Option<String>,

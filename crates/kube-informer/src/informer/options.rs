@@ -15,6 +15,19 @@ pub enum QueueKind {
 }
 
 /// Settings of a [`SharedIndexInformer`](super::SharedIndexInformer).
+///
+/// ```
+/// use std::time::Duration;
+/// use k8s_openapi::api::core::v1::Pod;
+/// use kube_informer::{Indexers, informer::{InformerOptions, QueueKind}};
+///
+/// let options: InformerOptions<Pod> = InformerOptions::default()
+///     .name("pods")
+///     .queue(QueueKind::DeltaFifo)
+///     .default_resync(Duration::from_secs(600))
+///     .indexers(Indexers::new().namespace());
+/// # let _ = options;
+/// ```
 #[derive(Clone)]
 pub struct InformerOptions<K> {
     pub(crate) queue: QueueKind,

@@ -20,6 +20,35 @@ use super::{HandlerRegistration, Notification, listener::Listener};
 /// pending notification per object however slowly it is read, and
 /// [`backlog`](HandlerRegistration::backlog) is what waits unread. Dropping the stream
 /// removes its registration from the informer.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// use futures_util::StreamExt;
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// use kube_informer::{
+///     informer::{HandlerOptions, InformerOptions, Notification, SharedIndexInformer},
+///     list_watch::MemorySource,
+/// };
+/// use tokio_util::sync::CancellationToken;
+///
+/// let source: MemorySource<ConfigMap> = MemorySource::default();
+/// let mut cm = ConfigMap::default();
+/// cm.metadata.name = Some("a".into());
+/// source.add(cm);
+/// let informer = SharedIndexInformer::new(source, InformerOptions::default());
+/// let mut notifications = informer.stream(HandlerOptions::default().coalescing());
+/// let cancel = CancellationToken::new();
+/// tokio::spawn({ let i = informer.clone(); let c = cancel.clone(); async move { i.run(c).await } });
+/// match notifications.next().await {
+///     Some(Notification::Add { object, is_in_initial_list }) => {
+///         assert_eq!(object.metadata.name.as_deref(), Some("a"));
+///         assert!(is_in_initial_list);
+///     }
+///     other => panic!("{other:?}"),
+/// }
+/// cancel.cancel();
+/// # }
+/// ```
 pub struct NotificationStream<K: Resource + Send + Sync + 'static> {
     pub(crate) listener: Arc<Listener<K>>,
     pub(crate) registration: HandlerRegistration<K>,

@@ -98,6 +98,19 @@ where
 /// Lists and watches `K` through a [`kube::Client`], in one namespace or in all, whatever
 /// the resource's scope (unlike `kube::Api`, whose namespaced constructor needs it known at
 /// compile time). `metadata_only` asks the server for `PartialObjectMetadata`.
+///
+/// ```no_run
+/// # async fn example(client: kube::Client) {
+/// use k8s_openapi::api::{core::v1::Pod, rbac::v1::ClusterRole};
+/// use kube_informer::{informer::{InformerOptions, SharedIndexInformer}, list_watch::ClientListerWatcher};
+///
+/// // Pods of one namespace, and a cluster-scoped type, through the same constructor.
+/// let pods = ClientListerWatcher::<Pod>::new(client.clone(), Some("shop"), &());
+/// let roles = ClientListerWatcher::<ClusterRole>::new(client, None, &()).metadata_only();
+/// let informer = SharedIndexInformer::new(pods, InformerOptions::default());
+/// # let _ = (informer, roles);
+/// # }
+/// ```
 pub struct ClientListerWatcher<K> {
     client: kube::Client,
     request: kube::core::Request,

@@ -3,6 +3,19 @@
 use std::time::Duration;
 
 /// Settings of a [`Reflector`](super::Reflector). The defaults are client-go 1.36's.
+///
+/// ```
+/// use std::time::Duration;
+/// use kube_informer::reflector::ReflectorOptions;
+///
+/// // A reflector for a slow, large collection behind a flaky network.
+/// let options = ReflectorOptions::default()
+///     .page_size(250)
+///     .list_timeout(Duration::from_secs(300))
+///     .watch_open_timeout(Duration::from_secs(15))
+///     .label_selector("app=web");
+/// # let _ = options;
+/// ```
 #[derive(Debug, Clone)]
 pub struct ReflectorOptions {
     pub(crate) page_size: u32,

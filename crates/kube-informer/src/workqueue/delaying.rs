@@ -20,6 +20,19 @@ use super::{
 /// A [`Queue`] that can also add an item after a delay (client-go's
 /// `DelayingInterface`). Derefs to [`Queue`].
 #[doc(alias = "DelayingInterface")]
+///
+/// ```
+/// use std::time::Duration;
+/// use kube_informer::workqueue::{DelayingQueue, QueueConfig};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+/// let queue: DelayingQueue<&'static str> = DelayingQueue::new(QueueConfig::default());
+/// queue.add_after("shop/web-1", Duration::from_secs(30));
+/// assert!(queue.is_empty(), "not before its time");
+/// let item = queue.get().await.unwrap(); // (the paused clock jumps ahead)
+/// assert_eq!(*item.item(), "shop/web-1");
+/// # }
+/// ```
 pub struct DelayingQueue<T: QueueItem> {
     queue: Queue<T>,
 }

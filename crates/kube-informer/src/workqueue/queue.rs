@@ -23,6 +23,22 @@ type Set<T> = HashSet<T, foldhash::fast::RandomState>;
 /// See [the module docs](super) for its guarantees. Cloning is cheap; every clone is the same
 /// queue.
 #[doc(alias = "Interface")]
+///
+/// ```
+/// use kube_informer::workqueue::{Queue, QueueConfig};
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let queue: Queue<String> = Queue::new(QueueConfig::default().name("pods"));
+/// queue.add("shop/web-1".to_owned());
+/// queue.add("shop/web-1".to_owned()); // already queued: one item
+/// assert_eq!(queue.len(), 1);
+/// let item = queue.get().await.expect("not shut down");
+/// assert_eq!(item.item(), "shop/web-1");
+/// item.done(); // or just drop it
+/// queue.shut_down();
+/// assert!(queue.get().await.is_none());
+/// # }
+/// ```
 pub struct Queue<T: QueueItem> {
     pub(super) shared: Arc<Shared<T>>,
 }

@@ -11,6 +11,22 @@ use super::{DelayingQueue, QueueConfig, QueueItem};
 /// The limiter is [`QueueConfig::rate_limiter`], by default
 /// [`default_controller_rate_limiter`](super::default_controller_rate_limiter).
 #[doc(alias = "RateLimitingInterface")]
+///
+/// ```
+/// use kube_informer::workqueue::{QueueConfig, RateLimitingQueue};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+/// let queue: RateLimitingQueue<String> = RateLimitingQueue::new(QueueConfig::default());
+/// queue.add("shop/web-1".to_owned());
+/// let item = queue.get().await.unwrap();
+/// // The reconcile failed: back in the queue after the limiter's delay (5 ms, doubling).
+/// item.requeue_rate_limited();
+/// let again = queue.get().await.unwrap();
+/// assert_eq!(again.num_requeues(), 1);
+/// again.forget(); // success: the failure count is reset
+/// assert_eq!(queue.num_requeues(&"shop/web-1".to_owned()), 0);
+/// # }
+/// ```
 pub struct RateLimitingQueue<T: QueueItem> {
     queue: DelayingQueue<T>,
 }

@@ -89,6 +89,20 @@ pub enum ControllerError {
 
 /// A controller of `K` objects: which changes lead to a reconcile, and the workers that run
 /// it. Build it, then [`run`](Self::run) it (or give it to a manager).
+///
+/// ```no_run
+/// # fn example(manager: &kube_informer_runtime::manager::Manager) {
+/// use k8s_openapi::api::{apps::v1::ReplicaSet, core::v1::Pod};
+/// use kube_informer::controller::ControllerOptions;
+/// use kube_informer_runtime::controller::predicate;
+///
+/// let controller = manager
+///     .controller::<ReplicaSet>(ControllerOptions::default().name("replicas").workers(4))
+///     .owns::<Pod>()                                  // a pod's change reconciles its owner
+///     .predicate(predicate::generation().or(predicate::deletion()));
+/// # let _ = controller;
+/// # }
+/// ```
 pub struct Controller<K: Resource> {
     factory: SharedInformerFactory,
     informer: SharedIndexInformer<K>,

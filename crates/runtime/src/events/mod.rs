@@ -134,6 +134,23 @@ pub fn reference<K: Resource<DynamicType = ()>>(obj: &K) -> ObjectReference {
 }
 
 /// Publishes events; cheap to clone (clones share the queue and the aggregation).
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// use std::sync::Arc;
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// use kube_informer_runtime::events::{EventType, MemoryEvents, NewEvent, Recorder, Reporter};
+///
+/// let sink = Arc::new(MemoryEvents::default()); // `Recorder::new(client, ..)` in production
+/// let recorder = Recorder::with_sink(sink.clone(), Reporter::new("example.com/configs", "pod-a"));
+/// let mut cm = ConfigMap::default();
+/// cm.metadata.name = Some("settings".into());
+/// cm.metadata.namespace = Some("shop".into());
+/// recorder.publish(&cm, NewEvent::new(EventType::Normal, "Synced", "Reconcile").note("up to date"));
+/// for _ in 0..10 { tokio::task::yield_now().await; } // the writer task runs
+/// assert_eq!(sink.writes().len(), 1);
+/// # }
+/// ```
 #[derive(Clone)]
 pub struct Recorder {
     reporter: Reporter,

@@ -7,6 +7,17 @@ pub(crate) const JITTER_FACTOR: f64 = 1.2;
 
 /// Which Lease, who competes for it, and the timing (client-go's defaults, as
 /// controller-runtime uses them: lease 15 s, renew deadline 10 s, retry 2 s).
+///
+/// ```
+/// use std::time::Duration;
+/// use kube_informer_runtime::leader_election::LeaderElectionConfig;
+///
+/// let config = LeaderElectionConfig::new("my-operator", "operators", "pod-a");
+/// assert!(config.validate().is_ok());
+/// // The renew deadline must leave room before the lease runs out: refused, not guessed.
+/// let bad = config.renew_deadline(Duration::from_secs(20));
+/// assert!(bad.validate().is_err());
+/// ```
 #[derive(Debug, Clone)]
 pub struct LeaderElectionConfig {
     pub(crate) name: String,

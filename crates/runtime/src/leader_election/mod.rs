@@ -44,6 +44,27 @@ pub use self::config::{ConfigError, LeaderElectionConfig};
 use crate::lease::{Attempt, LeaseLock};
 
 /// Competes for a Lease and says whether this candidate leads. Cheap to clone.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+/// use std::{sync::Arc, time::Duration};
+/// use kube_informer_runtime::{
+///     leader_election::{LeaderElectionConfig, LeaderElector},
+///     lease::MemoryLeases,
+/// };
+/// use tokio_util::sync::CancellationToken;
+///
+/// let leases = Arc::new(MemoryLeases::default()); // `LeaderElector::new(client, ..)` in production
+/// let config = LeaderElectionConfig::new("my-operator", "operators", "pod-a");
+/// let elector = LeaderElector::with_store(leases, config).unwrap();
+/// let mut leading = elector.leading();
+/// let cancel = CancellationToken::new();
+/// tokio::spawn({ let e = elector.clone(); let c = cancel.clone(); async move { e.run(c).await } });
+/// leading.wait_for(|leads| *leads).await.unwrap();
+/// assert!(elector.is_leading());
+/// cancel.cancel(); // releases the Lease: another candidate takes over at once
+/// # }
+/// ```
 #[derive(Clone)]
 pub struct LeaderElector {
     inner: Arc<Inner>,

@@ -26,6 +26,19 @@ pub use self::{
 };
 
 /// A Lease this process competes for (or holds), with what it last observed of it.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// use std::{sync::Arc, time::Duration};
+/// use kube_informer_runtime::lease::{Attempt, LeaseLock, MemoryLeases};
+///
+/// let leases = Arc::new(MemoryLeases::default());
+/// let a = LeaseLock::new(leases.clone(), "my-operator", "pod-a", Duration::from_secs(15));
+/// let b = LeaseLock::new(leases, "my-operator", "pod-b", Duration::from_secs(15));
+/// assert!(matches!(a.try_acquire_or_renew().await.unwrap(), Attempt::Held));
+/// assert!(matches!(b.try_acquire_or_renew().await.unwrap(), Attempt::HeldBy(holder) if holder == "pod-a"));
+/// # }
+/// ```
 pub struct LeaseLock {
     store: Arc<dyn LeaseStore>,
     labels: std::collections::BTreeMap<String, String>,

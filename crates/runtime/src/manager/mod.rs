@@ -96,6 +96,26 @@ pub enum ManagerError {
 }
 
 /// The factory, the controllers, the endpoints, the election: one process's runtime.
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// use kube_informer::controller::{Action, ControllerOptions};
+/// use kube_informer_runtime::{controller::Cached, manager::{Manager, ManagerOptions}};
+///
+/// async fn reconcile(cm: Cached<ConfigMap>, _ctx: Arc<()>) -> Result<Action, kube::Error> {
+///     if let Cached::Present(cm) = cm { let _ = cm; /* bring the world in line */ }
+///     Ok(Action::Done)
+/// }
+///
+/// # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let client = kube::Client::try_default().await?;
+/// let mut manager = Manager::new(client, ManagerOptions::default()).await?;
+/// let controller = manager.controller::<ConfigMap>(ControllerOptions::default().name("configs"));
+/// manager.add_controller(controller, reconcile, |_, _, _| Action::Retry, Arc::new(()));
+/// manager.run().await?; // caches, /healthz /readyz /metrics on :8080, until SIGTERM
+/// # Ok(()) }
+/// ```
 pub struct Manager {
     client: kube::Client,
     factory: SharedInformerFactory,

@@ -5,6 +5,17 @@ use std::{net::SocketAddr, time::Duration};
 use crate::leader_election::LeaderElectionConfig;
 
 /// Settings of a [`Manager`](super::Manager).
+///
+/// ```
+/// use std::time::Duration;
+/// use kube_informer_runtime::{leader_election::LeaderElectionConfig, manager::ManagerOptions};
+///
+/// let options = ManagerOptions::default()
+///     .bind(([0, 0, 0, 0], 9443).into())
+///     .shutdown_timeout(Duration::from_secs(20))
+///     .leader_election(LeaderElectionConfig::new("my-operator", "operators", "pod-a"));
+/// # let _ = options;
+/// ```
 #[derive(Debug, Clone)]
 pub struct ManagerOptions {
     pub(crate) bind: Option<SocketAddr>,
