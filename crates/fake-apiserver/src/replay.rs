@@ -40,8 +40,20 @@ use tokio_util::sync::CancellationToken;
 
 use crate::http::{Body, parse_query};
 
-/// Watch bodies are written in chunks of about this size.
+/// Coalesced watch bodies are written in chunks of about this size.
 const CHUNK: usize = 64 * 1024;
+
+/// How watch events are written to the connection.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum WatchShape {
+    /// One write per event, as a real kube-apiserver sends them while its client keeps up
+    /// (it flushes after each event when no other is queued): the shape clients meet.
+    #[default]
+    PerEvent,
+    /// Events joined into writes of about 64 KiB: the cheapest for the server and the
+    /// kindest to clients (fewer, larger reads); a best case, not what a cluster sends.
+    Coalesced,
+}
 
 /// How long a watch stays open after its last event when the client asks for no timeout.
 const DEFAULT_WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
@@ -149,6 +161,11 @@ impl ReplayServer {
     /// requests get a LIST page. Streaming lists (`sendInitialEvents=true`) are refused with
     /// an error Status, as a server without them refuses them.
     pub async fn start(traffic: Traffic) -> io::Result<Self> {
+        Self::start_with(traffic, WatchShape::default()).await
+    }
+
+    /// [`start`](Self::start), writing watch events in the given [`WatchShape`].
+    pub async fn start_with(traffic: Traffic, shape: WatchShape) -> io::Result<Self> {
         let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
         let addr = listener.local_addr()?;
         let stop = CancellationToken::new();
@@ -160,7 +177,7 @@ impl ReplayServer {
             CancellationToken::new(),
             false,
             move |req| {
-                let reply = answer(&traffic, &req, &answering);
+                let reply = answer(&traffic, &req, &answering, shape);
                 async move { Ok::<_, Infallible>(reply) }
             },
         ));
@@ -190,7 +207,12 @@ impl Drop for ReplayServer {
     }
 }
 
-fn answer<B>(traffic: &Arc<Traffic>, req: &Request<B>, stop: &CancellationToken) -> Response<Body> {
+fn answer<B>(
+    traffic: &Arc<Traffic>,
+    req: &Request<B>,
+    stop: &CancellationToken,
+    shape: WatchShape,
+) -> Response<Body> {
     let query = parse_query(req.uri().query());
     let get = |name: &str| {
         query
@@ -215,7 +237,14 @@ fn answer<B>(traffic: &Arc<Traffic>, req: &Request<B>, stop: &CancellationToken)
             .and_then(|v| v.parse().ok())
             .map_or(DEFAULT_WATCH_TIMEOUT, Duration::from_secs);
         let bookmarks = get("allowWatchBookmarks") == Some("true");
-        return watch(traffic.clone(), from, bookmarks, timeout, stop.clone());
+        return watch(
+            traffic.clone(),
+            from,
+            bookmarks,
+            timeout,
+            stop.clone(),
+            shape,
+        );
     }
     let offset = match get("continue") {
         None => 0,
@@ -239,6 +268,7 @@ fn watch(
     bookmarks: bool,
     timeout: Duration,
     stop: CancellationToken,
+    shape: WatchShape,
 ) -> Response<Body> {
     let start = traffic.events_after(from);
     let last = traffic
@@ -246,9 +276,18 @@ fn watch(
         .last()
         .map_or(traffic.list_resource_version, |e| e.resource_version)
         .max(from);
-    let events = stream::unfold((traffic, start), |(traffic, next)| async move {
+    let events = stream::unfold((traffic, start), move |(traffic, next)| async move {
         if next >= traffic.events.len() {
             return None;
+        }
+        if shape == WatchShape::PerEvent {
+            // Pending once between events, so the connection writes each one out on its
+            // own (hyper flushes when the body is not ready), as the real server does.
+            if next > start {
+                tokio::task::yield_now().await;
+            }
+            let line = traffic.events[next].line.clone();
+            return Some((line, (traffic, next + 1)));
         }
         let mut chunk = BytesMut::with_capacity(CHUNK + 8 * 1024);
         let mut i = next;

@@ -50,6 +50,10 @@ struct PlanArgs {
     /// Seed of the rendered traffic
     #[arg(long, value_name = "S")]
     seed: Option<u64>,
+    /// Write watch events in 64 KiB chunks instead of one by one as a real kube-apiserver
+    /// does (the kinder, unrealistic shape earlier tables used)
+    #[arg(long)]
+    coalesced: bool,
     /// N pods, then M watch events to K handlers (repeatable; replaces the default scenarios)
     #[arg(long = "scenario", value_name = "N:M:K", value_parser = parse_scenario)]
     scenarios: Vec<orchestrate::Scenario>,
@@ -70,6 +74,9 @@ enum Command {
         m: usize,
         #[arg(long, default_value_t = 1)]
         k: usize,
+        /// How many of the events are deletes: the handler counts are then checked exactly
+        #[arg(long)]
+        deletes: Option<usize>,
     },
     /// serde_json against simd-json and sonic-rs on the same pods
     #[cfg(feature = "decoders")]
@@ -89,12 +96,14 @@ fn main() {
             n,
             m,
             k,
+            deletes,
         }) => clients::run(&Job {
             client,
             url,
             n,
             m,
             k: k.max(1),
+            deletes,
         }),
         #[cfg(feature = "decoders")]
         Some(Command::Decoders { events }) => decoders::run(events),
@@ -128,6 +137,9 @@ fn plan(args: PlanArgs) -> orchestrate::Plan {
     }
     if let Some(seed) = args.seed {
         plan.seed = seed;
+    }
+    if args.coalesced {
+        plan.shape = fake_apiserver::replay::WatchShape::Coalesced;
     }
     if let Some(clients) = args.clients {
         plan.clients = clients;

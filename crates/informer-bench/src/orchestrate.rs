@@ -4,7 +4,7 @@
 
 use std::{collections::BTreeMap, process::Stdio, time::Duration};
 
-use fake_apiserver::replay::ReplayServer;
+use fake_apiserver::replay::{ReplayServer, WatchShape};
 use tokio::{io::AsyncReadExt, process::Command};
 
 use crate::{
@@ -70,6 +70,8 @@ pub(crate) struct Plan {
     pub(crate) runs: usize,
     /// Seeds the traffic.
     pub(crate) seed: u64,
+    /// How the server writes watch events (per event, as a real server, by default).
+    pub(crate) shape: WatchShape,
 }
 
 impl Plan {
@@ -96,6 +98,7 @@ impl Plan {
             clients: Impl::ALL.to_vec(),
             runs: 3,
             seed: 8,
+            shape: WatchShape::PerEvent,
         }
     }
 
@@ -147,7 +150,7 @@ async fn run_plan(plan: &Plan) -> Result<(), String> {
     }
     let plan = &plan;
     let mut rows = Vec::new();
-    let mut rendered: Option<((usize, usize), ReplayServer, usize)> = None;
+    let mut rendered: Option<((usize, usize), ReplayServer, usize, usize)> = None;
     for scenario in &plan.scenarios {
         if rendered.as_ref().map(|r| r.0) != Some((scenario.n, scenario.m)) {
             drop(rendered.take()); // free the previous traffic first
@@ -155,17 +158,18 @@ async fn run_plan(plan: &Plan) -> Result<(), String> {
             let traffic = traffic::render(scenario.n, scenario.m, plan.seed);
             let bytes = traffic.objects.iter().map(|o| o.len()).sum::<usize>();
             let avg = bytes / traffic.objects.len().max(1);
-            let server = ReplayServer::start(traffic)
+            let deletes = traffic::deletes(&traffic);
+            let server = ReplayServer::start_with(traffic, plan.shape)
                 .await
                 .map_err(|e| e.to_string())?;
-            rendered = Some(((scenario.n, scenario.m), server, avg));
+            rendered = Some(((scenario.n, scenario.m), server, avg, deletes));
         }
-        let (_, server, avg) = rendered.as_ref().expect("rendered above");
+        let (_, server, avg, deletes) = rendered.as_ref().expect("rendered above");
         eprintln!("{} (pods of {avg} bytes on average)", scenario.label());
         let mut outcomes: BTreeMap<String, Vec<Outcome>> = BTreeMap::new();
         for run in 0..plan.runs {
             for client in &plan.clients {
-                let outcome = run_client(&exe, *client, server.url(), scenario).await?;
+                let outcome = run_client(&exe, *client, server.url(), scenario, *deletes).await?;
                 eprintln!(
                     "  run {} {client:>8}: sync {:.2} s, watch {:.2} s, peak {} MiB, cpu {:.1} s",
                     run + 1,
@@ -194,6 +198,7 @@ async fn run_client(
     client: Impl,
     url: &str,
     s: &Scenario,
+    deletes: usize,
 ) -> Result<Outcome, String> {
     let mut command = if client == Impl::ClientNode {
         let mut node = Command::new("node");
@@ -202,6 +207,7 @@ async fn run_client(
     } else {
         let mut own = Command::new(exe);
         own.args(["client", "--client", &client.to_string()]);
+        own.args(["--deletes", &deletes.to_string()]); // counts checked exactly
         own
     };
     let mut child = command

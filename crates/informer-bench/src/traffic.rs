@@ -25,6 +25,15 @@ impl Rng {
     }
 }
 
+/// How many of the traffic's watch events are deletes.
+pub(crate) fn deletes(traffic: &Traffic) -> usize {
+    traffic
+        .events
+        .iter()
+        .filter(|e| e.line.starts_with(br#"{"type":"DELETED""#))
+        .count()
+}
+
 /// Renders N pods listed at resourceVersion N, then M events at N+1, N+2, ...
 pub(crate) fn render(n: usize, m: usize, seed: u64) -> Traffic {
     let objects = (0..n)

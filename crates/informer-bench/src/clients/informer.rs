@@ -13,7 +13,7 @@ use kube_informer::{
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
-use super::{Counters, Job};
+use super::{Call, Counters, Job};
 
 pub(super) async fn run_typed(job: &Job) -> Result<(Instant, Instant), String> {
     run::<Pod>(job).await
@@ -43,17 +43,24 @@ where
     for handler in 0..job.k {
         let (a, u, d) = (counters.clone(), counters.clone(), counters.clone());
         let funcs = HandlerFuncs::<K>::new()
-            .on_add(move |obj, _| {
+            .on_add(move |obj, initial| {
                 std::hint::black_box(obj.meta().name.as_deref());
-                a.hit(handler);
+                a.hit(
+                    handler,
+                    if initial {
+                        Call::Initial
+                    } else {
+                        Call::Applied
+                    },
+                );
             })
             .on_update(move |_, obj| {
                 std::hint::black_box(obj.meta().name.as_deref());
-                u.hit(handler);
+                u.hit(handler, Call::Applied);
             })
             .on_delete(move |obj| {
                 std::hint::black_box(&obj);
-                d.hit(handler);
+                d.hit(handler, Call::Deleted);
             });
         informer.add_event_handler(funcs, HandlerOptions::default());
     }
@@ -65,5 +72,7 @@ where
     }
     let synced = Instant::now();
     counters.wait_all(job.n + job.m).await;
-    Ok((synced, Instant::now()))
+    let done = Instant::now();
+    counters.check_exact(job).await?;
+    Ok((synced, done))
 }

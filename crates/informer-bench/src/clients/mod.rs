@@ -85,6 +85,8 @@ pub(crate) struct Job {
     pub(crate) m: usize,
     /// Counting handlers.
     pub(crate) k: usize,
+    /// How many of the events are deletes, when known: the counts are then checked exactly.
+    pub(crate) deletes: Option<usize>,
 }
 
 /// What one client run measured.
@@ -131,24 +133,59 @@ impl Outcome {
     }
 }
 
-/// Handler counters: one per handler, each counting calls.
+/// What a handler was called for.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Call {
+    /// An object of the first sync.
+    Initial,
+    /// A later add or update (kube-rs cannot tell the two apart: `Apply`).
+    Applied,
+    /// A delete.
+    Deleted,
+}
+
+/// Handler counters: per handler, calls by [`Call`].
 #[derive(Clone)]
-pub(crate) struct Counters(Arc<Vec<AtomicUsize>>);
+pub(crate) struct Counters(Arc<Vec<[AtomicUsize; 3]>>);
 
 impl Counters {
     pub(crate) fn new(k: usize) -> Self {
-        Self(Arc::new((0..k).map(|_| AtomicUsize::new(0)).collect()))
+        Self(Arc::new((0..k).map(|_| Default::default()).collect()))
     }
 
-    pub(crate) fn hit(&self, handler: usize) {
-        self.0[handler].fetch_add(1, Ordering::Relaxed);
+    pub(crate) fn hit(&self, handler: usize, call: Call) {
+        self.0[handler][call as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn total(counts: &[AtomicUsize; 3]) -> usize {
+        counts.iter().map(|c| c.load(Ordering::Relaxed)).sum()
     }
 
     /// Waits until every handler counted at least `target` calls.
     pub(crate) async fn wait_all(&self, target: usize) {
-        while self.0.iter().any(|c| c.load(Ordering::Relaxed) < target) {
+        while self.0.iter().any(|c| Self::total(c) < target) {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
+    }
+
+    /// After [`wait_all`](Self::wait_all): every handler saw exactly the `n` listed
+    /// objects, the `m` events of which `deletes` were deletes — no more, no fewer (a
+    /// client that double-delivered or mislabelled would otherwise pass on "at least").
+    pub(crate) async fn check_exact(&self, job: &Job) -> Result<(), String> {
+        let Some(deletes) = job.deletes else {
+            return Ok(());
+        };
+        tokio::time::sleep(Duration::from_millis(200)).await; // let stragglers arrive
+        let expected = [job.n, job.m - deletes, deletes];
+        for (handler, counts) in self.0.iter().enumerate() {
+            let got = counts.each_ref().map(|c| c.load(Ordering::Relaxed));
+            if got != expected {
+                return Err(format!(
+                    "handler {handler} counted (initial, applied, deleted) = {got:?}, the traffic has {expected:?}"
+                ));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -186,4 +223,44 @@ pub(crate) fn run(job: &Job) -> Result<(), String> {
 pub(crate) fn client(url: &str) -> Result<kube::Client, String> {
     let uri = url.parse().map_err(|e| format!("bad url {url}: {e}"))?;
     kube::Client::try_from(kube::Config::new(uri)).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(deletes: Option<usize>) -> Job {
+        Job {
+            client: Impl::Typed,
+            url: String::new(),
+            n: 2,
+            m: 3,
+            k: 1,
+            deletes,
+        }
+    }
+
+    #[tokio::test]
+    async fn counts_are_checked_exactly_by_kind() {
+        let counters = Counters::new(1);
+        for call in [
+            Call::Initial,
+            Call::Initial,
+            Call::Applied,
+            Call::Applied,
+            Call::Deleted,
+        ] {
+            counters.hit(0, call);
+        }
+        counters.wait_all(5).await;
+        assert!(counters.check_exact(&job(Some(1))).await.is_ok());
+        let mislabelled = counters.check_exact(&job(Some(2))).await.unwrap_err();
+        assert!(mislabelled.contains("[2, 2, 1]"), "{mislabelled}");
+        counters.hit(0, Call::Applied); // a duplicate delivery
+        assert!(counters.check_exact(&job(Some(1))).await.is_err());
+        assert!(
+            counters.check_exact(&job(None)).await.is_ok(),
+            "unknown: not checked"
+        );
+    }
 }
