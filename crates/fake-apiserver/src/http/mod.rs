@@ -3,6 +3,7 @@
 
 mod discovery;
 mod list;
+mod params;
 mod response;
 mod table;
 mod watch;
@@ -14,6 +15,8 @@ use http_body_util::{BodyExt, Limited};
 use hyper::{Method, Request, Response, body::Incoming, header};
 use serde_json::Value;
 
+pub(crate) use self::params::Params;
+use self::params::truthy;
 pub(crate) use self::response::Body;
 use self::response::Reply;
 pub(crate) use self::response::parse_query;
@@ -21,81 +24,14 @@ use crate::{
     Inner,
     faults::Verb,
     ops::{DeleteOptions, Deleted, Part, Patch},
-    registry::{Gvr, ResourceType},
+    registry::ResourceType,
     requests::RequestRecord,
-    selector::{FieldSelector, Filter, LabelSelector},
     status::ApiError,
     storage::StoredObject,
 };
 
 /// The largest request body accepted (the real server's limit is 3 MiB).
 const MAX_BODY: usize = 3 * 1024 * 1024;
-
-/// The query parameters the server understands.
-#[derive(Debug, Default)]
-pub(crate) struct Params {
-    pub(crate) resource_version: Option<String>,
-    pub(crate) resource_version_match: Option<String>,
-    pub(crate) limit: Option<u64>,
-    pub(crate) continue_token: Option<String>,
-    pub(crate) label_selector: Option<String>,
-    pub(crate) field_selector: Option<String>,
-    pub(crate) timeout_seconds: Option<u64>,
-    pub(crate) allow_watch_bookmarks: bool,
-    pub(crate) send_initial_events: Option<bool>,
-    pub(crate) field_manager: Option<String>,
-    pub(crate) grace_period_seconds: Option<u64>,
-}
-
-fn truthy(v: &str) -> bool {
-    matches!(v, "1" | "true" | "True")
-}
-
-impl Params {
-    fn parse(q: &BTreeMap<String, String>) -> Result<Self, ApiError> {
-        let number = |name: &str| -> Result<Option<u64>, ApiError> {
-            q.get(name)
-                .filter(|v| !v.is_empty())
-                .map(|v| {
-                    v.parse().map_err(|_| {
-                        ApiError::bad_request(format!("invalid value {v:?} for {name}"))
-                    })
-                })
-                .transpose()
-        };
-        let text = |name: &str| q.get(name).cloned();
-        Ok(Self {
-            resource_version: text("resourceVersion"),
-            resource_version_match: text("resourceVersionMatch").filter(|v| !v.is_empty()),
-            limit: number("limit")?,
-            continue_token: text("continue").filter(|v| !v.is_empty()),
-            label_selector: text("labelSelector"),
-            field_selector: text("fieldSelector"),
-            timeout_seconds: number("timeoutSeconds")?,
-            allow_watch_bookmarks: q.get("allowWatchBookmarks").is_some_and(|v| truthy(v)),
-            send_initial_events: q.get("sendInitialEvents").map(|v| truthy(v)),
-            field_manager: text("fieldManager"),
-            grace_period_seconds: number("gracePeriodSeconds")?,
-        })
-    }
-
-    fn filter(&self, ty: &ResourceType, namespace: Option<&str>) -> Result<Filter, ApiError> {
-        let labels = LabelSelector::parse(self.label_selector.as_deref().unwrap_or(""))
-            .map_err(ApiError::bad_request)?;
-        let pods = ty.gvr == Gvr::core("pods");
-        let supported = |path: &str| {
-            matches!(path, "metadata.name" | "metadata.namespace")
-                || (pods && matches!(path, "spec.nodeName" | "status.phase"))
-        };
-        let fields = FieldSelector::parse(self.field_selector.as_deref().unwrap_or(""), supported)
-            .map_err(ApiError::bad_request)?;
-        Ok(Filter {
-            namespace: namespace.map(str::to_owned),
-            labels,
-            fields,
-        })
-    }
-}
 
 /// Where a path leads.
 enum Route {

@@ -1,0 +1,88 @@
+//! The informers' lifecycle, all at once: errors, start, sync, health, shutdown.
+
+use std::{collections::BTreeMap, sync::Arc, time::Duration};
+
+use futures_util::future::join_all;
+use tokio::task::JoinHandle;
+
+use super::{
+    SharedInformerFactory,
+    registry::{CacheSyncError, ErrorHandler},
+};
+use crate::informer::{Failure, InformerHealth, SyncError};
+
+impl SharedInformerFactory {
+    /// Calls `handler` with every failure of every informer of this factory (those made
+    /// before and after), with the informer's name. See
+    /// [`SharedIndexInformer::on_error`].
+    pub fn on_error(&self, handler: impl Fn(&str, &Failure) + Send + Sync + 'static) {
+        let handler: ErrorHandler = Arc::new(handler);
+        self.inner.error_handlers.lock().push(handler.clone());
+        for registered in self.inner.informers.lock().iter() {
+            registered.informer.on_error(handler.clone());
+        }
+    }
+
+    /// Starts every informer not started yet (informers asked for later need another call).
+    pub fn start(&self) {
+        let mut informers = self.inner.informers.lock();
+        for registered in informers.iter_mut().filter(|r| r.task.is_none()) {
+            let run = registered.informer.run(self.inner.cancel.child_token());
+            registered.task = Some(tokio::spawn(run));
+        }
+    }
+
+    /// Waits until every started informer has synced, at most `timeout`; the error names
+    /// each informer that did not, with its last error.
+    #[doc(alias = "WaitForCacheSync")]
+    pub async fn wait_for_sync(&self, timeout: Duration) -> Result<(), CacheSyncError> {
+        let waits: Vec<_> = {
+            let informers = self.inner.informers.lock();
+            let started = informers.iter().filter(|r| r.task.is_some());
+            started.map(|r| r.informer.wait_for_sync(timeout)).collect()
+        };
+        let unsynced: Vec<SyncError> = join_all(waits)
+            .await
+            .into_iter()
+            .filter_map(Result::err)
+            .collect();
+        match unsynced.is_empty() {
+            true => Ok(()),
+            false => Err(CacheSyncError { unsynced }),
+        }
+    }
+
+    /// Waits until every started informer has synced, or the factory is shut down; reports
+    /// each informer by its name. Prefer [`wait_for_sync`](Self::wait_for_sync), which
+    /// takes a timeout and says why an informer did not sync.
+    pub async fn wait_for_cache_sync(&self) -> BTreeMap<String, bool> {
+        let forever = Duration::from_secs(u64::from(u32::MAX));
+        tokio::select! {
+            () = self.inner.cancel.cancelled() => {}
+            _ = self.wait_for_sync(forever) => {}
+        }
+        self.health()
+            .into_iter()
+            .map(|h| (h.name, h.synced))
+            .collect()
+    }
+
+    /// The health of every started informer, for probes.
+    pub fn health(&self) -> Vec<InformerHealth> {
+        let informers = self.inner.informers.lock();
+        let started = informers.iter().filter(|r| r.task.is_some());
+        started.map(|r| r.informer.health()).collect()
+    }
+
+    /// Stops every informer and waits until they have stopped.
+    pub async fn shutdown(&self) {
+        self.inner.cancel.cancel();
+        let tasks: Vec<JoinHandle<()>> = {
+            let mut informers = self.inner.informers.lock();
+            informers.iter_mut().filter_map(|r| r.task.take()).collect()
+        };
+        for task in tasks {
+            let _ = task.await;
+        }
+    }
+}
