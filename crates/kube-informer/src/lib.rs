@@ -23,6 +23,8 @@
 //!   with two implementations: [`RealFifo`] (strict arrival order, client-go 1.36's default)
 //!   and [`DeltaFifo`] (per-key coalescing, the classic design). Tombstones are the
 //!   [`DeletedObject`] enum, so a handler cannot forget the "final state unknown" case.
+//!   Beside them, client-go's plain FIFO, [`fifo::Fifo`]: the newest state of each key,
+//!   deletes dropped.
 //! - [`list_watch`] and [`reflector`]: the [`list_watch::ListerWatcher`] source (implemented
 //!   for `kube::Api` of typed objects, `DynamicObject` and `PartialObjectMeta`) and the
 //!   [`reflector::Reflector`] that keeps a FIFO in step with the API server through every

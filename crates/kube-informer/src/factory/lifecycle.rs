@@ -14,7 +14,7 @@ use crate::informer::{Failure, InformerHealth, SyncError};
 impl SharedInformerFactory {
     /// Calls `handler` with every failure of every informer of this factory (those made
     /// before and after), with the informer's name. See
-    /// [`SharedIndexInformer::on_error`].
+    /// [`SharedIndexInformer::on_error`](crate::informer::SharedIndexInformer::on_error).
     pub fn on_error(&self, handler: impl Fn(&str, &Failure) + Send + Sync + 'static) {
         let handler: ErrorHandler = Arc::new(handler);
         self.inner.error_handlers.lock().push(handler.clone());

@@ -9,6 +9,20 @@
 //! - [`DeltaFifo`], the classic design (client-go's `DeltaFIFO`): one entry per *key*, holding
 //!   every delta that arrived for it while it waited, oldest first.
 //!
+//! Beside them, [`Fifo`] (client-go's plain `FIFO`) is not a delta queue and does not feed
+//! an informer: it holds the newest state of each key and drops deleted ones, for a consumer
+//! that wants to process every live object once, at its newest state (it implements
+//! [`DeltaSink`], so a [`Reflector`](crate::reflector::Reflector) can fill it).
+//!
+//! # Which queue
+//!
+//! | you want | use |
+//! |---|---|
+//! | an informer, events in arrival order (the default) | [`RealFifo`] |
+//! | an informer, all pending changes of a key handled together | [`DeltaFifo`] |
+//! | every live object once at its newest state, deletes dropped, retry by requeue | [`Fifo`] |
+//! | keys to reconcile, rate-limited retries, one worker per key | [`RateLimitingQueue`](crate::workqueue::RateLimitingQueue) |
+//!
 //! # How they differ for a handler
 //!
 //! | | `RealFifo` | `DeltaFifo` |
@@ -63,6 +77,7 @@
 mod core;
 mod delta;
 mod delta_fifo;
+mod plain;
 mod real_fifo;
 
 use std::{future::Future, sync::Arc};
@@ -70,6 +85,7 @@ use std::{future::Future, sync::Arc};
 pub use self::{
     delta::{DeletedObject, Delta, DeltaType, Deltas},
     delta_fifo::DeltaFifo,
+    plain::Fifo,
     real_fifo::RealFifo,
 };
 use crate::{KeyError, ObjectKey};
