@@ -6,9 +6,9 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube_informer::fifo::{DeltaFifo, DeltaQueue, DeltaSink, DeltaType::*, PopError, ProcessError};
+use kube_informer::fifo::{DeltaFifo, DeltaQueue, DeltaSink, DeltaType::*};
 
-use super::support::{known, obj, pop, pop_val, seen};
+use super::support::{has_synced_cases, known, obj, pop, pop_val, pops_unblock_when_closed, seen};
 
 fn fifo() -> DeltaFifo<ConfigMap> {
     DeltaFifo::new(None)
@@ -174,43 +174,11 @@ async fn delta_fifo_detect_line_jumpers() {
 /// Mirrors `TestDeltaFIFO_HasSynced` (its seven cases, the duplicate-key one included).
 #[tokio::test]
 async fn delta_fifo_has_synced() {
-    type Action = fn(&DeltaFifo<ConfigMap>);
-    let two: Action = |f| f.replace(vec![obj("a", 1), obj("b", 2)], "0").unwrap();
-    let duplicated: Action = |f| f.replace(vec![obj("a", 1), obj("a", 2)], "0").unwrap();
-    let cases: Vec<(Vec<Action>, usize, bool)> = vec![
-        (vec![], 0, false),
-        (vec![|f| f.add(obj("a", 1)).unwrap()], 0, true),
-        (vec![|f| f.replace(vec![], "0").unwrap()], 0, true),
-        (vec![two], 0, false),
-        (vec![two], 1, false),
-        (vec![two], 2, true),
-        (vec![duplicated], 1, true),
-    ];
-    for (i, (actions, pops, expected)) in cases.into_iter().enumerate() {
-        let f = fifo();
-        for action in actions {
-            action(&f);
-        }
-        for _ in 0..pops {
-            pop(&f).await;
-        }
-        assert_eq!(f.has_synced(), expected, "case {i}");
-    }
+    has_synced_cases(fifo, true).await;
 }
 
 /// Mirrors `TestDeltaFIFO_PopShouldUnblockWhenClosed`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delta_fifo_pop_should_unblock_when_closed() {
-    let f = Arc::new(fifo());
-    let pops: Vec<_> = (0..10)
-        .map(|_| {
-            let f = f.clone();
-            tokio::spawn(async move { f.pop(|_, _| Ok::<(), ProcessError<()>>(())).await })
-        })
-        .collect();
-    tokio::task::yield_now().await;
-    f.close();
-    for p in pops {
-        assert!(matches!(p.await.unwrap(), Err(PopError::Closed)));
-    }
+    pops_unblock_when_closed(Arc::new(fifo())).await;
 }
