@@ -1,6 +1,6 @@
 //! The kube-informer demo: two replicas of an operator in one process, leader-elected, with
 //! two controllers sharing one set of informers, health and metrics endpoints, events, a
-//! finalizer — and the leader killed halfway through.
+//! finalizer — and the leader killed a third of the way through.
 //!
 //! ```text
 //! cargo run --release --example demo                        # a simulated cluster (fake-apiserver)
@@ -18,7 +18,7 @@ use std::{path::PathBuf, process::ExitCode};
 use clap::Parser;
 
 /// Two leader-elected replicas of a controller manager on a churning cluster: the leader is
-/// killed halfway, the other takes over, and at the end what the controllers wrote is
+/// killed a third of the way in, the other takes over, and at the end what the controllers wrote is
 /// checked against the server.
 #[derive(Debug, Parser)]
 #[command(name = "demo", version)]
