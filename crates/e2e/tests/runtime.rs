@@ -11,8 +11,8 @@ use kube::{
     Api,
     api::{DeleteParams, ListParams, PostParams},
 };
-use kube_informer::controller::Action;
 use kube_informer_runtime::{
+    controller::Action,
     events::{EventType, NewEvent, Recorder, Reporter},
     finalizer::{Event as Finalizing, finalizer},
     leader_election::{LeaderElectionConfig, LeaderElector},
@@ -88,7 +88,9 @@ async fn events_are_accepted_and_repeats_become_a_series(backend: Backend) {
 both!(events_are_accepted_and_repeats_become_a_series);
 
 fn elector(backend: &Backend, identity: &str) -> LeaderElector {
-    let config = LeaderElectionConfig::new("e2e-leader", "rt-lease", identity)
+    let config = LeaderElectionConfig::new("e2e-leader")
+        .namespace("rt-lease")
+        .identity(identity)
         .lease_duration(Duration::from_secs(4))
         .renew_deadline(Duration::from_secs(3))
         .retry_period(Duration::from_millis(500));
@@ -194,3 +196,62 @@ async fn the_finalizer_helper_adds_cleans_up_and_removes(backend: Backend) {
 }
 
 both!(the_finalizer_helper_adds_cleans_up_and_removes);
+
+/// A concurrent writer between the controller's read and its finalizer removal (an
+/// unrelated annotation patch moves the resourceVersion) must not make the cleanup run
+/// twice: the removal is retried alone. The controller here retries the reconcile with
+/// the fresh object after any error, as a real one would.
+async fn a_cleanup_runs_exactly_once_under_a_concurrent_writer(backend: Backend) {
+    let client = backend.client();
+    ensure_namespace(&client, "rt-final-race").await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "rt-final-race");
+    let name = backend.name();
+    const FINALIZER: &str = "e2e.example.com/once";
+    for i in 0..3 {
+        let object = format!("raced-{i}");
+        let cm = Arc::new(config_map(&api, &object).await);
+        finalizer(&api, FINALIZER, cm, |_| async {
+            Ok::<_, kube::Error>(Action::Done)
+        })
+        .await
+        .unwrap();
+        api.delete(&object, &DeleteParams::default()).await.unwrap();
+        // The controller's (soon stale) view of the terminating object.
+        let mut seen = Arc::new(api.get(&object).await.unwrap());
+        // Another writer changes the object after that read.
+        let patch = json!({"metadata": {"annotations": {"other-writer": format!("{i}")}}});
+        api.patch(
+            &object,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await
+        .unwrap();
+        let cleanups = std::sync::atomic::AtomicUsize::new(0);
+        for _attempt in 0..5 {
+            let result = finalizer(&api, FINALIZER, seen.clone(), |event| {
+                if matches!(event, Finalizing::Cleanup(_)) {
+                    cleanups.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }
+                async { Ok::<_, kube::Error>(Action::Done) }
+            })
+            .await;
+            if result.is_ok() {
+                break;
+            }
+            match api.get_opt(&object).await.unwrap() {
+                Some(fresh) => seen = Arc::new(fresh),
+                None => break,
+            }
+        }
+        assert_eq!(
+            cleanups.load(std::sync::atomic::Ordering::SeqCst),
+            1,
+            "{name}: {object} cleaned up exactly once"
+        );
+        let gone = api.get_opt(&object).await.unwrap();
+        assert!(gone.is_none(), "{name}: {object} removed: {gone:?}");
+    }
+}
+
+both!(a_cleanup_runs_exactly_once_under_a_concurrent_writer);

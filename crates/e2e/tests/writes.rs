@@ -1,6 +1,6 @@
 //! Writes that controllers rely on, answered the same by both servers: the status
 //! subresource, JSON patches guarded by `test` (finalizer removal), bodies in unknown
-//! formats, and namespaces that are missing or terminating.
+//! formats, namespaces that are missing or terminating, and deletes that finalizers hold.
 
 use e2e::{Backend, both, ensure_namespace};
 use kube::Client;
@@ -286,3 +286,64 @@ async fn kubectl_get_tables_agree(backend: Backend) {
 }
 
 both!(kubectl_get_tables_agree);
+
+/// A DELETE that finalizers hold: `deletionTimestamp` is set and a tracked `generation`
+/// goes 1 -> 2 (so a generation predicate sees the deletion), once; an object without a
+/// generation gets none. Releasing the finalizer then deletes it.
+async fn a_finalizer_held_delete_bumps_the_generation(backend: Backend) {
+    let client = backend.client();
+    let name = backend.name();
+    ensure_namespace(&client, "writes-finalized").await;
+    let deployments = "/apis/apps/v1/namespaces/writes-finalized/deployments";
+    let deployment = json!({"metadata": {"name": "held", "finalizers": ["example.com/hold"]},
+        "spec": {"selector": {"matchLabels": {"app": "held"}},
+                 "template": {"metadata": {"labels": {"app": "held"}},
+                              "spec": {"containers": [{"name": "c", "image": "x"}]}}}});
+    let created = send(&client, "POST", deployments, JSON, &deployment.to_string())
+        .await
+        .object();
+    assert_eq!(created["metadata"]["generation"], 1, "{name}");
+
+    let path = format!("{deployments}/held");
+    let deleting = send(&client, "DELETE", &path, JSON, "").await.object();
+    let meta = &deleting["metadata"];
+    assert!(meta["deletionTimestamp"].is_string(), "{name}: {deleting}");
+    assert_eq!(meta["deletionGracePeriodSeconds"], 0, "{name}");
+    assert_eq!(
+        meta["generation"], 2,
+        "{name}: deletion bumps the generation"
+    );
+    let read = send(&client, "GET", &path, JSON, "").await.object();
+    assert_eq!(read["metadata"]["generation"], 2, "{name}");
+
+    // Already terminating: a second DELETE changes nothing.
+    let again = send(&client, "DELETE", &path, JSON, "").await.object();
+    assert_eq!(again["metadata"]["generation"], 2, "{name}: bumped once");
+    assert_eq!(
+        (
+            &again["metadata"]["resourceVersion"],
+            &again["metadata"]["deletionTimestamp"]
+        ),
+        (&meta["resourceVersion"], &meta["deletionTimestamp"]),
+        "{name}: a no-op"
+    );
+
+    let cms = "/api/v1/namespaces/writes-finalized/configmaps";
+    let held = json!({"metadata": {"name": "held", "finalizers": ["example.com/hold"]}});
+    send(&client, "POST", cms, JSON, &held.to_string())
+        .await
+        .object();
+    let cm_path = format!("{cms}/held");
+    let cm = send(&client, "DELETE", &cm_path, JSON, "").await.object();
+    assert!(cm["metadata"]["deletionTimestamp"].is_string(), "{name}");
+    assert_eq!(cm["metadata"].get("generation"), None, "{name}: {cm}");
+
+    let release = json!({"metadata": {"finalizers": null}}).to_string();
+    for path in [&path, &cm_path] {
+        send(&client, "PATCH", path, MERGE, &release).await.object();
+        let gone = send(&client, "GET", path, JSON, "").await;
+        assert_eq!(gone, error(404, "NotFound", &[]), "{name}: {path} released");
+    }
+}
+
+both!(a_finalizer_held_delete_bumps_the_generation);

@@ -38,35 +38,36 @@
 //!   informer per type between controllers.
 //! - [`lister`]: [`Lister`] and [`NamespaceLister`], typed read-only views of the cache with
 //!   label selectors.
-//! - [`controller`]: N workers over a rate-limited queue calling your reconcile function
-//!   (done, requeue after, retry with backoff up to a limit, panics caught, drain on stop),
-//!   and [`controller::enqueue_keys`] to feed it from an informer.
 //! - [`workqueue`]: client-go's work queues for controllers: [`workqueue::Queue`],
 //!   [`workqueue::DelayingQueue`], [`workqueue::RateLimitingQueue`], rate limiters, and
 //!   Prometheus metrics; a [`workqueue::WorkItem`] guard makes Get/Done/Forget impossible to
-//!   mismatch.
+//!   mismatch; [`workqueue::Workers`], the worker loop a controller is built on, owned by
+//!   its caller (drain, abort, or drop it), fed by [`informer::enqueue_keys`].
+//!
+//! The controller runtime (controllers with relations and predicates, finalizers, events,
+//! leader election, a manager) is the `kube-informer-runtime` crate, built on these parts.
 //!
 //! Objects are any [`kube::Resource`]: k8s-openapi types, `DynamicObject`,
 //! `PartialObjectMeta`.
 //!
-//! ## Example: a small controller
+//! ## Example: workers over an informer
 //!
 //! One shared informer, a handler queueing keys, and workers reconciling them from the cache
 //! (run here against the in-process fake-apiserver; with a real cluster, pass your
-//! `kube::Client`):
+//! `kube::Client`). For a controller with relations, predicates, metrics, leader election
+//! and a manager, use `kube-informer-runtime`'s `Controller`, which is built on these parts.
 //!
 //! ```
-//! use std::sync::Arc;
+//! use std::{sync::Arc, time::Duration};
 //! use fake_apiserver::{FakeApiServer, Gvr, ServerConfig};
 //! use k8s_openapi::api::core::v1::ConfigMap;
 //! use kube_informer::{
 //!     ObjectKey,
-//!     controller::{enqueue_keys, Action, Controller, ControllerOptions},
 //!     factory::{FactoryOptions, SharedInformerFactory},
-//!     informer::HandlerOptions,
+//!     informer::{enqueue_keys, HandlerOptions},
+//!     workqueue::{RateLimitingQueue, Requeue, Workers},
 //! };
 //! use serde_json::json;
-//! use tokio_util::sync::CancellationToken;
 //!
 //! # #[tokio::main(flavor = "current_thread")] async fn main() {
 //! let server = FakeApiServer::start(ServerConfig::default()).await.unwrap();
@@ -74,21 +75,20 @@
 //!
 //! let factory = SharedInformerFactory::new(server.client().unwrap(), FactoryOptions::default());
 //! let configs = factory.informer::<ConfigMap>();
-//! let controller = Controller::<ObjectKey>::new(ControllerOptions::default());
-//! configs.add_event_handler(enqueue_keys(controller.queue().clone()), HandlerOptions::default());
+//! let queue = RateLimitingQueue::<ObjectKey>::default();
+//! configs.add_event_handler(enqueue_keys(queue.clone()), HandlerOptions::default());
 //! factory.start();
-//! factory.wait_for_cache_sync().await;
+//! factory.wait_for_sync(Duration::from_secs(10)).await.unwrap();
 //!
 //! let (cache, seen) = (configs.store(), Arc::new(std::sync::Mutex::new(Vec::new())));
-//! let cancel = CancellationToken::new();
 //! let log = seen.clone();
-//! let stop = cancel.clone();
-//! controller.run(move |key: ObjectKey| {
+//! let mut workers = Workers::spawn(&queue, 2, move |key: ObjectKey| {
 //!     let exists = cache.get_by_key(key.as_str()).is_some();
 //!     log.lock().unwrap().push(format!("{key} exists={exists}"));
-//!     stop.cancel(); // one reconcile is enough for this example
-//!     async { Ok::<_, std::convert::Infallible>(Action::Done) }
-//! }, cancel).await;
+//!     async { Requeue::Never }
+//! });
+//! while seen.lock().unwrap().is_empty() { tokio::task::yield_now().await }
+//! workers.drain(Some(Duration::from_secs(30))).await; // finish what is held and queued
 //! assert_eq!(*seen.lock().unwrap(), ["default/app exists=true"]);
 //! factory.shutdown().await;
 //! # }
@@ -120,7 +120,6 @@
 //! ```
 
 pub mod compact;
-pub mod controller;
 pub mod expiration_cache;
 pub mod factory;
 pub mod fifo;

@@ -2,19 +2,28 @@
 //!
 //! [`finalizer`] wraps a reconcile: the finalizer is added before the first
 //! [`Event::Apply`], and once the object is being deleted, [`Event::Cleanup`] runs and the
-//! finalizer is removed after it succeeds. Both writes are merge patches carrying the
-//! object's `resourceVersion`, so a concurrent change gets a 409 Conflict instead of being
-//! overwritten (the reconcile is retried with the fresh object). Every step is idempotent:
-//! adding a finalizer that is there, or removing one that is not, writes nothing, and a
-//! cleanup that failed runs again on the retry (so it must be idempotent too).
+//! finalizer is removed after it succeeds.
+//!
+//! - Adding is a merge patch carrying the object's `resourceVersion`: a concurrent change
+//!   gets a 409 Conflict instead of being overwritten, and the reconcile is retried with the
+//!   fresh object (nothing was done yet, so retrying is free).
+//! - Removing happens only after a cleanup that returned [`Action::Done`], and **a cleanup
+//!   that succeeded never runs again because of the removal**: the removal is a JSON patch
+//!   that tests that this finalizer is still at its index and removes it there, so an
+//!   unrelated concurrent write (a label, a status, another controller's annotation) does
+//!   not make it fail; if it fails anyway (the finalizer list itself changed), the object
+//!   is read again and only the removal is retried.
+//! - A cleanup that failed, or that asked to be looked at again ([`Action::Retry`],
+//!   [`Action::RequeueAfter`]), keeps the finalizer and runs again later: cleanups must be
+//!   idempotent.
 
 use std::{future::Future, sync::Arc};
 
+use crate::controller::Action;
 use kube::{
     Api, Resource, ResourceExt,
     api::{Patch, PatchParams},
 };
-use kube_informer::controller::Action;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
@@ -79,7 +88,7 @@ impl<E> FinalizerError<E> {
 /// use std::sync::Arc;
 /// use k8s_openapi::api::core::v1::ConfigMap;
 /// use kube::Api;
-/// use kube_informer::controller::Action;
+/// use kube_informer_runtime::controller::Action;
 /// use kube_informer_runtime::finalizer::{finalizer, Event, FinalizerError};
 ///
 /// async fn reconcile(cm: Arc<ConfigMap>, api: Api<ConfigMap>) -> Result<Action, FinalizerError<kube::Error>> {
@@ -127,21 +136,71 @@ where
             let action = reconcile(Event::Cleanup(obj.clone()))
                 .await
                 .map_err(FinalizerError::Reconcile)?;
-            let remaining: Vec<String> = obj
-                .finalizers()
-                .iter()
-                .filter(|f| *f != name)
-                .cloned()
-                .collect();
-            patch_finalizers(api, &object_name, obj.as_ref(), remaining)
+            if action != Action::Done {
+                return Ok(action); // not finished: keep the finalizer, look again
+            }
+            remove_finalizer(api, &object_name, obj.as_ref(), name)
                 .await
                 .map_err(|source| FinalizerError::Remove {
                     finalizer: name.to_owned(),
                     source,
                 })?;
-            Ok(action)
+            Ok(Action::Done)
         }
     }
+}
+
+/// How often the removal is tried against a finalizer list that keeps changing.
+const REMOVAL_ATTEMPTS: usize = 5;
+
+/// Removes `finalizer` from the object, retrying only the removal (never the cleanup)
+/// when the finalizer list changed meanwhile. Done when the finalizer, or the object, is
+/// gone.
+async fn remove_finalizer<K>(
+    api: &Api<K>,
+    name: &str,
+    obj: &K,
+    finalizer: &str,
+) -> Result<(), kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let mut finalizers = obj.finalizers().to_vec();
+    let mut attempt = 0;
+    loop {
+        let Some(index) = finalizers.iter().position(|f| f == finalizer) else {
+            return Ok(());
+        };
+        let path = format!("/metadata/finalizers/{index}");
+        let ops = json!([
+            {"op": "test", "path": path, "value": finalizer},
+            {"op": "remove", "path": path},
+        ]);
+        let patch: json_patch::Patch =
+            serde_json::from_value(ops).map_err(kube::Error::SerdeError)?;
+        let error = match api
+            .patch(name, &PatchParams::default(), &Patch::<()>::Json(patch))
+            .await
+        {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 404 => return Ok(()),
+            Err(err @ kube::Error::Api(_)) if retryable(&err) => err,
+            Err(err) => return Err(err),
+        };
+        attempt += 1;
+        if attempt == REMOVAL_ATTEMPTS {
+            return Err(error);
+        }
+        // The list changed under us (409, or 422: the test failed): read it again.
+        match api.get_opt(name).await? {
+            Some(fresh) => finalizers = fresh.finalizers().to_vec(),
+            None => return Ok(()),
+        }
+    }
+}
+
+fn retryable(err: &kube::Error) -> bool {
+    matches!(err, kube::Error::Api(status) if status.code == 409 || status.code == 422)
 }
 
 /// Sets the finalizers to `finalizers`, if the object is still at its resourceVersion.

@@ -15,11 +15,10 @@ use k8s_openapi::api::{
 use kube::Api;
 use kube_informer::{
     ObjectKey,
-    controller::{Action, ControllerOptions},
     factory::{FactoryOptions, SharedInformerFactory},
 };
 use kube_informer_runtime::{
-    controller::{Cached, Controller, predicate},
+    controller::{Action, Cached, Controller, ControllerOptions, predicate},
     finalizer::{Event, finalizer},
 };
 use serde_json::json;

@@ -14,11 +14,12 @@ use k8s_openapi::api::{apps::v1::ReplicaSet, core::v1::Pod};
 use kube::ResourceExt;
 use kube_informer::{
     ObjectKey,
-    controller::{Action, ControllerOptions},
     factory::{FactoryOptions, InformerSpec, SharedInformerFactory},
     list_watch::MemorySource,
 };
-use kube_informer_runtime::controller::{Cached, Controller, Expectations};
+use kube_informer_runtime::controller::{
+    Action, Cached, Controller, ControllerOptions, Expectations,
+};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 

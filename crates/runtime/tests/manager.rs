@@ -1,6 +1,8 @@
-//! The manager against fake-apiserver: health endpoints that flip on a failing watch and an
-//! unsynced cache, metrics, a graceful shutdown that drains, and two leader-elected replicas
-//! in one process that never reconcile at the same time.
+//! The manager against fake-apiserver: probes as Kubernetes expects them (readiness flips
+//! on a failing watch and an unsynced cache, liveness does not; a synced standby is ready),
+//! metrics, a graceful shutdown that drains, one that keeps its deadline with a hung
+//! reconcile or a hung API server, and two leader-elected replicas in one process that
+//! never reconcile at the same time.
 
 mod common;
 
@@ -15,9 +17,8 @@ use std::{
 use common::{server, until};
 use fake_apiserver::{Fault, Gvr, Verb};
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube_informer::controller::{Action, ControllerOptions};
 use kube_informer_runtime::{
-    controller::Cached,
+    controller::{Action, Cached, ControllerOptions},
     leader_election::LeaderElectionConfig,
     manager::{Manager, ManagerError, ManagerOptions},
 };
@@ -53,7 +54,7 @@ async fn count(_: Cached<ConfigMap>, done: Arc<AtomicUsize>) -> Result<Action, k
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn health_flips_on_a_failing_watch_and_an_unsynced_cache() {
+async fn readiness_flips_on_a_failing_watch_and_liveness_does_not() {
     let server = server().await;
     for verb in [Verb::List, Verb::Watch] {
         server.inject(Fault::Status {
@@ -72,26 +73,33 @@ async fn health_flips_on_a_failing_watch_and_an_unsynced_cache() {
     let mut manager = Manager::with_factory_options(server.client().unwrap(), local(), factory)
         .await
         .unwrap();
-    let addr = manager.addr().unwrap();
+    manager.add_readyz_check("custom", || Ok(()));
+    let mut endpoints = manager.endpoints();
     let done = Arc::new(AtomicUsize::new(0));
     let controller = manager.controller::<ConfigMap>(ControllerOptions::default().name("cms"));
     manager.add_controller(controller, count, |_, _, _| Action::Retry, done.clone());
     let (stop, force) = (CancellationToken::new(), CancellationToken::new());
     let running = tokio::spawn(manager.run_until(stop.clone(), force));
-    // Failing: not ready, and not alive once three lists/watches failed in a row.
-    let mut flipped = false;
+    let addr = endpoints.wait_for(Option::is_some).await.unwrap().unwrap();
+    // Failing: not ready, but alive: an API-server outage must not restart every replica.
+    let mut failures_seen = false;
     for _ in 0..400 {
-        let (ready, _) = get(addr, "/readyz").await;
-        let (alive, body) = get(addr, "/healthz?verbose").await;
+        let (ready, body) = get(addr, "/readyz?verbose").await;
+        let (alive, alive_body) = get(addr, "/healthz?verbose").await;
         assert_eq!(ready, 500, "ready while the cache cannot sync");
-        if alive == 500 {
+        assert_eq!(
+            alive, 200,
+            "not alive because the API server fails: {alive_body}"
+        );
+        assert!(body.contains("[+]custom ok"), "{body}");
+        if body.contains("list/watch failures in a row") {
             assert!(body.contains("[-]informer ConfigMap failed: "), "{body}");
-            flipped = true;
+            failures_seen = true;
             break;
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    assert!(flipped, "/healthz never failed");
+    assert!(failures_seen, "/readyz never named the failing watch");
     // The faults run out: synced, alive, ready, and metrics to show.
     let mut ready = false;
     for _ in 0..2000 {
@@ -186,7 +194,9 @@ async fn two_replicas_never_reconcile_at_once_and_the_standby_takes_over() {
     let spans: Arc<Mutex<Vec<(usize, Instant, Instant)>>> = Arc::default();
     let mut replicas = Vec::new();
     for replica in 0..2usize {
-        let election = LeaderElectionConfig::new("demo", "shop", format!("replica-{replica}"))
+        let election = LeaderElectionConfig::new("demo")
+            .namespace("shop")
+            .identity(format!("replica-{replica}"))
             .lease_duration(Duration::from_secs(3))
             .renew_deadline(Duration::from_secs(2))
             .retry_period(Duration::from_millis(500))

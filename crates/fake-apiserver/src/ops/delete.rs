@@ -22,6 +22,18 @@ fn namespaces() -> Gvr {
     Gvr::core("namespaces")
 }
 
+/// Setting `deletionTimestamp` for the first time bumps a tracked `generation` (`> 0`;
+/// objects without one keep none), as the real server does: `markAsDeleting` in
+/// k8s.io/apiserver's registry store for finalizer-held objects, `rest.BeforeDelete` for
+/// graceful deletes. Callers only get here when the object was not already terminating, so
+/// a second DELETE never bumps it again.
+fn bump_generation(value: &mut serde_json::Value) {
+    let generation = value["metadata"]["generation"].as_i64().unwrap_or(0);
+    if generation > 0 {
+        value["metadata"]["generation"] = json!(generation + 1);
+    }
+}
+
 impl Inner {
     pub(crate) fn delete(
         self: &Arc<Self>,
@@ -69,6 +81,7 @@ impl Inner {
             let at = SystemTime::now() + Duration::from_secs(grace);
             value["metadata"]["deletionTimestamp"] = rfc3339(at).into();
             value["metadata"]["deletionGracePeriodSeconds"] = json!(grace);
+            bump_generation(&mut value);
             let object = Arc::new(StoredObject::new(value, revision));
             storage.commit(gvr, EventType::Modified, object.clone());
             if grace > 0 {

@@ -6,7 +6,7 @@ use futures_util::future::join_all;
 use tokio::task::JoinHandle;
 
 use super::{
-    SharedInformerFactory,
+    FactoryInner, SharedInformerFactory,
     registry::{CacheSyncError, ErrorHandler},
 };
 use crate::informer::{Failure, InformerHealth, SyncError};
@@ -74,6 +74,13 @@ impl SharedInformerFactory {
         started.map(|r| r.informer.health()).collect()
     }
 
+    /// Stops every informer without waiting for them (what [`shutdown`](Self::shutdown)
+    /// does, for code that cannot await, such as `Drop`): each is cancelled at its next
+    /// await point. Dropping the last handle of the factory does the same.
+    pub fn shutdown_now(&self) {
+        self.inner.stop_all();
+    }
+
     /// Stops every informer and waits until they have stopped.
     pub async fn shutdown(&self) {
         self.inner.cancel.cancel();
@@ -84,5 +91,24 @@ impl SharedInformerFactory {
         for task in tasks {
             let _ = task.await;
         }
+    }
+}
+
+impl FactoryInner {
+    fn stop_all(&self) {
+        self.cancel.cancel();
+        for registered in self.informers.lock().iter_mut() {
+            if let Some(task) = registered.task.take() {
+                task.abort();
+            }
+        }
+    }
+}
+
+impl Drop for FactoryInner {
+    /// The informers a factory started live no longer than the factory: dropping its last
+    /// handle stops them (a dropped controller manager leaves no watch behind).
+    fn drop(&mut self) {
+        self.stop_all();
     }
 }

@@ -17,6 +17,7 @@
 //!   [`HandlerRegistration::wait_for_sync`] wait with a timeout and say why a sync did not
 //!   happen.
 
+mod enqueue;
 mod failure;
 mod handle_deltas;
 mod handler;
@@ -38,6 +39,7 @@ use kube::Resource;
 #[cfg(feature = "metrics")]
 pub use self::metrics::InformerMetrics;
 pub use self::{
+    enqueue::enqueue_keys,
     failure::Failure,
     handle_deltas::{Distribution, StaleEvent, handle_batch, handle_deltas},
     handler::{FilteringHandler, HandlerFuncs, Notification, ResourceEventHandler},

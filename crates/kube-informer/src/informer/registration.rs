@@ -61,6 +61,15 @@ impl<K: Resource + Send + Sync + 'static> HandlerRegistration<K> {
         self.listener.backlog()
     }
 
+    /// Takes the handler out of its informer without waiting for a call in progress to end
+    /// (for code that cannot await, such as `Drop`; prefer
+    /// [`SharedIndexInformer::remove_event_handler`](super::SharedIndexInformer::remove_event_handler),
+    /// which waits): no notification is queued for it any more, and those queued are dropped.
+    pub fn close(&self) {
+        self.detach();
+        self.listener.close();
+    }
+
     /// Takes the handler out of its informer without waiting (for a dropped stream).
     pub(super) fn detach(&self) {
         if let Some(inner) = self.informer.upgrade() {

@@ -22,6 +22,10 @@
 //! [`RateLimiter`]). Each derefs to the one before. All are cheap to clone, `Send + Sync`,
 //! and every clone is the same queue.
 //!
+//! [`Workers`] run N tasks over a queue, calling your function with each item and applying
+//! its [`Requeue`] answer; they are owned by the value that started them (drain, abort, or
+//! drop it).
+//!
 //! This module depends on nothing else in the crate, so it can be used on its own.
 //!
 //! ```
@@ -51,6 +55,7 @@ mod metrics;
 mod queue;
 mod rate_limiter;
 mod rate_limiting;
+mod workers;
 
 use std::hash::Hash;
 
@@ -64,6 +69,7 @@ pub use self::{
         MaxOfRateLimiter, RateLimiter, WithMaxWaitRateLimiter, default_controller_rate_limiter,
     },
     rate_limiting::RateLimitingQueue,
+    workers::{Requeue, Workers},
 };
 
 /// What a queue can hold: a small, hashable, cheaply cloned value (usually an object key).

@@ -18,9 +18,9 @@ use kube::{
     Api, ResourceExt,
     api::{DeleteParams, Patch, PatchParams},
 };
-use kube_informer::{Indexers, Lister, ObjectKey, ReadOnlyStore, controller::Action};
+use kube_informer::{Indexers, Lister, ObjectKey, ReadOnlyStore};
 use kube_informer_runtime::{
-    controller::{Cached, Controller, predicate},
+    controller::{Action, Cached, Controller, ControllerOptions, predicate},
     events::{EventType, NewEvent, Recorder},
     finalizer::{Event, FinalizerError, finalizer},
     manager::Manager,
@@ -208,7 +208,7 @@ pub fn install(manager: &mut Manager, recorder: Recorder) {
         pods: pods.store(),
         recorder,
     });
-    let options = kube_informer::controller::ControllerOptions::default();
+    let options = ControllerOptions::default();
     let ready: Controller<Deployment> = manager
         .controller::<Deployment>(options.clone().name("ready-pods").workers(4))
         .watches::<Pod>(|pod| {

@@ -47,7 +47,9 @@ pub async fn start(
     lease_namespace: &str,
     controllers: bool,
 ) -> Result<Replica, String> {
-    let election = LeaderElectionConfig::new("demo", lease_namespace, name)
+    let election = LeaderElectionConfig::new("demo")
+        .namespace(lease_namespace)
+        .identity(name)
         .lease_duration(Duration::from_secs(4))
         .renew_deadline(Duration::from_secs(3))
         .retry_period(Duration::from_millis(500));
@@ -69,10 +71,16 @@ pub async fn start(
         let recorder = manager.recorder("demo.kube-informer.io/ready-pods");
         controllers::install(&mut manager, recorder);
     }
-    let addr = manager.addr().ok_or("no endpoint address")?;
+    let mut endpoints = manager.endpoints();
     let elector = manager.elector().cloned();
     let stop = CancellationToken::new();
     let task = tokio::spawn(manager.run_until(stop.clone(), CancellationToken::new()));
+    let addr = endpoints
+        .wait_for(Option::is_some)
+        .await
+        .ok()
+        .and_then(|addr| *addr)
+        .ok_or("the endpoints were not bound")?;
     Ok(Replica {
         name: name.to_owned(),
         addr,

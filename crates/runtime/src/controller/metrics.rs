@@ -6,6 +6,8 @@
 //! | `controller_runtime_reconcile_total` | counter | controller, result | reconciles by result: `success`, `error`, `requeue`, `requeue_after` |
 //! | `controller_runtime_reconcile_errors_total` | counter | controller | reconciles that returned an error or panicked |
 //! | `controller_runtime_reconcile_panics_total` | counter | controller | reconciles that panicked |
+//! | `controller_runtime_terminal_reconcile_errors_total` | counter | controller | errors not retried: the error policy answered `Action::Done`, `max_retries` ran out, or the key does not name an object of the kind |
+//! | `controller_runtime_reconcile_timeouts_total` | counter | controller | reconciles cancelled at [`reconcile_timeout`](super::ControllerOptions::reconcile_timeout) |
 //! | `controller_runtime_reconcile_time_seconds` | histogram | controller | how long each reconcile took |
 //! | `controller_runtime_max_concurrent_reconciles` | gauge | controller | the number of workers |
 //! | `controller_runtime_active_workers` | gauge | controller | workers reconciling now |
@@ -61,6 +63,8 @@ pub struct ControllerMetrics {
     total: Family<ControllerResult, Counter>,
     errors: Family<Controller, Counter>,
     panics: Family<Controller, Counter>,
+    terminal: Family<Controller, Counter>,
+    timeouts: Family<Controller, Counter>,
     time: Family<Controller, Histogram, fn() -> Histogram>,
     max_concurrent: Family<Controller, Gauge>,
     active: Family<Controller, Gauge>,
@@ -79,6 +83,7 @@ pub(crate) enum Outcome {
     Success,
     Error,
     Panic,
+    Timeout,
     Requeue,
     RequeueAfter,
 }
@@ -90,6 +95,8 @@ impl ControllerMetrics {
             total: Family::default(),
             errors: Family::default(),
             panics: Family::default(),
+            terminal: Family::default(),
+            timeouts: Family::default(),
             time: Family::new_with_constructor(reconcile_time),
             max_concurrent: Family::default(),
             active: Family::default(),
@@ -109,6 +116,16 @@ impl ControllerMetrics {
             "controller_runtime_reconcile_panics",
             "Total number of reconciliation panics per controller",
             metrics.panics.clone(),
+        );
+        registry.register(
+            "controller_runtime_terminal_reconcile_errors",
+            "Total number of terminal reconciliation errors per controller",
+            metrics.terminal.clone(),
+        );
+        registry.register(
+            "controller_runtime_reconcile_timeouts",
+            "Total number of reconciliation timeouts per controller",
+            metrics.timeouts.clone(),
         );
         registry.register(
             "controller_runtime_reconcile_time_seconds",
@@ -155,10 +172,14 @@ impl ControllerMetrics {
     }
 
     /// One reconcile ended with `outcome` after `seconds`.
+    pub(crate) fn terminal(&self, controller: &str) {
+        self.terminal.get_or_create(&Self::label(controller)).inc();
+    }
+
     pub(crate) fn reconciled(&self, controller: &str, outcome: Outcome, seconds: f64) {
         let result = match outcome {
             Outcome::Success => "success",
-            Outcome::Error | Outcome::Panic => "error",
+            Outcome::Error | Outcome::Panic | Outcome::Timeout => "error",
             Outcome::Requeue => "requeue",
             Outcome::RequeueAfter => "requeue_after",
         };
@@ -167,11 +188,14 @@ impl ControllerMetrics {
             result,
         };
         self.total.get_or_create(&labels).inc();
-        if matches!(outcome, Outcome::Error | Outcome::Panic) {
+        if matches!(outcome, Outcome::Error | Outcome::Panic | Outcome::Timeout) {
             self.errors.get_or_create(&Self::label(controller)).inc();
         }
         if outcome == Outcome::Panic {
             self.panics.get_or_create(&Self::label(controller)).inc();
+        }
+        if outcome == Outcome::Timeout {
+            self.timeouts.get_or_create(&Self::label(controller)).inc();
         }
         self.time
             .get_or_create(&Self::label(controller))

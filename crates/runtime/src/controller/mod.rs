@@ -3,15 +3,37 @@
 //! error policy, a context, metrics, and a tracing span per reconcile.
 //!
 //! It is built on the shared informer factory, so several controllers share one watch per
-//! type, and on kube-informer's worker scaffolding ([`kube_informer::controller`]), which
-//! guarantees that one key is never reconciled by two workers at once and that a change
+//! type, and on kube-informer's [`Workers`](kube_informer::workqueue::Workers), which
+//! guarantee that one key is never reconciled by two workers at once and that a change
 //! during a reconcile brings the key back.
+//!
+//! # What a running controller owns
+//!
+//! Its handlers (on the primary informer and on each related one) are attached when it
+//! starts and removed when it stops; its workers and triggers are tasks it owns. Stopping
+//! it gracefully (the `cancel` token of [`run`](Controller::run)) drains what is held and
+//! queued within [`ControllerOptions::drain_timeout`]; dropping its `run` future instead
+//! shuts its queue down, detaches its handlers and cancels every reconcile in flight at
+//! its next await point. **Reconciles must therefore be cancel-safe**, as
+//! controller-runtime's context cancellation implies: a reconcile can stop at any
+//! `.await`, and the next one (on this replica or another) must be able to pick up from
+//! whatever state the cluster is in. Code that blocks a thread without awaiting cannot be
+//! interrupted.
+//!
+//! # Errors
+//!
+//! An error (or a panic, or a [`reconcile_timeout`](ControllerOptions::reconcile_timeout))
+//! is logged once, with the error, and retried with the key's exponential backoff (5 ms
+//! doubling, capped at 1000 s) forever by default — a failing key is never silently
+//! dropped. An error the error policy answers with [`Action::Done`] is terminal: not
+//! retried until the object changes, and counted in
+//! `controller_runtime_terminal_reconcile_errors_total`.
 //!
 //! ```no_run
 //! use std::{sync::Arc, time::Duration};
 //! use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
-//! use kube_informer::{controller::{Action, ControllerOptions}, factory::{FactoryOptions, SharedInformerFactory}};
-//! use kube_informer_runtime::controller::{predicate, Cached, Controller};
+//! use kube_informer::factory::{FactoryOptions, SharedInformerFactory};
+//! use kube_informer_runtime::controller::{predicate, Action, Cached, Controller, ControllerOptions};
 //! use tokio_util::sync::CancellationToken;
 //!
 //! struct Ctx { client: kube::Client }
@@ -42,6 +64,7 @@
 mod cached;
 mod expectations;
 mod metrics;
+mod options;
 pub mod predicate;
 mod reconcile;
 mod relations;
@@ -52,23 +75,24 @@ use futures_util::{Stream, StreamExt, future::BoxFuture};
 use kube::Resource;
 use kube_informer::{
     ObjectKey,
-    controller::{Action, ControllerOptions},
     factory::{FactoryScope, SharedInformerFactory},
-    informer::{HandlerOptions, SharedIndexInformer, SyncError},
-    workqueue::RateLimitingQueue,
+    informer::{HandlerFuncs, HandlerOptions, SharedIndexInformer, SyncError},
+    workqueue::{RateLimitingQueue, Workers},
 };
 use serde::de::DeserializeOwned;
+use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use self::relations::{Attach, Attachments};
 pub use self::{
     cached::Cached,
     expectations::{EXPECTATIONS_TIMEOUT, Expectations},
     metrics::ControllerMetrics,
+    options::{Action, ControllerOptions},
     predicate::Predicate,
 };
 
 type SyncWait = Box<dyn Fn(Duration) -> BoxFuture<'static, Result<(), SyncError>> + Send + Sync>;
-type Detach = Box<dyn FnOnce() -> BoxFuture<'static, ()> + Send + Sync>;
 /// A trigger's future, behind a mutex only so that the controller is `Sync`.
 type Trigger = parking_lot::Mutex<BoxFuture<'static, ()>>;
 
@@ -93,8 +117,7 @@ pub enum ControllerError {
 /// ```no_run
 /// # fn example(manager: &kube_informer_runtime::manager::Manager) {
 /// use k8s_openapi::api::{apps::v1::ReplicaSet, core::v1::Pod};
-/// use kube_informer::controller::ControllerOptions;
-/// use kube_informer_runtime::controller::predicate;
+/// use kube_informer_runtime::controller::{predicate, ControllerOptions};
 ///
 /// let controller = manager
 ///     .controller::<ReplicaSet>(ControllerOptions::default().name("replicas").workers(4))
@@ -115,7 +138,7 @@ pub struct Controller<K: Resource> {
     metrics: Option<ControllerMetrics>,
     expectations: Expectations,
     syncs: Vec<SyncWait>,
-    detach: Vec<Detach>,
+    relations: Vec<Attach>,
     triggers: Vec<Trigger>,
 }
 
@@ -191,7 +214,7 @@ where
             metrics,
             expectations: Expectations::default(),
             syncs: Vec::new(),
-            detach: Vec::new(),
+            relations: Vec::new(),
             triggers: Vec::new(),
         };
         controller.wait_for(controller.informer.clone());
@@ -230,19 +253,17 @@ where
         }));
     }
 
-    fn relate<T: Watchable>(mut self, handler: kube_informer::informer::HandlerFuncs<T>) -> Self
+    /// Relates `T` to this controller: its informer is made now (so its cache fills on
+    /// every replica), `handler` is attached when the controller starts.
+    fn relate<T: Watchable>(mut self, handler: HandlerFuncs<T>) -> Self
     where
         T::Scope: FactoryScope,
     {
         let informer = self.factory.informer::<T>();
         let options = HandlerOptions::default().name(format!("{} relation", self.name));
-        let registration = informer.add_event_handler(handler, options);
         self.wait_for(informer.clone());
-        self.detach.push(Box::new(move || {
-            Box::pin(async move {
-                let _ = informer.remove_event_handler(&registration).await;
-            })
-        }));
+        self.relations
+            .push(relations::attach_later(informer, handler, options));
         self
     }
 
@@ -277,10 +298,14 @@ where
     }
 
     /// Reconcile only the updates of `K` this predicate passes (adds, deletes and resyncs
-    /// always reconcile). See [`predicate`] for the built-in ones.
+    /// always reconcile). Called again, the predicates combine: an update must pass all of
+    /// them. See [`predicate`] for the built-in ones.
     #[must_use]
     pub fn predicate(mut self, predicate: Predicate<K>) -> Self {
-        self.predicate = Some(predicate);
+        self.predicate = Some(match self.predicate.take() {
+            Some(earlier) => earlier.and(predicate),
+            None => predicate,
+        });
         self
     }
 
@@ -313,19 +338,44 @@ where
         self
     }
 
-    /// Starts the informers, waits for the caches this controller reads, then reconciles
-    /// until `cancel`, and drains (see [`ControllerOptions::drain_timeout`]).
+    /// Starts the informers, attaches the controller's handlers, waits for the caches it
+    /// reads, then reconciles until `cancel`, and drains (see
+    /// [`ControllerOptions::drain_timeout`]). Dropping the returned future instead stops
+    /// everything at once: see [what a running controller owns](self#what-a-running-controller-owns).
     ///
     /// `reconcile` gets the object as cached ([`Cached`]) and the context; `error_policy`
     /// decides what to do after an error (usually [`Action::Retry`]: per-key exponential
-    /// backoff, dropped after `max_retries`). A panic in `reconcile` is caught, counted and
-    /// retried like an error.
+    /// backoff; [`Action::Done`]: a terminal error). A panic in `reconcile` is caught,
+    /// counted and retried like an error.
     pub async fn run<Ctx, E, R, Fut, P>(
-        mut self,
+        self,
         reconcile: R,
         error_policy: P,
         ctx: Arc<Ctx>,
         cancel: CancellationToken,
+    ) -> Result<(), ControllerError>
+    where
+        Ctx: Send + Sync + 'static,
+        E: Display + Send + 'static,
+        R: Fn(Cached<K>, Arc<Ctx>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Action, E>> + Send + 'static,
+        P: Fn(&Cached<K>, &E, &Ctx) -> Action + Send + Sync + 'static,
+    {
+        let halt = CancellationToken::new();
+        self.run_until(reconcile, error_policy, ctx, cancel, halt)
+            .await
+    }
+
+    /// [`run`](Self::run) with a second token: `halt` cancels the reconciles in flight and
+    /// returns once they have stopped (a manager that lost leadership, or whose shutdown
+    /// deadline passed), where `graceful` drains.
+    pub(crate) async fn run_until<Ctx, E, R, Fut, P>(
+        mut self,
+        reconcile: R,
+        error_policy: P,
+        ctx: Arc<Ctx>,
+        graceful: CancellationToken,
+        halt: CancellationToken,
     ) -> Result<(), ControllerError>
     where
         Ctx: Send + Sync + 'static,
@@ -343,30 +393,47 @@ where
             self.predicate.take(),
             self.expectations.clone(),
         );
-        let registration = self.informer.add_event_handler(handler, handler_options);
+        // Owned from here on: dropping this future shuts the queue and detaches them.
+        let mut attached = Attachments::new(self.queue.clone());
+        attached.push(relations::attach_now(
+            self.informer.clone(),
+            handler,
+            handler_options,
+        ));
+        for relation in self.relations.drain(..) {
+            attached.push(relation());
+        }
         self.factory.start();
-        let synced = self.wait_for_caches(&cancel).await;
-        let result = match synced {
+        let stop = graceful.clone();
+        let halted = halt.clone();
+        let stopping = async move {
+            tokio::select! {
+                () = stop.cancelled() => {}
+                () = halted.cancelled() => {}
+            }
+        };
+        let result = match self.wait_for_caches(stopping).await {
             Err(err) => Err(err),
-            Ok(false) => Ok(()), // cancelled while waiting
+            Ok(false) => Ok(()), // stopped while waiting
             Ok(true) => {
-                self.reconcile_until(reconcile, error_policy, ctx, cancel)
+                self.reconcile_until(reconcile, error_policy, ctx, graceful, halt)
                     .await;
                 Ok(())
             }
         };
-        let _ = self.informer.remove_event_handler(&registration).await;
-        for detach in self.detach.drain(..) {
-            detach().await;
-        }
+        attached.remove().await;
         result
     }
 
-    /// Whether every cache synced (`false`: cancelled first).
-    async fn wait_for_caches(&self, cancel: &CancellationToken) -> Result<bool, ControllerError> {
+    /// Whether every cache synced (`false`: stopped first).
+    async fn wait_for_caches(
+        &self,
+        stopping: impl Future<Output = ()>,
+    ) -> Result<bool, ControllerError> {
+        let mut stopping = std::pin::pin!(stopping);
         for wait in &self.syncs {
             tokio::select! {
-                () = cancel.cancelled() => return Ok(false),
+                () = &mut stopping => return Ok(false),
                 synced = wait(self.cache_sync_timeout) => synced.map_err(|source| {
                     ControllerError::CacheSync { controller: self.name.clone(), source }
                 })?,
@@ -380,7 +447,8 @@ where
         reconcile: R,
         error_policy: P,
         ctx: Arc<Ctx>,
-        cancel: CancellationToken,
+        graceful: CancellationToken,
+        halt: CancellationToken,
     ) where
         Ctx: Send + Sync + 'static,
         E: Display + Send + 'static,
@@ -391,27 +459,36 @@ where
         if let Some(metrics) = &self.metrics {
             metrics.set_workers(&self.name, self.options.worker_count());
         }
-        let triggers: Vec<_> = self
-            .triggers
-            .drain(..)
-            .map(|t| tokio::spawn(t.into_inner()))
-            .collect();
+        let mut triggers = JoinSet::new();
+        for trigger in self.triggers.drain(..) {
+            triggers.spawn(trigger.into_inner());
+        }
         let worker = reconcile::Worker {
             name: self.name.clone(),
+            namespaced: K::Scope::NAMESPACED,
             store: self.informer.store(),
             queue: self.queue.clone(),
             metrics: self.metrics.clone(),
+            max_retries: self.options.max_retries,
+            timeout: self.options.reconcile_timeout,
             reconcile: Arc::new(reconcile),
             error_policy: Arc::new(error_policy),
             ctx,
         };
-        let core = kube_informer::controller::Controller::with_queue(
-            self.queue.clone(),
-            self.options.clone(),
-        );
-        core.run(move |key| worker.call(key), cancel).await;
-        for trigger in triggers {
-            trigger.abort();
+        let count = self.options.worker_count();
+        let mut workers = Workers::spawn(&self.queue, count, move |key| worker.call(key));
+        tokio::select! {
+            () = graceful.cancelled() => {
+                tokio::select! {
+                    _ = workers.drain(self.options.drain_timeout) => {}
+                    () = halt.cancelled() => {}
+                }
+            }
+            () = halt.cancelled() => {}
         }
+        // Already stopped after a full drain; otherwise cancel and wait.
+        workers.abort().await;
+        triggers.abort_all();
+        while triggers.join_next().await.is_some() {}
     }
 }

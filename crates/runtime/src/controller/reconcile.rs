@@ -1,52 +1,61 @@
-//! One reconcile as a worker runs it: the object looked up in the cache, the user's
-//! function called inside a span, its outcome counted, an error handed to the error
-//! policy, a panic caught.
+//! One reconcile as a worker runs it: the key checked, the object looked up in the cache,
+//! the user's function called inside a span (with a deadline, if set), its outcome counted,
+//! an error handed to the error policy, a panic caught — and one log line per failure.
 
-use std::{
-    convert::Infallible, fmt::Display, future::Future, panic::AssertUnwindSafe, sync::Arc,
-    time::Instant,
-};
+use std::{fmt::Display, future::Future, panic::AssertUnwindSafe, sync::Arc, time::Duration};
 
 use futures_util::FutureExt;
-use kube_informer::{ObjectKey, ReadOnlyStore, controller::Action, workqueue::RateLimitingQueue};
+use kube_informer::{ObjectKey, ReadOnlyStore, workqueue::RateLimitingQueue, workqueue::Requeue};
+use tokio::time::Instant;
 use tracing::Instrument;
 
-use super::{Cached, ControllerMetrics, metrics::Outcome};
+use super::{Action, Cached, ControllerMetrics, metrics::Outcome};
 
 type Policy<K, E, Ctx> = dyn Fn(&Cached<K>, &E, &Ctx) -> Action + Send + Sync;
 
 /// Everything a worker needs to reconcile one key.
 pub(super) struct Worker<K, Ctx, E, R> {
     pub(super) name: String,
+    pub(super) namespaced: bool,
     pub(super) store: ReadOnlyStore<K>,
     pub(super) queue: RateLimitingQueue<ObjectKey>,
     pub(super) metrics: Option<ControllerMetrics>,
+    pub(super) max_retries: Option<u32>,
+    pub(super) timeout: Option<Duration>,
     pub(super) reconcile: Arc<R>,
     pub(super) error_policy: Arc<Policy<K, E, Ctx>>,
     pub(super) ctx: Arc<Ctx>,
 }
 
-/// Counts a worker as active while it lives.
-struct Active<'a> {
-    metrics: Option<&'a ControllerMetrics>,
-    name: &'a str,
+/// Counts a worker as active while it lives (also when its reconcile is cancelled).
+struct Active {
+    metrics: Option<ControllerMetrics>,
+    name: String,
 }
 
-impl<'a> Active<'a> {
-    fn start(metrics: Option<&'a ControllerMetrics>, name: &'a str) -> Self {
-        if let Some(m) = metrics {
-            m.active(name, 1);
+impl Active {
+    fn start(metrics: Option<ControllerMetrics>, name: String) -> Self {
+        if let Some(m) = &metrics {
+            m.active(&name, 1);
         }
         Self { metrics, name }
     }
 }
 
-impl Drop for Active<'_> {
+impl Drop for Active {
     fn drop(&mut self) {
-        if let Some(m) = self.metrics {
-            m.active(self.name, -1);
+        if let Some(m) = &self.metrics {
+            m.active(&self.name, -1);
         }
     }
+}
+
+/// How one reconcile ended, before the retry decision.
+enum Ran<E> {
+    Acted(Action),
+    Failed(E),
+    Panicked(String),
+    TimedOut(Duration),
 }
 
 impl<K, Ctx, E, R, Fut> Worker<K, Ctx, E, R>
@@ -57,61 +66,145 @@ where
     R: Fn(Cached<K>, Arc<Ctx>) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<Action, E>> + Send + 'static,
 {
-    /// Reconciles `key`; always `Ok`: errors and panics are turned into an [`Action`] here.
+    /// Reconciles `key` and says what the queue does with it next. Errors, panics and
+    /// timeouts are turned into a [`Requeue`] here, each logged once.
     pub(super) fn call(
         &self,
         key: ObjectKey,
-    ) -> impl Future<Output = Result<Action, Infallible>> + Send + 'static + use<K, Ctx, E, R, Fut>
-    {
-        let cached = match self.store.get_by_key(key.as_str()) {
-            Some(obj) => Cached::Present(obj),
-            None => Cached::Gone(key.clone()),
-        };
+    ) -> impl Future<Output = Requeue> + Send + 'static + use<K, Ctx, E, R, Fut> {
         let attempt = self.queue.num_requeues(&key) + 1;
         let span =
             tracing::info_span!("reconcile", controller = %self.name, object = %key, attempt);
         let (name, metrics) = (self.name.clone(), self.metrics.clone());
+        let (max_retries, timeout) = (self.max_retries, self.timeout);
+        let malformed = self.malformed(&key);
+        let cached = match self.store.get_by_key(key.as_str()) {
+            Some(obj) => Cached::Present(obj),
+            None => Cached::Gone(key.clone()),
+        };
         let (reconcile, policy, ctx) = (
             self.reconcile.clone(),
             self.error_policy.clone(),
             self.ctx.clone(),
         );
         async move {
-            let _active = Active::start(metrics.as_ref(), &name);
+            if let Some(why) = malformed {
+                tracing::error!("not reconciled: {why}");
+                if let Some(m) = &metrics {
+                    m.terminal(&name);
+                }
+                return Requeue::Never;
+            }
+            let _active = Active::start(metrics.clone(), name.clone());
             let started = Instant::now();
-            let input = cached.clone();
-            let ran = AssertUnwindSafe(async move {
-                reconcile(input, ctx.clone()).await.map_err(|e| (e, ctx))
-            })
-            .catch_unwind()
-            .await;
-            let (outcome, action) = match ran {
-                Ok(Ok(action)) => {
+            let input = (cached.clone(), ctx.clone());
+            let ran = run_once(move || reconcile(input.0, input.1), timeout).await;
+            let (outcome, action, failure) = match ran {
+                Ran::Acted(action) => {
                     let outcome = match action {
                         Action::Done => Outcome::Success,
                         Action::RequeueAfter(_) => Outcome::RequeueAfter,
                         Action::Retry => Outcome::Requeue,
                     };
-                    (outcome, action)
+                    let failure = (action == Action::Retry).then(|| "the reconcile asked for a retry".to_owned());
+                    (outcome, action, failure)
                 }
-                Ok(Err((err, ctx))) => {
-                    tracing::warn!(error = %err, "reconcile failed");
-                    let policy = AssertUnwindSafe(|| policy(&cached, &err, &ctx));
-                    let action = std::panic::catch_unwind(policy).unwrap_or(Action::Retry);
-                    (Outcome::Error, action)
+                Ran::Failed(err) => {
+                    let decide = AssertUnwindSafe(|| policy(&cached, &err, &ctx));
+                    let action = std::panic::catch_unwind(decide).unwrap_or_else(|panic| {
+                        let message = panic_message(panic.as_ref());
+                        tracing::error!("the error policy panicked: {message}; retrying");
+                        Action::Retry
+                    });
+                    (Outcome::Error, action, Some(err.to_string()))
                 }
-                Err(panic) => {
-                    let message = panic_message(panic.as_ref());
-                    tracing::error!("reconcile panicked: {message}");
-                    (Outcome::Panic, Action::Retry)
-                }
+                Ran::Panicked(message) => (
+                    Outcome::Panic,
+                    Action::Retry,
+                    Some(format!("the reconcile panicked: {message}")),
+                ),
+                Ran::TimedOut(limit) => (
+                    Outcome::Timeout,
+                    Action::Retry,
+                    Some(format!("the reconcile did not finish within {limit:?} and was cancelled")),
+                ),
             };
             if let Some(m) = &metrics {
                 m.reconciled(&name, outcome, started.elapsed().as_secs_f64());
             }
-            Ok(action)
+            let Some(failure) = failure else {
+                return requeue(action);
+            };
+            match action {
+                Action::Done => {
+                    tracing::error!(error = %failure, "reconcile failed; not retried (terminal)");
+                    if let Some(m) = &metrics {
+                        m.terminal(&name);
+                    }
+                    Requeue::Never
+                }
+                Action::Retry if max_retries.is_some_and(|max| attempt > max) => {
+                    tracing::error!(error = %failure, "reconcile failed {attempt} times in a row; giving up until the object changes");
+                    if let Some(m) = &metrics {
+                        m.terminal(&name);
+                    }
+                    Requeue::Never
+                }
+                action => {
+                    tracing::warn!(error = %failure, "reconcile failed; will retry");
+                    requeue(action)
+                }
+            }
         }
         .instrument(span)
+    }
+
+    /// Why `key` cannot name an object of this kind, if it cannot (a namespaced kind needs
+    /// `namespace/name`, a cluster-scoped one a bare `name`).
+    fn malformed(&self, key: &ObjectKey) -> Option<String> {
+        match kube_informer::split_meta_namespace_key(key.as_str()) {
+            Err(err) => Some(err.to_string()),
+            Ok((None, _)) if self.namespaced => Some(format!(
+                "the key {key:?} has no namespace, but the kind is namespaced"
+            )),
+            Ok((Some(_), _)) if !self.namespaced => Some(format!(
+                "the key {key:?} has a namespace, but the kind is cluster-scoped"
+            )),
+            Ok(_) => None,
+        }
+    }
+}
+
+fn requeue(action: Action) -> Requeue {
+    match action {
+        Action::Done => Requeue::Never,
+        Action::RequeueAfter(delay) => Requeue::After(delay),
+        Action::Retry => Requeue::RateLimited,
+    }
+}
+
+/// Runs one reconcile to its end, its panic (in the function or its future), or its
+/// deadline (then its future is dropped).
+async fn run_once<E, Fut: Future<Output = Result<Action, E>>>(
+    reconcile: impl FnOnce() -> Fut,
+    timeout: Option<Duration>,
+) -> Ran<E> {
+    let future = match std::panic::catch_unwind(AssertUnwindSafe(reconcile)) {
+        Ok(future) => future,
+        Err(panic) => return Ran::Panicked(panic_message(panic.as_ref())),
+    };
+    let guarded = AssertUnwindSafe(future).catch_unwind();
+    let ran = match timeout {
+        Some(limit) => match tokio::time::timeout(limit, guarded).await {
+            Ok(ran) => ran,
+            Err(_) => return Ran::TimedOut(limit),
+        },
+        None => guarded.await,
+    };
+    match ran {
+        Ok(Ok(action)) => Ran::Acted(action),
+        Ok(Err(err)) => Ran::Failed(err),
+        Err(panic) => Ran::Panicked(panic_message(panic.as_ref())),
     }
 }
 

@@ -224,6 +224,15 @@ impl Recorder {
         }
     }
 
+    /// A recorder reporting as `reporter` through this one's writer (one queue, one
+    /// aggregator, one task, however many controllers report).
+    pub fn with_reporter(&self, reporter: Reporter) -> Self {
+        Self {
+            reporter,
+            ..self.clone()
+        }
+    }
+
     /// How many events were dropped: queue full, or over an object's rate.
     pub fn dropped(&self) -> u64 {
         *self.dropped.lock() + self.aggregator.lock().dropped

@@ -5,23 +5,35 @@ use std::time::Duration;
 /// client-go's `JitterFactor`: retries wait up to this fraction longer.
 pub(crate) const JITTER_FACTOR: f64 = 1.2;
 
+/// The least time between the renew deadline and the end of the lease: what an old leader
+/// has, after it steps down, for its last reconciles to stop and its last requests to land
+/// before another candidate may take over.
+pub const MIN_MARGIN: Duration = Duration::from_secs(1);
+
 /// Which Lease, who competes for it, and the timing (client-go's defaults, as
 /// controller-runtime uses them: lease 15 s, renew deadline 10 s, retry 2 s).
+///
+/// The identity defaults to `<hostname>_<random suffix>`, unique per process (two
+/// replicas with one identity would both lead); the namespace to the client's default
+/// namespace (in a cluster: the pod's own, from its service account).
 ///
 /// ```
 /// use std::time::Duration;
 /// use kube_informer_runtime::leader_election::LeaderElectionConfig;
 ///
-/// let config = LeaderElectionConfig::new("my-operator", "operators", "pod-a");
+/// let config = LeaderElectionConfig::new("my-operator");
 /// assert!(config.validate().is_ok());
+/// assert!(config.identity_name().contains('_'), "hostname_suffix");
 /// // The renew deadline must leave room before the lease runs out: refused, not guessed.
-/// let bad = config.renew_deadline(Duration::from_secs(20));
+/// let bad = config.clone().renew_deadline(Duration::from_secs(20));
 /// assert!(bad.validate().is_err());
+/// let pinned = config.namespace("operators").identity("pod-a");
+/// assert_eq!((pinned.namespace_name(), pinned.identity_name()), (Some("operators"), "pod-a"));
 /// ```
 #[derive(Debug, Clone)]
 pub struct LeaderElectionConfig {
     pub(crate) name: String,
-    pub(crate) namespace: String,
+    pub(crate) namespace: Option<String>,
     pub(crate) identity: String,
     pub(crate) lease_duration: Duration,
     pub(crate) renew_deadline: Duration,
@@ -33,9 +45,12 @@ pub struct LeaderElectionConfig {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {
-    /// The renew deadline must be shorter than the lease duration: the margin between them
-    /// is what keeps an old leader from overlapping a new one.
-    #[error("the lease duration ({lease:?}) must be longer than the renew deadline ({renew:?})")]
+    /// The renew deadline must be shorter than the lease duration by at least
+    /// [`MIN_MARGIN`]: the margin between them is what keeps an old leader from
+    /// overlapping a new one.
+    #[error(
+        "the lease duration ({lease:?}) must be longer than the renew deadline ({renew:?}) by at least {MIN_MARGIN:?}"
+    )]
     LeaseNotLongerThanRenew {
         /// The lease duration.
         lease: Duration,
@@ -58,17 +73,13 @@ pub enum ConfigError {
 }
 
 impl LeaderElectionConfig {
-    /// The Lease `name` in `namespace`, competed for as `identity` (unique per replica: the
-    /// pod's name is the usual choice).
-    pub fn new(
-        name: impl Into<String>,
-        namespace: impl Into<String>,
-        identity: impl Into<String>,
-    ) -> Self {
+    /// The Lease `name`, in the client's default namespace, competed for under a unique
+    /// identity of this process.
+    pub fn new(name: impl Into<String>) -> Self {
         Self {
             name: name.into(),
-            namespace: namespace.into(),
-            identity: identity.into(),
+            namespace: None,
+            identity: default_identity(),
             lease_duration: Duration::from_secs(15),
             renew_deadline: Duration::from_secs(10),
             retry_period: Duration::from_secs(2),
@@ -105,23 +116,50 @@ impl LeaderElectionConfig {
         self
     }
 
+    /// The namespace of the Lease (default: the client's default namespace, which in a
+    /// cluster is the pod's own).
+    #[must_use]
+    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.namespace = Some(namespace.into());
+        self
+    }
+
+    /// This candidate's identity (default `<hostname>_<random suffix>`). It must be unique
+    /// among the candidates: two with one identity both believe they lead.
+    #[must_use]
+    pub fn identity(mut self, identity: impl Into<String>) -> Self {
+        self.identity = identity.into();
+        self
+    }
+
+    /// The namespace set, if any.
+    pub fn namespace_name(&self) -> Option<&str> {
+        self.namespace.as_deref()
+    }
+
+    /// The Lease's name.
+    pub fn lease_name(&self) -> &str {
+        &self.name
+    }
+
     /// The candidate's identity.
-    pub fn identity(&self) -> &str {
+    pub fn identity_name(&self) -> &str {
         &self.identity
     }
 
     /// Checks client-go's rules between the durations.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        let namespace = self.namespace.as_deref().unwrap_or("-");
         for (what, value) in [
-            ("name", &self.name),
-            ("namespace", &self.namespace),
-            ("identity", &self.identity),
+            ("name", self.name.as_str()),
+            ("namespace", namespace),
+            ("identity", self.identity.as_str()),
         ] {
             if value.is_empty() {
                 return Err(ConfigError::Empty(what));
             }
         }
-        if self.lease_duration <= self.renew_deadline {
+        if self.lease_duration < self.renew_deadline + MIN_MARGIN {
             return Err(ConfigError::LeaseNotLongerThanRenew {
                 lease: self.lease_duration,
                 renew: self.renew_deadline,
@@ -137,13 +175,28 @@ impl LeaderElectionConfig {
     }
 }
 
+/// `<hostname>_<8 hex digits>`: unique per process, readable in the Lease (which pod
+/// leads), as controller-runtime's `hostname_uuid`.
+fn default_identity() -> String {
+    use std::hash::BuildHasher;
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "candidate".to_owned());
+    let seed = (std::process::id(), std::time::SystemTime::now());
+    let random = std::collections::hash_map::RandomState::new().hash_one(seed);
+    format!("{host}_{:08x}", random as u32)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn client_gos_rules_between_the_durations() {
-        let ok = LeaderElectionConfig::new("l", "ns", "me");
+        let ok = LeaderElectionConfig::new("l");
         assert!(ok.validate().is_ok(), "the defaults are valid");
         let s = Duration::from_secs;
         let bad = ok.clone().lease_duration(s(10));
@@ -151,12 +204,33 @@ mod tests {
             bad.validate(),
             Err(ConfigError::LeaseNotLongerThanRenew { .. })
         ));
+        let no_margin = ok.clone().renew_deadline(Duration::from_millis(14_500));
+        assert!(
+            matches!(
+                no_margin.validate(),
+                Err(ConfigError::LeaseNotLongerThanRenew { .. })
+            ),
+            "half a second is no margin"
+        );
+        assert!(
+            ok.clone().renew_deadline(s(13)).validate().is_ok(),
+            "15/13/2"
+        );
         let bad = ok.clone().retry_period(s(9));
         assert!(matches!(
             bad.validate(),
             Err(ConfigError::RenewNotLongerThanRetry { .. })
         ));
-        let bad = LeaderElectionConfig::new("l", "ns", "");
+        let bad = LeaderElectionConfig::new("l").identity("");
         assert_eq!(bad.validate(), Err(ConfigError::Empty("identity")));
+    }
+
+    #[test]
+    fn identities_are_unique_per_process_by_default() {
+        let (a, b) = (
+            LeaderElectionConfig::new("l"),
+            LeaderElectionConfig::new("l"),
+        );
+        assert_ne!(a.identity, b.identity);
     }
 }

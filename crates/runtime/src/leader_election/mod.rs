@@ -6,13 +6,23 @@
 //!
 //! A candidate takes over only after the Lease went unchanged for the lease duration *as
 //! measured on its own clock since it saw the last change* — never from the timestamps in
-//! the Lease, so clock skew between machines does not matter (only clock *rate* does). The
-//! leader, for its part, stops leading as soon as it has failed to renew for the renew
-//! deadline, measured from the start of its last successful renewal. Since that renewal
-//! changed the Lease no earlier than it started, and the renew deadline (10 s) is shorter
-//! than the lease duration (15 s), the old leader has stopped before any other candidate
-//! may start. [`LeaderElector::leading`] turns false at that instant, whatever the API
-//! server or the network are doing (a hung request cannot delay it).
+//! the Lease, so clock skew between machines does not matter (only clock *rate* does).
+//!
+//! Let the leader's last successful write (an acquisition or a renewal) *start* at `S` and
+//! land in the Lease at `W ≥ S`. The leader stops leading at `S + renew_deadline`
+//! ([`LeaderElector::leading`] turns false then, whatever the API server or the network
+//! are doing: a hung request cannot delay it). Another candidate sees that record in the
+//! answer to a read, which it receives at some `G ≥ W`, and stamps it then (after the
+//! read, never before it: a slow read cannot make the record look older than it is); it
+//! may write the Lease only after `G + lease_duration ≥ S + lease_duration`, and its write
+//! carries the resourceVersion it read, so it fails if the leader renewed meanwhile.
+//! Hence the old leader has stepped down `lease_duration − renew_deadline` before anyone
+//! else can lead — for every configuration [`validate`](LeaderElectionConfig::validate)
+//! accepts, which requires that margin to be at least [`MIN_MARGIN`] (1 s), the time
+//! the old leader's reconciles have to stop. What remains outside the argument: clock
+//! *rates* (drift is parts per million), a process that does not run at all (a blocking
+//! task starving the runtime — [`LeaderElector::stalled`] reports it, and the manager's
+//! `/healthz` fails on it), and requests already on the wire when leadership ends.
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -20,7 +30,7 @@
 //! use tokio_util::sync::CancellationToken;
 //!
 //! # async fn demo(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
-//! let config = LeaderElectionConfig::new("my-operator", "operators", "pod-7f9c");
+//! let config = LeaderElectionConfig::new("my-operator").namespace("operators");
 //! let elector = LeaderElector::new(client, config)?;
 //! let mut leading = elector.leading();
 //! let cancel = CancellationToken::new();
@@ -40,7 +50,7 @@ use parking_lot::Mutex;
 use tokio::{sync::watch, time::Instant};
 use tokio_util::sync::CancellationToken;
 
-pub use self::config::{ConfigError, LeaderElectionConfig};
+pub use self::config::{ConfigError, LeaderElectionConfig, MIN_MARGIN};
 use crate::lease::{Attempt, LeaseLock};
 
 /// Competes for a Lease and says whether this candidate leads. Cheap to clone.
@@ -55,7 +65,7 @@ use crate::lease::{Attempt, LeaseLock};
 /// use tokio_util::sync::CancellationToken;
 ///
 /// let leases = Arc::new(MemoryLeases::default()); // `LeaderElector::new(client, ..)` in production
-/// let config = LeaderElectionConfig::new("my-operator", "operators", "pod-a");
+/// let config = LeaderElectionConfig::new("my-operator").identity("pod-a");
 /// let elector = LeaderElector::with_store(leases, config).unwrap();
 /// let mut leading = elector.leading();
 /// let cancel = CancellationToken::new();
@@ -76,6 +86,9 @@ struct Inner {
     leading: watch::Sender<bool>,
     leader: watch::Sender<Option<String>>,
     last_error: Mutex<Option<String>>,
+    /// While leading: the wall-clock instant by which the elector must renew or step down
+    /// (for [`LeaderElector::stalled`], which must not depend on the elector running).
+    must_renew_by: Mutex<Option<std::time::Instant>>,
 }
 
 impl std::fmt::Debug for LeaderElector {
@@ -89,10 +102,15 @@ impl std::fmt::Debug for LeaderElector {
 }
 
 impl LeaderElector {
-    /// A candidate for the Lease of `config`, writing through `client`.
+    /// A candidate for the Lease of `config`, writing through `client` (in the client's
+    /// default namespace unless the config names one).
     pub fn new(client: kube::Client, config: LeaderElectionConfig) -> Result<Self, ConfigError> {
-        let api: Api<Lease> = Api::namespaced(client, &config.namespace);
-        Self::with_store(Arc::new(api), config)
+        let namespace = config
+            .namespace
+            .clone()
+            .unwrap_or_else(|| client.default_namespace().to_owned());
+        let api: Api<Lease> = Api::namespaced(client, &namespace);
+        Self::with_store(Arc::new(api), config.namespace(namespace))
     }
 
     /// A candidate reading and writing its Lease in `store` (e.g.
@@ -110,6 +128,7 @@ impl LeaderElector {
                 leading: watch::channel(false).0,
                 leader: watch::channel(None).0,
                 last_error: Mutex::new(None),
+                must_renew_by: Mutex::new(None),
             }),
         })
     }
@@ -135,15 +154,34 @@ impl LeaderElector {
         self.inner.last_error.lock().clone()
     }
 
+    /// The configuration.
+    pub fn config(&self) -> &LeaderElectionConfig {
+        &self.inner.config
+    }
+
+    /// How long past its renew deadline this candidate still says it leads, if it does:
+    /// the elector did not get to run (a reconcile blocking the runtime's threads starves
+    /// it). Read on the wall clock, without the elector's help; a manager's `/healthz`
+    /// fails on it, so the kubelet restarts a process that cannot prove it leads.
+    pub fn stalled(&self) -> Option<Duration> {
+        let deadline = (*self.inner.must_renew_by.lock())?;
+        let late = std::time::Instant::now().checked_duration_since(deadline)?;
+        (self.is_leading() && late > Duration::ZERO).then_some(late)
+    }
+
     /// Campaigns until `cancel`: acquires, renews while it can, and campaigns again after
-    /// losing. On cancel, a leader releases the Lease (if
-    /// [`LeaderElectionConfig::release_on_cancel`]) so another candidate takes over at once.
+    /// losing. On cancel, leadership ends at once; a renewal on the wire is let finish (so
+    /// the release below carries the Lease's newest resourceVersion), then a leader
+    /// releases the Lease (if [`LeaderElectionConfig::release_on_cancel`]) so another
+    /// candidate takes over at once. If this future is dropped or panics, `leading` turns
+    /// false all the same.
     pub async fn run(&self, cancel: CancellationToken) {
+        let _stepped_down = StepDownOnDrop(self);
         while !cancel.is_cancelled() {
-            if !self.acquire(&cancel).await {
+            let Some(started) = self.acquire(&cancel).await else {
                 break;
-            }
-            self.renew(&cancel).await;
+            };
+            self.renew(started, &cancel).await;
             self.set_leading(false);
         }
         self.set_leading(false);
@@ -155,6 +193,9 @@ impl LeaderElector {
     }
 
     fn set_leading(&self, leading: bool) {
+        if !leading {
+            *self.inner.must_renew_by.lock() = None;
+        }
         self.inner.leading.send_if_modified(|l| {
             let changed = *l != leading;
             *l = leading;
@@ -197,28 +238,43 @@ impl LeaderElector {
         held
     }
 
-    /// Tries every retry period (jittered) until it holds the Lease; `false` if cancelled.
-    async fn acquire(&self, cancel: &CancellationToken) -> bool {
+    /// Records a successful write that started at `started`: leadership is proven until
+    /// `started + renew_deadline`.
+    fn proven(&self, started: Instant) {
+        let left =
+            (started + self.inner.config.renew_deadline).saturating_duration_since(Instant::now());
+        *self.inner.must_renew_by.lock() = Some(std::time::Instant::now() + left);
+    }
+
+    /// Tries every retry period (jittered) until it holds the Lease; when the successful
+    /// attempt started, or `None` if cancelled.
+    async fn acquire(&self, cancel: &CancellationToken) -> Option<Instant> {
         let config = &self.inner.config;
         loop {
-            if self.attempt(config.retry_period).await {
-                self.set_leading(true);
-                return true;
+            let started = Instant::now();
+            let attempt = self.attempt(config.retry_period);
+            tokio::select! {
+                () = cancel.cancelled() => return None,
+                held = attempt => if held {
+                    self.proven(started);
+                    self.set_leading(true);
+                    return Some(started);
+                },
             }
             let wait = jittered(config.retry_period);
             tokio::select! {
-                () = cancel.cancelled() => return false,
+                () = cancel.cancelled() => return None,
                 () = tokio::time::sleep(wait) => {}
             }
         }
     }
 
     /// Renews every retry period while leading; returns when the renew deadline passed
-    /// without a renewal (measured from the start of the last successful one), or on
-    /// cancel.
-    async fn renew(&self, cancel: &CancellationToken) {
+    /// without a renewal (measured from the *start* of the last successful write, the
+    /// acquisition included), or on cancel.
+    async fn renew(&self, acquired: Instant, cancel: &CancellationToken) {
         let config = &self.inner.config;
-        let mut renewed_at = Instant::now();
+        let mut renewed_at = acquired;
         loop {
             let deadline = renewed_at + config.renew_deadline;
             tokio::select! {
@@ -234,12 +290,29 @@ impl LeaderElector {
             }
             let started = Instant::now();
             let limit = deadline.saturating_duration_since(started);
+            let attempt = self.attempt(limit.max(Duration::from_millis(1)));
+            let mut attempt = std::pin::pin!(attempt);
             let renewed = tokio::select! {
-                () = cancel.cancelled() => return,
-                held = self.attempt(limit.max(Duration::from_millis(1))) => held,
+                held = &mut attempt => held,
+                () = cancel.cancelled() => {
+                    // Leadership ends now; the write on the wire is let land (bounded by
+                    // the renew deadline), so a release carries its resourceVersion
+                    // instead of failing with a 409 and leaving the Lease to expire.
+                    self.set_leading(false);
+                    attempt.await;
+                    return;
+                }
+                () = tokio::time::sleep_until(deadline) => {
+                    self.failed(format!(
+                        "lease {}: not renewed within the renew deadline {:?}; stepping down",
+                        config.name, config.renew_deadline
+                    ));
+                    return;
+                }
             };
             if renewed {
                 renewed_at = started;
+                self.proven(started);
             } else if self
                 .inner
                 .lock
@@ -253,6 +326,16 @@ impl LeaderElector {
                 return;
             }
         }
+    }
+}
+
+/// Sets `leading` to false when the campaign ends in any way, a panic or a drop included:
+/// a dead elector never leaves `leading` true.
+struct StepDownOnDrop<'a>(&'a LeaderElector);
+
+impl Drop for StepDownOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.set_leading(false);
     }
 }
 

@@ -116,8 +116,11 @@ impl LeaseLock {
 
     /// One attempt to acquire or renew the Lease (client-go's `tryAcquireOrRenew`).
     pub async fn try_acquire_or_renew(&self) -> Result<Attempt, kube::Error> {
+        let read = self.store.get(&self.name).await?;
+        // Stamped after the read is answered, never before it: a slow read must not make
+        // the record it returns look older than it is (client-go does the same).
         let now = Instant::now();
-        let current = match self.store.get(&self.name).await? {
+        let current = match read {
             None => {
                 let record = LeaseRecord::acquired(&self.identity, self.duration, 0);
                 let created = self.store.create(&self.lease(&record, None)).await?;

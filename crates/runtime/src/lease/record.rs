@@ -28,8 +28,11 @@ fn now() -> MicroTime {
     MicroTime(k8s_openapi::jiff::Timestamp::now())
 }
 
+/// Whole seconds, rounded up: the Lease says how long others must wait, and waiting a
+/// fraction longer is safe where a fraction shorter is not.
 fn seconds(duration: Duration) -> i32 {
-    i32::try_from(duration.as_secs().max(1)).unwrap_or(i32::MAX)
+    let whole = duration.as_secs() + u64::from(duration.subsec_nanos() > 0);
+    i32::try_from(whole.max(1)).unwrap_or(i32::MAX)
 }
 
 impl LeaseRecord {

@@ -1,5 +1,10 @@
 //! What `/healthz` and `/readyz` answer: named checks, each passing or failing with a
 //! reason, in controller-runtime's text format (`[+]name ok` / `[-]name failed: why`).
+//!
+//! | probe | fails when |
+//! |---|---|
+//! | `/healthz` (`/livez`) | a task of the manager died; the elector is starved past its renew deadline while leading; a user's check fails |
+//! | `/readyz` | shutting down; an informer has not synced, or failed `max_watch_failures` lists/watches in a row; a user's check fails |
 
 use std::{collections::BTreeMap, sync::Arc};
 
@@ -48,38 +53,50 @@ impl HealthState {
     }
 }
 
+/// A user-defined check: `Ok(())` or why it fails.
+pub(crate) type Check = Arc<dyn Fn() -> Verdict + Send + Sync>;
+
+/// How far past its renew deadline the elector may be before `/healthz` fails.
+const STALL_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Everything the probes look at.
 pub(crate) struct Probes {
     pub(crate) state: HealthState,
     pub(crate) factory: SharedInformerFactory,
     pub(crate) elector: Option<LeaderElector>,
     pub(crate) max_failures: u32,
+    pub(crate) healthz: Vec<(String, Check)>,
+    pub(crate) readyz: Vec<(String, Check)>,
 }
 
 impl Probes {
-    /// Liveness: no task died, every informer's watch is recovering.
+    /// Liveness, of the process and not of the cluster: no task died, the elector is not
+    /// starved, and the user's checks pass. An API-server outage does not fail it
+    /// (restarting every replica would not bring the server back).
     pub(crate) fn healthz(&self) -> Vec<(String, Verdict)> {
         let mut checks = vec![("tasks".to_owned(), self.state.tasks())];
-        for informer in self.factory.health() {
-            let verdict = match (&informer.failed, informer.is_alive(self.max_failures)) {
-                (Some(why), _) => Err(why.clone()),
-                (None, true) => Ok(()),
-                (None, false) => Err(format!(
-                    "{} list/watch failures in a row; last: {}",
-                    informer.reflector.consecutive_failures,
-                    informer
-                        .reflector
-                        .last_error
-                        .as_ref()
-                        .map_or("unknown", |(_, why)| why.as_str())
+        if let Some(elector) = &self.elector {
+            let verdict = match elector.stalled() {
+                Some(late) if late > STALL_GRACE => Err(format!(
+                    "still leading {late:?} past the renew deadline: the elector is not \
+                     getting to run (a reconcile blocking the runtime's threads?)"
                 )),
+                _ => Ok(()),
             };
-            checks.push((format!("informer {}", informer.name), verdict));
+            checks.push(("leader-election".to_owned(), verdict));
         }
+        for informer in self.factory.health() {
+            if let Some(why) = &informer.failed {
+                checks.push((format!("informer {}", informer.name), Err(why.clone())));
+            }
+        }
+        checks.extend(run_checks(&self.healthz));
         checks
     }
 
-    /// Readiness: caches synced, not shutting down, and leading (when elected).
+    /// Readiness: not shutting down, caches synced and their watches not failing over and
+    /// over, and the user's checks. Leadership is not readiness: a synced standby is ready
+    /// (a rolling update needs the new pod ready while the old one still leads).
     pub(crate) fn readyz(&self) -> Vec<(String, Verdict)> {
         let mut checks = Vec::new();
         let shutting_down = self.state.inner.lock().shutting_down;
@@ -92,26 +109,41 @@ impl Probes {
             },
         ));
         for informer in self.factory.health() {
-            let verdict = if informer.is_ready() {
-                Ok(())
-            } else {
-                Err(informer
-                    .failed
-                    .clone()
-                    .unwrap_or_else(|| "not synced".to_owned()))
+            let verdict = match (
+                &informer.failed,
+                informer.is_ready(),
+                informer.is_alive(self.max_failures),
+            ) {
+                (Some(why), _, _) => Err(why.clone()),
+                (None, false, _) => Err("not synced".to_owned()),
+                (None, true, true) => Ok(()),
+                (None, true, false) => Err(format!(
+                    "{} list/watch failures in a row; last: {}",
+                    informer.reflector.consecutive_failures,
+                    informer
+                        .reflector
+                        .last_error
+                        .as_ref()
+                        .map_or("unknown", |(_, why)| why.as_str())
+                )),
             };
             checks.push((format!("informer {}", informer.name), verdict));
         }
-        if let Some(elector) = &self.elector {
-            let verdict = if elector.is_leading() {
-                Ok(())
-            } else {
-                Err("not the leader".to_owned())
-            };
-            checks.push(("leader".to_owned(), verdict));
-        }
+        checks.extend(run_checks(&self.readyz));
         checks
     }
+}
+
+/// Runs the user's checks; a panicking check fails, with its message.
+fn run_checks(checks: &[(String, Check)]) -> Vec<(String, Verdict)> {
+    checks
+        .iter()
+        .map(|(name, check)| {
+            let verdict = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check()))
+                .unwrap_or_else(|_| Err("the check panicked".to_owned()));
+            (name.clone(), verdict)
+        })
+        .collect()
 }
 
 /// The checks as a status code and a body; `verbose` lists passing checks too.

@@ -3,27 +3,47 @@
 //!
 //! - Caches first: informers start at once on every replica; each controller reconciles
 //!   only after the caches it reads have synced.
-//! - `/healthz` (tasks alive, every watch recovering), `/readyz` (caches synced, leading
-//!   when elected, not shutting down), `/metrics` (Prometheus text: controller-runtime's
-//!   reconcile metrics, client-go's workqueue, informer and reflector metrics), with
-//!   `?verbose`.
-//! - With leader election, controllers run only while this replica leads; they are
-//!   dropped the instant leadership is lost, and `run` returns
-//!   [`ManagerError::LeadershipLost`] so the process restarts clean, as controller-runtime
-//!   does.
-//! - SIGTERM or SIGINT: reconciles drain, informers stop, the Lease is released, within
-//!   the shutdown timeout; a second signal stops at once.
+//! - `/healthz` (the process: tasks alive, the elector not starved), `/readyz` (caches
+//!   synced and their watches healthy, not shutting down — a synced standby is ready, so
+//!   rolling updates work), `/metrics` (controller-runtime's reconcile metrics, client-go's
+//!   workqueue, informer, reflector and `leader_election_master_status` metrics), each
+//!   with `?verbose`, plus your own checks ([`add_healthz_check`](Manager::add_healthz_check),
+//!   [`add_readyz_check`](Manager::add_readyz_check)).
+//! - With leader election, controllers run only while this replica leads.
+//!
+//! # The guarantee, and its limits
+//!
+//! **Two replicas never reconcile at once.** The instant this replica can no longer prove
+//! it leads (its renew deadline passed without a renewal), every reconcile in flight is
+//! cancelled and awaited, the controllers' handlers are detached and their queues shut,
+//! and [`run`](Manager::run) returns [`ManagerError::LeadershipLost`] (restart the process
+//! to campaign again, as controller-runtime does). The election gives that instant a
+//! margin of `lease_duration − renew_deadline` (at least 1 s) before any other replica can
+//! acquire (see [`leader_election`](crate::leader_election) for the proof). Dropping the
+//! `run` future (a killed task) stops the same things, without waiting: workers, triggers,
+//! handlers, informers, endpoints and the election are all owned by it.
+//!
+//! Limits: a reconcile is cancelled at its next await point, so **reconciles must be
+//! cancel-safe**; code that blocks a thread is not interrupted (if it starves the
+//! elector, `/healthz` fails so the kubelet restarts the pod). A request already on the
+//! wire when leadership ends may still land.
+//!
+//! # Shutdown
+//!
+//! SIGTERM or SIGINT (or `graceful` of [`run_until`](Manager::run_until)): reconciles
+//! drain, then what still runs is cancelled, informers stop and the Lease is released,
+//! all within [`ManagerOptions::shutdown_timeout`]; a second signal stops at once; a
+//! leadership loss during the drain cancels at once.
 //!
 //! ```no_run
 //! use std::sync::Arc;
 //! use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
-//! use kube_informer::controller::{Action, ControllerOptions};
-//! use kube_informer_runtime::{controller::Cached, leader_election::LeaderElectionConfig, manager::{Manager, ManagerOptions}};
+//! use kube_informer_runtime::{controller::{Action, Cached, ControllerOptions}, leader_election::LeaderElectionConfig, manager::{Manager, ManagerOptions}};
 //!
 //! async fn reconcile(_: Cached<Deployment>, _: Arc<()>) -> Result<Action, kube::Error> { Ok(Action::Done) }
 //!
 //! # async fn demo(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
-//! let election = LeaderElectionConfig::new("ready-pods", "operators", "pod-7f9c");
+//! let election = LeaderElectionConfig::new("ready-pods"); // the pod's namespace, a unique identity
 //! let mut manager = Manager::new(client, ManagerOptions::default().leader_election(election)).await?;
 //! let controller = manager.controller::<Deployment>(ControllerOptions::default().name("ready-pods")).owns::<Pod>();
 //! manager.add_controller(controller, reconcile, |_, _, _| Action::Retry, Arc::new(()));
@@ -35,29 +55,38 @@ mod health;
 mod options;
 mod run;
 mod server;
+mod shutdown;
 
 use std::{fmt::Display, future::Future, net::SocketAddr, sync::Arc};
 
 use futures_util::future::BoxFuture;
 use kube_informer::{
-    controller::{Action, ControllerOptions},
     factory::{FactoryOptions, FactoryScope, SharedInformerFactory},
     informer::InformerMetrics,
     reflector::ReflectorMetrics,
 };
 use parking_lot::Mutex;
 use prometheus_client::registry::Registry;
-use tokio::net::TcpListener;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use self::health::Check;
 pub use self::options::ManagerOptions;
 use crate::{
-    controller::{Cached, Controller, ControllerMetrics, Watchable},
+    controller::{Action, Cached, Controller, ControllerMetrics, ControllerOptions, Watchable},
     events::{Recorder, Reporter},
     leader_election::{ConfigError, LeaderElector},
 };
 
-type Start = Box<dyn FnOnce(CancellationToken) -> BoxFuture<'static, Result<(), String>> + Send>;
+/// The two ways a runnable is asked to stop: `graceful` (finish what is in flight) and
+/// `halt` (stop now: cancel what is in flight and return once it stopped).
+#[derive(Clone)]
+pub(crate) struct Stop {
+    graceful: CancellationToken,
+    halt: CancellationToken,
+}
+
+type Start = Box<dyn FnOnce(Stop) -> BoxFuture<'static, Result<(), String>> + Send>;
 
 struct Runnable {
     name: String,
@@ -100,8 +129,7 @@ pub enum ManagerError {
 /// ```no_run
 /// use std::sync::Arc;
 /// use k8s_openapi::api::core::v1::ConfigMap;
-/// use kube_informer::controller::{Action, ControllerOptions};
-/// use kube_informer_runtime::{controller::Cached, manager::{Manager, ManagerOptions}};
+/// use kube_informer_runtime::{controller::{Action, Cached, ControllerOptions}, manager::{Manager, ManagerOptions}};
 ///
 /// async fn reconcile(cm: Cached<ConfigMap>, _ctx: Arc<()>) -> Result<Action, kube::Error> {
 ///     if let Cached::Present(cm) = cm { let _ = cm; /* bring the world in line */ }
@@ -124,23 +152,24 @@ pub struct Manager {
     runnables: Vec<Runnable>,
     options: ManagerOptions,
     elector: Option<LeaderElector>,
-    listener: Option<TcpListener>,
-    addr: Option<SocketAddr>,
+    endpoints: watch::Sender<Option<SocketAddr>>,
+    recorder: std::sync::OnceLock<Recorder>,
+    healthz: Vec<(String, Check)>,
+    readyz: Vec<(String, Check)>,
 }
 
 impl std::fmt::Debug for Manager {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Manager")
-            .field("addr", &self.addr)
+            .field("endpoints", &*self.endpoints.borrow())
             .field("runnables", &self.runnables.len())
             .finish_non_exhaustive()
     }
 }
 
 impl Manager {
-    /// A manager using `client`, with a factory recording informer metrics. Binds the
-    /// endpoints' address now (so [`addr`](Self::addr) is known); serves from
-    /// [`run`](Self::run).
+    /// A manager using `client`, with a factory recording informer metrics. The
+    /// endpoints' address is bound by [`run`](Self::run) (see [`endpoints`](Self::endpoints)).
     pub async fn new(client: kube::Client, options: ManagerOptions) -> Result<Self, ManagerError> {
         Self::with_factory_options(client, options, FactoryOptions::default()).await
     }
@@ -160,20 +189,11 @@ impl Manager {
             factory.metrics(&informer_metrics, &reflector_metrics),
         );
         let elector = match &options.leader_election {
-            Some(config) => Some(LeaderElector::new(client.clone(), config.clone())?),
+            Some(config) => Some(match &options.lease_store {
+                Some(store) => LeaderElector::with_store(store.clone(), config.clone())?,
+                None => LeaderElector::new(client.clone(), config.clone())?,
+            }),
             None => None,
-        };
-        let (listener, addr) = match options.bind {
-            Some(addr) => {
-                let listener = TcpListener::bind(addr)
-                    .await
-                    .map_err(|source| ManagerError::Bind { addr, source })?;
-                let bound = listener
-                    .local_addr()
-                    .map_err(|source| ManagerError::Bind { addr, source })?;
-                (Some(listener), Some(bound))
-            }
-            None => (None, None),
         };
         Ok(Self {
             client,
@@ -183,14 +203,46 @@ impl Manager {
             runnables: Vec::new(),
             options,
             elector,
-            listener,
-            addr,
+            endpoints: watch::channel(None).0,
+            recorder: std::sync::OnceLock::new(),
+            healthz: Vec::new(),
+            readyz: Vec::new(),
         })
     }
 
-    /// The address the endpoints are served on.
-    pub fn addr(&self) -> Option<SocketAddr> {
-        self.addr
+    /// Where the endpoints are served, once [`run`](Self::run) has bound them: `wait_for`
+    /// a `Some` on the receiver. It closes without one if the manager serves no endpoints
+    /// or failed to bind.
+    ///
+    /// ```no_run
+    /// # async fn demo(manager: kube_informer_runtime::manager::Manager) {
+    /// let mut endpoints = manager.endpoints();
+    /// tokio::spawn(manager.run());
+    /// let addr = endpoints.wait_for(Option::is_some).await.map(|a| a.unwrap());
+    /// # let _ = addr;
+    /// # }
+    /// ```
+    pub fn endpoints(&self) -> watch::Receiver<Option<SocketAddr>> {
+        self.endpoints.subscribe()
+    }
+
+    /// Adds a check to `/healthz`: `Err(why)` fails the probe (and restarts the pod, so
+    /// check the process, not the cluster). Checks run on each probe; keep them fast.
+    pub fn add_healthz_check(
+        &mut self,
+        name: impl Into<String>,
+        check: impl Fn() -> Result<(), String> + Send + Sync + 'static,
+    ) {
+        self.healthz.push((name.into(), Arc::new(check)));
+    }
+
+    /// Adds a check to `/readyz`: `Err(why)` takes the pod out of its Services' endpoints.
+    pub fn add_readyz_check(
+        &mut self,
+        name: impl Into<String>,
+        check: impl Fn() -> Result<(), String> + Send + Sync + 'static,
+    ) {
+        self.readyz.push((name.into(), Arc::new(check)));
     }
 
     /// The client.
@@ -214,16 +266,20 @@ impl Manager {
     }
 
     /// An event recorder reporting as `controller` from this replica (its leader-election
-    /// identity, or the host name).
+    /// identity, or the host name). Every recorder of a manager shares one writer.
     pub fn recorder(&self, controller: &str) -> Recorder {
         let instance = self
             .options
             .leader_election
             .as_ref()
-            .map(|c| c.identity().to_owned())
+            .map(|c| c.identity_name().to_owned())
             .or_else(|| std::env::var("HOSTNAME").ok())
             .unwrap_or_else(|| "unknown".to_owned());
-        Recorder::new(self.client.clone(), Reporter::new(controller, instance))
+        let reporter = Reporter::new(controller, instance);
+        let shared = self
+            .recorder
+            .get_or_init(|| Recorder::new(self.client.clone(), reporter.clone()));
+        shared.with_reporter(reporter)
     }
 
     /// A controller of `K` on the manager's factory, recording reconcile metrics.
@@ -253,16 +309,24 @@ impl Manager {
         P: Fn(&Cached<K>, &E, &Ctx) -> Action + Send + Sync + 'static,
     {
         let name = controller.name().to_owned();
-        self.add(name, true, move |cancel| async move {
-            controller
-                .run(reconcile, error_policy, ctx, cancel)
-                .await
-                .map_err(|e| e.to_string())
+        self.runnables.push(Runnable {
+            name,
+            leader_only: true,
+            start: Box::new(move |stop: Stop| {
+                Box::pin(async move {
+                    controller
+                        .run_until(reconcile, error_policy, ctx, stop.graceful, stop.halt)
+                        .await
+                        .map_err(|e| e.to_string())
+                })
+            }),
         });
     }
 
-    /// Runs `task` with the manager (until its token is cancelled); `leader_only`: only
-    /// while leading, when elected. An error from it stops the manager.
+    /// Runs `task` with the manager: its token is cancelled to ask it to finish; if it
+    /// has not by the shutdown deadline (or at once, when leadership is lost, for a
+    /// `leader_only` task), it is dropped. `leader_only`: only while leading, when elected.
+    /// An error from it stops the manager.
     pub fn add<F, Fut>(&mut self, name: impl Into<String>, leader_only: bool, task: F)
     where
         F: FnOnce(CancellationToken) -> Fut + Send + 'static,
@@ -271,7 +335,14 @@ impl Manager {
         self.runnables.push(Runnable {
             name: name.into(),
             leader_only,
-            start: Box::new(move |cancel| Box::pin(task(cancel))),
+            start: Box::new(move |stop: Stop| {
+                Box::pin(async move {
+                    tokio::select! {
+                        result = task(stop.graceful) => result,
+                        () = stop.halt.cancelled() => Ok(()),
+                    }
+                })
+            }),
         });
     }
 
@@ -279,7 +350,10 @@ impl Manager {
     /// gracefully.
     pub async fn run(self) -> Result<(), ManagerError> {
         let (graceful, force) = (CancellationToken::new(), CancellationToken::new());
-        tokio::spawn(run::signals(graceful.clone(), force.clone()));
-        self.run_until(graceful, force).await
+        let signals = run::signals(graceful.clone(), force.clone());
+        tokio::select! {
+            result = self.run_until(graceful, force) => result,
+            () = signals => unreachable!("signals ends only after the second signal"),
+        }
     }
 }

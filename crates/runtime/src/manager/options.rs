@@ -1,8 +1,8 @@
 //! [`ManagerOptions`]: the endpoints' address, shutdown, leader election, probe thresholds.
 
-use std::{net::SocketAddr, time::Duration};
+use std::{net::SocketAddr, sync::Arc, time::Duration};
 
-use crate::leader_election::LeaderElectionConfig;
+use crate::{leader_election::LeaderElectionConfig, lease::LeaseStore};
 
 /// Settings of a [`Manager`](super::Manager).
 ///
@@ -13,15 +13,28 @@ use crate::leader_election::LeaderElectionConfig;
 /// let options = ManagerOptions::default()
 ///     .bind(([0, 0, 0, 0], 9443).into())
 ///     .shutdown_timeout(Duration::from_secs(20))
-///     .leader_election(LeaderElectionConfig::new("my-operator", "operators", "pod-a"));
+///     .leader_election(LeaderElectionConfig::new("my-operator"));
 /// # let _ = options;
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ManagerOptions {
     pub(crate) bind: Option<SocketAddr>,
     pub(crate) shutdown_timeout: Duration,
     pub(crate) leader_election: Option<LeaderElectionConfig>,
+    pub(crate) lease_store: Option<Arc<dyn LeaseStore>>,
     pub(crate) max_watch_failures: u32,
+}
+
+impl std::fmt::Debug for ManagerOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ManagerOptions")
+            .field("bind", &self.bind)
+            .field("shutdown_timeout", &self.shutdown_timeout)
+            .field("leader_election", &self.leader_election)
+            .field("lease_store", &self.lease_store.as_ref().map(|_| "custom"))
+            .field("max_watch_failures", &self.max_watch_failures)
+            .finish()
+    }
 }
 
 impl Default for ManagerOptions {
@@ -30,6 +43,7 @@ impl Default for ManagerOptions {
             bind: Some(SocketAddr::from(([0, 0, 0, 0], 8080))),
             shutdown_timeout: Duration::from_secs(30),
             leader_election: None,
+            lease_store: None,
             max_watch_failures: 10,
         }
     }
@@ -37,7 +51,8 @@ impl Default for ManagerOptions {
 
 impl ManagerOptions {
     /// Where `/healthz`, `/readyz` and `/metrics` are served (default `0.0.0.0:8080`;
-    /// port 0 picks a free one, see [`Manager::addr`](super::Manager::addr)).
+    /// port 0 picks a free one, see [`Manager::endpoints`](super::Manager::endpoints)).
+    /// The address is bound when the manager runs, not when it is built.
     #[must_use]
     pub fn bind(mut self, addr: SocketAddr) -> Self {
         self.bind = Some(addr);
@@ -51,9 +66,12 @@ impl ManagerOptions {
         self
     }
 
-    /// How long a graceful shutdown may take (default 30 s, controller-runtime's): in-flight
-    /// reconciles drain, then informers stop, then the Lease is released. What is still
-    /// running at the deadline is dropped; a second SIGTERM/SIGINT drops it at once.
+    /// How long a graceful shutdown may take in all (default 30 s, controller-runtime's).
+    /// In-flight and queued reconciles drain until the last fifth of it (at most 5 s)
+    /// remains; then what still runs is cancelled and awaited, informers stop, and the
+    /// Lease is released — each step bounded by the deadline. The Lease is released only
+    /// once every reconcile has stopped (otherwise it is left to expire, so no new leader
+    /// overlaps a reconcile that would not stop). A second SIGTERM/SIGINT stops at once.
     #[must_use]
     pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
         self.shutdown_timeout = timeout;
@@ -69,9 +87,19 @@ impl ManagerOptions {
         self
     }
 
-    /// `/healthz` fails once an informer has failed this many lists/watches in a row
-    /// (default 10): a watch that cannot recover (expired credentials, a removed resource)
-    /// gets the process restarted, a blip does not.
+    /// Where the Lease lives (default: the API server, through the manager's client);
+    /// e.g. [`MemoryLeases`](crate::lease::MemoryLeases) to test leader-elected managers
+    /// on a paused clock.
+    #[must_use]
+    pub fn lease_store(mut self, store: Arc<dyn LeaseStore>) -> Self {
+        self.lease_store = Some(store);
+        self
+    }
+
+    /// `/readyz` fails while an informer has failed this many lists/watches in a row
+    /// (default 10), so a replica whose watches cannot recover is taken out of Service
+    /// endpoints. `/healthz` never fails on it: an API-server outage must not get every
+    /// replica restarted at once.
     #[must_use]
     pub fn max_watch_failures(mut self, failures: u32) -> Self {
         self.max_watch_failures = failures.max(1);

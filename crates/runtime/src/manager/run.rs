@@ -1,24 +1,27 @@
-//! The manager's lifecycle: start, gate on leadership, watch for failures, shut down in
-//! order (controllers drain, informers stop, the Lease is released last, so a new leader
-//! never overlaps with draining reconciles).
+//! The manager's lifecycle: bind, start, gate the controllers on leadership, watch for
+//! failures, then hand over to the shutdown (see `shutdown.rs`).
 
 use std::sync::Arc;
 
-use tokio::task::JoinSet;
+use prometheus_client::metrics::{family::Family, gauge::Gauge};
+use tokio::{net::TcpListener, sync::watch, task::JoinSet};
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    Manager, ManagerError, Runnable,
+    Manager, ManagerError, Runnable, Stop,
     health::{HealthState, Probes},
+    shutdown::{Ending, Shutdown},
 };
 
-/// Cancels `graceful` on the first SIGTERM or SIGINT and `force` on the second.
+/// Cancels `graceful` on the first SIGTERM or SIGINT and `force` on the second, then
+/// waits forever.
 pub(super) async fn signals(graceful: CancellationToken, force: CancellationToken) {
     for token in [graceful, force] {
         wait_for_signal().await;
         tracing::info!("shutdown signal received");
         token.cancel();
     }
+    std::future::pending::<()>().await;
 }
 
 #[cfg(unix)]
@@ -43,73 +46,112 @@ async fn wait_for_signal() {
     let _ = tokio::signal::ctrl_c().await;
 }
 
-/// Aborts a task when dropped: if the manager's future is dropped, its endpoint server and
-/// its election die with it (a dropped manager must not keep renewing a Lease).
-struct AbortOnDrop(tokio::task::AbortHandle);
+/// Stops the factory's informers if the manager's future is dropped (a killed task).
+struct StopInformersOnDrop(kube_informer::factory::SharedInformerFactory);
 
-impl Drop for AbortOnDrop {
+impl Drop for StopInformersOnDrop {
     fn drop(&mut self) {
-        self.0.abort();
+        self.0.shutdown_now();
     }
 }
 
-/// Why the main loop ended.
-enum Ending {
-    Asked,
-    Failed(ManagerError),
+/// `leader_election_master_status{name}`: 1 while this replica leads (client-go's metric).
+fn leader_gauge(manager: &Manager) -> Option<Gauge> {
+    let elector = manager.elector.as_ref()?;
+    let family = Family::<Vec<(String, String)>, Gauge>::default();
+    manager.registry.lock().register(
+        "leader_election_master_status",
+        "Whether this replica is the leader (1) or not (0) of its lease",
+        family.clone(),
+    );
+    let name = elector.config().lease_name().to_owned();
+    Some(
+        family
+            .get_or_create(&vec![("name".to_owned(), name)])
+            .clone(),
+    )
 }
 
 impl Manager {
     /// Runs until `graceful` is cancelled, then shuts down within the shutdown timeout;
-    /// cancelling `force` as well stops at once.
+    /// cancelling `force` as well stops at once. Dropping this future stops everything it
+    /// started (controllers, their reconciles, informers, endpoints, the election) without
+    /// waiting.
     pub async fn run_until(
         mut self,
         graceful: CancellationToken,
         force: CancellationToken,
     ) -> Result<(), ManagerError> {
         let health = HealthState::default();
+        // Owned tasks: dropped with this future, they are aborted.
+        let mut background = JoinSet::new();
         let server_cancel = CancellationToken::new();
-        let mut guards = Vec::new();
-        if let Some(listener) = self.listener.take() {
+        if let Some(addr) = self.options.bind {
+            let bind = |source| ManagerError::Bind { addr, source };
+            let listener = TcpListener::bind(addr).await.map_err(bind)?;
+            let bound = listener.local_addr().map_err(bind)?;
             let probes = Arc::new(Probes {
                 state: health.clone(),
                 factory: self.factory.clone(),
                 elector: self.elector.clone(),
                 max_failures: self.options.max_watch_failures,
+                healthz: std::mem::take(&mut self.healthz),
+                readyz: std::mem::take(&mut self.readyz),
             });
-            let server = tokio::spawn(super::server::serve(
+            let server = super::server::serve(
                 listener,
                 probes,
                 self.registry.clone(),
                 server_cancel.clone(),
-            ));
-            guards.push(AbortOnDrop(server.abort_handle()));
+            );
+            background.spawn(server);
+            self.endpoints.send_replace(Some(bound));
         }
+        let gauge = leader_gauge(&self);
         self.factory.start();
+        let _informers = StopInformersOnDrop(self.factory.clone());
+        // Subscribed before the election starts, so no term is missed.
+        let mut leading = self.elector.as_ref().map(|e| e.leading());
         let election_cancel = CancellationToken::new();
-        let election = self.elector.clone().map(|elector| {
+        let mut election = JoinSet::new();
+        if let Some(elector) = self.elector.clone() {
             let cancel = election_cancel.clone();
-            tokio::spawn(async move { elector.run(cancel).await })
-        });
-        if let Some(election) = &election {
-            guards.push(AbortOnDrop(election.abort_handle()));
+            election.spawn(async move { elector.run(cancel).await });
         }
-        let work = CancellationToken::new();
+        let (graceful_work, halt) = (CancellationToken::new(), CancellationToken::new());
+        let leader_halt = halt.child_token();
         let (mut leader_only, others): (Vec<_>, Vec<_>) =
             self.runnables.drain(..).partition(|r| r.leader_only);
         let mut tasks = JoinSet::new();
+        let stop = Stop {
+            graceful: graceful_work.clone(),
+            halt: halt.clone(),
+        };
         for runnable in others {
-            spawn(&mut tasks, runnable, &work, &health);
+            spawn(&mut tasks, runnable, &stop, &health);
         }
+        let leader_stop = Stop {
+            graceful: graceful_work.clone(),
+            halt: leader_halt.clone(),
+        };
         let mut leader_tasks = JoinSet::new();
-        let mut leading = self.elector.as_ref().map(|e| e.leading());
-        if leading.is_none() {
-            for runnable in leader_only.drain(..) {
-                spawn(&mut leader_tasks, runnable, &work, &health);
-            }
-        }
+        let mut was_leading = false;
         let ending = loop {
-            let became = async {
+            let now_leading = leading.as_mut().is_none_or(|rx| *rx.borrow_and_update());
+            if let Some(gauge) = &gauge {
+                gauge.set(i64::from(now_leading));
+            }
+            if now_leading && !was_leading {
+                for runnable in leader_only.drain(..) {
+                    spawn(&mut leader_tasks, runnable, &leader_stop, &health);
+                }
+            } else if !now_leading && was_leading {
+                // Can no longer prove leadership: stop every reconcile now.
+                leader_halt.cancel();
+                break Ending::LeadershipLost;
+            }
+            was_leading = now_leading;
+            let changed = async {
                 match leading.as_mut() {
                     Some(rx) => rx.changed().await.is_ok(),
                     None => std::future::pending().await,
@@ -117,17 +159,16 @@ impl Manager {
             };
             tokio::select! {
                 () = graceful.cancelled() => break Ending::Asked,
-                changed = became => {
-                    let now_leading = changed && leading.as_ref().is_some_and(|rx| *rx.borrow());
-                    if now_leading && !leader_only.is_empty() {
-                        for runnable in leader_only.drain(..) {
-                            spawn(&mut leader_tasks, runnable, &work, &health);
-                        }
-                    } else if !now_leading && !leader_tasks.is_empty() {
-                        // Can no longer prove leadership: stop reconciling this instant.
-                        leader_tasks.abort_all();
-                        break Ending::Failed(ManagerError::LeadershipLost);
-                    }
+                () = force.cancelled() => break Ending::Asked,
+                _ = changed => {}
+                Some(done) = election.join_next() => {
+                    let why = match done {
+                        Err(join) if join.is_panic() => "the leader election task panicked".to_owned(),
+                        _ => "the leader election task ended".to_owned(),
+                    };
+                    leader_halt.cancel();
+                    health.failed("leader election", why.clone());
+                    break Ending::Failed(ManagerError::Runnable { name: "leader election".into(), why });
                 }
                 Some(done) = tasks.join_next(), if !tasks.is_empty() => {
                     if let Some(failed) = failure(done, &health) { break Ending::Failed(failed) }
@@ -137,44 +178,42 @@ impl Manager {
                 }
             }
         };
-        health.shutting_down();
-        work.cancel();
-        let drained = async {
-            while leader_tasks.join_next().await.is_some() {}
-            while tasks.join_next().await.is_some() {}
-        };
-        tokio::select! {
-            () = drained => {}
-            () = tokio::time::sleep(self.options.shutdown_timeout) => {
-                tracing::warn!("shutdown timed out; dropping what still runs");
-            }
-            () = force.cancelled() => tracing::warn!("second signal: stopping at once"),
+        if let Some(gauge) = &gauge
+            && matches!(ending, Ending::LeadershipLost)
+        {
+            gauge.set(0);
         }
-        leader_tasks.abort_all();
-        tasks.abort_all();
-        self.factory.shutdown().await;
-        // Released last: no new leader while this one's reconciles drained.
-        election_cancel.cancel();
-        if let Some(election) = election {
-            let _ = election.await;
+        health.shutting_down();
+        let shutdown = Shutdown {
+            timeout: self.options.shutdown_timeout,
+            graceful_work,
+            halt,
+            force,
+            leading: leading.filter(|_| was_leading),
+            factory: self.factory.clone(),
+            election_cancel,
+        };
+        let result = shutdown
+            .run(ending, &mut leader_tasks, &mut tasks, &mut election)
+            .await;
+        if let Some(gauge) = &gauge {
+            gauge.set(0);
         }
         server_cancel.cancel();
-        match ending {
-            Ending::Asked => Ok(()),
-            Ending::Failed(err) => Err(err),
-        }
+        while background.join_next().await.is_some() {}
+        result
     }
 }
 
 fn spawn(
     tasks: &mut JoinSet<(String, Result<(), String>)>,
     runnable: Runnable,
-    work: &CancellationToken,
+    stop: &Stop,
     health: &HealthState,
 ) {
     let Runnable { name, start, .. } = runnable;
     health.running(&name, true);
-    let future = start(work.child_token());
+    let future = start(stop.clone());
     tasks.spawn(async move { (name, future.await) });
 }
 
@@ -194,4 +233,14 @@ fn failure(
     };
     health.failed(&name, why.clone());
     Some(ManagerError::Runnable { name, why })
+}
+
+/// Whether leadership is lost (the receiver says `false`, or the election is gone).
+pub(super) async fn lost(leading: &mut Option<watch::Receiver<bool>>) {
+    match leading {
+        Some(rx) => {
+            let _ = rx.wait_for(|leads| !*leads).await;
+        }
+        None => std::future::pending().await,
+    }
 }

@@ -22,7 +22,10 @@ pub(crate) async fn serve(
     registry: Arc<Mutex<Registry>>,
     cancel: CancellationToken,
 ) {
+    // Connections are tasks of this set: they end with the server (no detached task).
+    let mut connections = tokio::task::JoinSet::new();
     loop {
+        while connections.try_join_next().is_some() {}
         let accepted = tokio::select! {
             () = cancel.cancelled() => return,
             accepted = listener.accept() => accepted,
@@ -36,14 +39,10 @@ pub(crate) async fn serve(
             let response = answer(&request, &probes, &registry);
             async move { Ok::<_, Infallible>(response) }
         });
-        let cancel = cancel.clone();
-        tokio::spawn(async move {
+        connections.spawn(async move {
             let connection = hyper::server::conn::http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service);
-            tokio::select! {
-                _ = connection => {}
-                () = cancel.cancelled() => {}
-            }
+            let _ = connection.await;
         });
     }
 }

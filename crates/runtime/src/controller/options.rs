@@ -1,0 +1,111 @@
+//! [`Action`], what a reconcile asks for next, and [`ControllerOptions`], how a controller's
+//! workers run.
+
+use std::time::Duration;
+
+/// What to do with a key after a reconcile (or, from an error policy, after an error).
+///
+/// | returned by | `Done` | `RequeueAfter(d)` | `Retry` |
+/// |---|---|---|---|
+/// | the reconcile | success: nothing more until the object changes | success: look again after `d` | retry with backoff, like an error |
+/// | the error policy | a terminal error: not retried until the object changes (counted in `controller_runtime_terminal_reconcile_errors_total`) | retry after `d` | retry with the key's exponential backoff (capped at 1000 s) |
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Nothing more until the object changes again.
+    Done,
+    /// Look again after this long (after a success, the key's failure count is forgotten).
+    RequeueAfter(Duration),
+    /// Look again after the rate limiter's delay for this key, as after an error: the
+    /// failure count grows (for an error policy that decided to retry).
+    Retry,
+}
+
+/// Settings of a [`Controller`](super::Controller).
+///
+/// ```
+/// use std::time::Duration;
+/// use kube_informer_runtime::controller::ControllerOptions;
+///
+/// let options = ControllerOptions::default()
+///     .name("ready-pods")
+///     .workers(4)
+///     .reconcile_timeout(Some(Duration::from_secs(60)))
+///     .drain_timeout(Some(Duration::from_secs(20)));
+/// assert_eq!((options.controller_name(), options.worker_count()), ("ready-pods", 4));
+/// ```
+#[derive(Debug, Clone)]
+pub struct ControllerOptions {
+    pub(crate) workers: usize,
+    pub(crate) max_retries: Option<u32>,
+    pub(crate) name: String,
+    pub(crate) drain_timeout: Option<Duration>,
+    pub(crate) reconcile_timeout: Option<Duration>,
+}
+
+impl Default for ControllerOptions {
+    fn default() -> Self {
+        Self {
+            workers: 2,
+            max_retries: None,
+            name: "controller".to_owned(),
+            drain_timeout: Some(Duration::from_secs(30)),
+            reconcile_timeout: None,
+        }
+    }
+}
+
+impl ControllerOptions {
+    /// How many keys are reconciled at once (default 2; at least 1).
+    #[must_use]
+    pub fn workers(mut self, workers: usize) -> Self {
+        self.workers = workers.max(1);
+        self
+    }
+
+    /// How many times in a row a failing key is retried before it is given up until its
+    /// next change (a terminal error, logged with the last error and counted). Default
+    /// `None`: retried forever, with the queue's per-key backoff capped at 1000 s, as
+    /// controller-runtime does — a failing key is never silently dropped.
+    #[must_use]
+    pub fn max_retries(mut self, retries: Option<u32>) -> Self {
+        self.max_retries = retries;
+        self
+    }
+
+    /// The controller's name: in metrics, logs, spans and its queue's name.
+    #[must_use]
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// The controller's name.
+    pub fn controller_name(&self) -> &str {
+        &self.name
+    }
+
+    /// How many workers reconcile at once.
+    pub fn worker_count(&self) -> usize {
+        self.workers
+    }
+
+    /// How long stopping may wait for held and queued keys to be reconciled (default 30 s,
+    /// controller-runtime's graceful-shutdown default; `None`: as long as it takes). At the
+    /// deadline the reconciles still running are cancelled. Under a
+    /// [`Manager`](crate::manager::Manager), the manager's shutdown deadline cuts it short.
+    #[must_use]
+    pub fn drain_timeout(mut self, limit: Option<Duration>) -> Self {
+        self.drain_timeout = limit;
+        self
+    }
+
+    /// How long one reconcile may run before it is cancelled (at its next await point) and
+    /// retried with backoff, counted in `controller_runtime_reconcile_timeouts_total`
+    /// (default `None`: no limit, as controller-runtime). A hung reconcile otherwise holds
+    /// its worker, and its key, forever.
+    #[must_use]
+    pub fn reconcile_timeout(mut self, limit: Option<Duration>) -> Self {
+        self.reconcile_timeout = limit;
+        self
+    }
+}
