@@ -109,15 +109,10 @@ impl Probes {
             },
         ));
         for informer in self.factory.health() {
-            let verdict = match (
-                &informer.failed,
-                informer.is_ready(),
-                informer.is_alive(self.max_failures),
-            ) {
-                (Some(why), _, _) => Err(why.clone()),
-                (None, false, _) => Err("not synced".to_owned()),
-                (None, true, true) => Ok(()),
-                (None, true, false) => Err(format!(
+            let verdict = if let Some(why) = &informer.failed {
+                Err(why.clone())
+            } else if !informer.is_alive(self.max_failures) {
+                Err(format!(
                     "{} list/watch failures in a row; last: {}",
                     informer.reflector.consecutive_failures,
                     informer
@@ -125,7 +120,11 @@ impl Probes {
                         .last_error
                         .as_ref()
                         .map_or("unknown", |(_, why)| why.as_str())
-                )),
+                ))
+            } else if !informer.is_ready() {
+                Err("not synced".to_owned())
+            } else {
+                Ok(())
             };
             checks.push((format!("informer {}", informer.name), verdict));
         }
