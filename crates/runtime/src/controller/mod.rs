@@ -3,7 +3,7 @@
 //! error policy, a context, metrics, and a tracing span per reconcile.
 //!
 //! It is built on the shared informer factory, so several controllers share one watch per
-//! type, and on kube-informer's [`Workers`](kube_informer::workqueue::Workers), which
+//! type, and on kube-informer's [`kube_informer::workqueue::Workers`], which
 //! guarantee that one key is never reconciled by two workers at once and that a change
 //! during a reconcile brings the key back.
 //!

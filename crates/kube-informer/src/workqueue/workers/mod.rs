@@ -47,7 +47,10 @@ pub enum Requeue {
     RateLimited,
 }
 
-/// Workers over a [`RateLimitingQueue`], owned by this value (see the [module](self) docs).
+/// Workers over a [`RateLimitingQueue`], owned by this value: [`drain`](Self::drain)
+/// finishes what is held and queued, [`abort`](Self::abort) cancels and waits, and
+/// dropping it shuts the queue down and aborts the workers without waiting. No worker
+/// outlives its owner.
 #[derive(Debug)]
 pub struct Workers<T: QueueItem> {
     queue: RateLimitingQueue<T>,
