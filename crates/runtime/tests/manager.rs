@@ -192,7 +192,7 @@ async fn two_replicas_never_reconcile_at_once_and_the_standby_takes_over() {
         .create(&cms, Some("shop"), json!({"metadata": {"name": "a"}}))
         .unwrap();
     let spans: Arc<Mutex<Vec<(usize, Instant, Instant)>>> = Arc::default();
-    let mut replicas = Vec::new();
+    let (mut replicas, mut addrs) = (Vec::new(), Vec::new());
     for replica in 0..2usize {
         let election = LeaderElectionConfig::new("demo")
             .namespace("shop")
@@ -222,9 +222,28 @@ async fn two_replicas_never_reconcile_at_once_and_the_standby_takes_over() {
             Arc::new(()),
         );
         let (stop, force) = (CancellationToken::new(), CancellationToken::new());
+        let mut endpoints = manager.endpoints();
         replicas.push((tokio::spawn(manager.run_until(stop.clone(), force)), stop));
+        addrs.push(endpoints.wait_for(Option::is_some).await.unwrap().unwrap());
     }
     until("someone reconciled", || !spans.lock().is_empty()).await;
+    // A rolling update needs the new pod ready while the old one leads: leadership is not
+    // readiness, so both replicas are ready once synced.
+    for addr in &addrs {
+        let mut ready = false;
+        for _ in 0..2000 {
+            if get(*addr, "/readyz").await.0 == 200 {
+                ready = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert!(
+            ready,
+            "a synced replica at {addr} is not ready: {:?}",
+            get(*addr, "/readyz?verbose").await
+        );
+    }
     let leader = spans.lock()[0].0;
     replicas[leader].0.abort(); // a crash: no release, no drain
     let crashed = Instant::now();
