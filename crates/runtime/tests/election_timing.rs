@@ -194,3 +194,36 @@ async fn slow_reads_do_not_make_a_record_look_older_than_it_is() {
     }
     assert_eq!(rounds, 12);
 }
+
+/// A leader whose runtime thread is blocked (a reconcile doing blocking work) cannot run
+/// its elector: it still says it leads, but `stalled()` (read on the wall clock, which the
+/// block cannot stop) reports how far past its renew deadline it is, so `/healthz` fails.
+#[tokio::test]
+async fn a_starved_elector_reports_itself_stalled() {
+    let leases = Arc::new(MemoryLeases::default());
+    let config = LeaderElectionConfig::new("starved")
+        .namespace("shop")
+        .identity("blocked")
+        .lease_duration(Duration::from_millis(1600))
+        .renew_deadline(Duration::from_millis(600))
+        .retry_period(Duration::from_millis(200));
+    let elector = LeaderElector::with_store(leases, config).unwrap();
+    let mut leading = elector.leading();
+    let cancel = CancellationToken::new();
+    let campaign = {
+        let (elector, cancel) = (elector.clone(), cancel.clone());
+        tokio::spawn(async move { elector.run(cancel).await })
+    };
+    leading.wait_for(|l| *l).await.unwrap();
+    assert_eq!(elector.stalled(), None, "just acquired");
+    // Block this (the only) runtime thread past the renew deadline: the elector cannot run.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(elector.is_leading(), "nothing ran to step down");
+    let late = elector
+        .stalled()
+        .expect("a starved leader reports the stall");
+    assert!(late >= Duration::from_millis(900), "late by {late:?}");
+    cancel.cancel();
+    campaign.await.unwrap();
+    assert_eq!(elector.stalled(), None, "not leading any more");
+}

@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+pub(crate) mod schedule;
+
 use std::{sync::Arc, time::Duration};
 
 use fake_apiserver::{FakeApiServer, Gvr, ServerConfig};

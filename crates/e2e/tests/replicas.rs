@@ -1,0 +1,233 @@
+//! Two leader-elected manager replicas on one server, as a Deployment of two runs them:
+//! rounds that kill the leader (its `run` future dropped, as when the process dies) and
+//! that partition it from the server (the proxy goes silent; held bytes land when it
+//! heals). Replica A talks through the partitionable proxy, replica B directly; the rounds
+//! alternate, so each kind of failure hits a leader. Verdicts: no two reconciles of the
+//! two replicas ever overlap; a killed replica runs nothing after its kill, a replica that
+//! returned (leadership lost) runs nothing after it returned, and the other one takes over.
+
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use e2e::{Backend, both, ensure_namespace};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::{Api, api::PostParams};
+use kube_informer::factory::FactoryOptions;
+use kube_informer_runtime::{
+    controller::{Action, Cached, ControllerOptions},
+    leader_election::LeaderElectionConfig,
+    manager::{Manager, ManagerError, ManagerOptions},
+};
+use parking_lot::Mutex;
+use serde_json::json;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+const NAMESPACE: &str = "rt-replicas";
+const ROUNDS: usize = 10;
+
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    life: usize,
+    start: Instant,
+    end: Instant,
+}
+
+/// Logs a reconcile's span when it ends or is dropped (cancelled).
+struct Recording {
+    log: Arc<Mutex<Vec<Span>>>,
+    life: usize,
+    start: Instant,
+}
+
+impl Drop for Recording {
+    fn drop(&mut self) {
+        self.log.lock().push(Span {
+            life: self.life,
+            start: self.start,
+            end: Instant::now(),
+        });
+    }
+}
+
+struct Replica {
+    life: usize,
+    proxied: bool,
+    stop: CancellationToken,
+    task: JoinHandle<(Result<(), ManagerError>, Instant)>,
+}
+
+async fn start(
+    backend: &Backend,
+    life: usize,
+    proxied: bool,
+    log: &Arc<Mutex<Vec<Span>>>,
+) -> Replica {
+    let client = if proxied {
+        backend.informer_client()
+    } else {
+        backend.client()
+    };
+    let election = LeaderElectionConfig::new("e2e-replicas")
+        .namespace(NAMESPACE)
+        .identity(format!("life-{life}"))
+        .lease_duration(Duration::from_secs(3))
+        .renew_deadline(Duration::from_secs(2))
+        .retry_period(Duration::from_millis(400))
+        .release_on_cancel(false);
+    let options = ManagerOptions::default()
+        .no_endpoints()
+        .shutdown_timeout(Duration::from_secs(3))
+        .leader_election(election);
+    let factory = FactoryOptions::default().namespace(NAMESPACE);
+    let mut manager = Manager::with_factory_options(client, options, factory)
+        .await
+        .unwrap();
+    let controller = manager
+        .controller::<ConfigMap>(ControllerOptions::default().name("replicas").workers(2))
+        .resync(Duration::from_secs(1));
+    let log = log.clone();
+    manager.add_controller(
+        controller,
+        move |_: Cached<ConfigMap>, _: Arc<()>| {
+            let recording = Recording {
+                log: log.clone(),
+                life,
+                start: Instant::now(),
+            };
+            async move {
+                tokio::time::sleep(Duration::from_millis(40)).await;
+                drop(recording);
+                // Periodic requeues: a worker left running would go on reconciling.
+                Ok::<_, kube::Error>(Action::RequeueAfter(Duration::from_millis(300)))
+            }
+        },
+        |_, _, _| Action::Retry,
+        Arc::new(()),
+    );
+    let stop = CancellationToken::new();
+    let run = manager.run_until(stop.clone(), CancellationToken::new());
+    let task = tokio::spawn(async move { (run.await, Instant::now()) });
+    Replica {
+        life,
+        proxied,
+        stop,
+        task,
+    }
+}
+
+/// Waits (at most a minute: a hang, not a verdict) until `life` has reconciled after `since`.
+async fn reconciled_by(log: &Arc<Mutex<Vec<Span>>>, life: usize, since: Instant, what: &str) {
+    for _ in 0..1200 {
+        if log.lock().iter().any(|s| s.life == life && s.start > since) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("never: {what}");
+}
+
+async fn a_killed_or_partitioned_leader_never_overlaps_the_next(backend: Backend) {
+    let name = backend.name();
+    let client = backend.client();
+    ensure_namespace(&client, NAMESPACE).await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), NAMESPACE);
+    for n in 0..3 {
+        let cm = json!({"metadata": {"name": format!("cm-{n}")}});
+        let cm: ConfigMap = serde_json::from_value(cm).unwrap();
+        cms.create(&PostParams::default(), &cm).await.unwrap();
+    }
+    let log: Arc<Mutex<Vec<Span>>> = Arc::default();
+    // (life, when): returned from `run_until`, or killed.
+    let mut returned: Vec<(usize, Instant)> = Vec::new();
+    let mut killed: Vec<(usize, Instant)> = Vec::new();
+    let mut lives = 0..;
+    let mut a = start(&backend, lives.next().unwrap(), true, &log).await;
+    let mut b = start(&backend, lives.next().unwrap(), false, &log).await;
+    let t0 = Instant::now();
+    for _ in 0..1200 {
+        if !log.lock().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut kills = 0;
+    let mut partitions = 0;
+    for round in 0..ROUNDS {
+        tokio::time::sleep(Duration::from_millis(800)).await; // the leader at work a while
+        let leader = log.lock().last().map(|s| s.life).expect("someone leads");
+        let since = Instant::now();
+        if leader == b.life {
+            // Kill B: A must take over.
+            b.task.abort();
+            killed.push((b.life, Instant::now()));
+            let _ = (&mut b.task).await;
+            reconciled_by(&log, a.life, since, "A took over from the killed B").await;
+            b = start(&backend, lives.next().unwrap(), b.proxied, &log).await;
+            kills += 1;
+        } else {
+            assert_eq!(
+                leader, a.life,
+                "{name}: round {round}: the last reconcile is by a replica that was killed or returned"
+            );
+            // Partition A: it must step down by itself, and B take over.
+            backend.partition();
+            reconciled_by(&log, b.life, since, "B took over from the partitioned A").await;
+            let (result, at) = (&mut a.task).await.unwrap();
+            backend.heal();
+            assert!(
+                matches!(result, Err(ManagerError::LeadershipLost)),
+                "{name}: round {round}: the partitioned leader returned {result:?}"
+            );
+            returned.push((a.life, at));
+            a = start(&backend, lives.next().unwrap(), a.proxied, &log).await;
+            partitions += 1;
+        }
+    }
+    for replica in [a, b] {
+        replica.stop.cancel();
+        let (result, at) = replica.task.await.unwrap();
+        assert!(result.is_ok(), "{name}: {result:?}");
+        returned.push((replica.life, at));
+    }
+    let spans = log.lock().clone();
+    for x in &spans {
+        for y in &spans {
+            let overlap = x.life != y.life && x.start < y.end && y.start < x.end;
+            assert!(
+                !overlap,
+                "{name}: two replicas reconciled at once: {x:?} {y:?}"
+            );
+        }
+    }
+    // A replica that returned has stopped everything; a killed one (its future dropped)
+    // starts nothing after the kill, and what ran is cancelled as the runtime drops the
+    // aborted workers (on other threads, so its last spans may end a moment after).
+    for (life, at) in &returned {
+        let late = spans.iter().find(|s| s.life == *life && s.end > *at);
+        assert!(
+            late.is_none(),
+            "{name}: life {life} ran after it returned: {late:?}"
+        );
+    }
+    for (life, at) in &killed {
+        let late = spans.iter().find(|s| s.life == *life && s.start > *at);
+        assert!(
+            late.is_none(),
+            "{name}: life {life} started after its kill: {late:?}"
+        );
+    }
+    assert!(
+        kills >= 3 && partitions >= 3,
+        "{kills} kills, {partitions} partitions"
+    );
+    eprintln!(
+        "{name}: {kills} kills, {partitions} partitions, {} reconciles in {:?}",
+        spans.len(),
+        t0.elapsed()
+    );
+}
+
+both!(a_killed_or_partitioned_leader_never_overlaps_the_next);
