@@ -141,18 +141,24 @@ async fn one_informer_per_type_shared_synced_listed_and_shut_down() {
         .expect("shutdown waits and returns");
 }
 
-/// A 403 on LIST used to leave `wait_for_cache_sync` blocked forever with only a log line.
-/// Now the wait times out naming the informer and the server's answer, the factory's error
-/// handler hears each failure, and the informer's health says it is failing.
-#[tokio::test]
-async fn a_forbidden_list_is_reported_and_the_sync_wait_says_so() {
+/// A 403 on LIST used to leave `wait_for_cache_sync` blocked forever with only a log line;
+/// a lasting 503, 504 or 429 was worse: kube's default client retried it out of sight, so
+/// the error handler never heard of it and the sync wait could not say why. Now, through
+/// that same default client, each answer times out the wait naming the informer and the
+/// server's answer, the factory's error handler hears each failure, and the informer's
+/// health says it is failing.
+async fn a_failing_list_is_reported_and_the_sync_wait_says_so(
+    code: u16,
+    retry_after_seconds: Option<u32>,
+    words: &[&str],
+) {
     let server = FakeApiServer::start(ServerConfig::default()).await.unwrap();
     for verb in [Verb::List, Verb::Watch] {
         server.inject(fake_apiserver::Fault::Status {
             verb,
-            code: 403,
+            code,
             times: usize::MAX,
-            retry_after_seconds: None,
+            retry_after_seconds,
         });
     }
     let fast = ReflectorOptions::default().backoff(
@@ -161,7 +167,7 @@ async fn a_forbidden_list_is_reported_and_the_sync_wait_says_so() {
         Duration::from_secs(60),
     );
     let factory = SharedInformerFactory::new(
-        server.client().unwrap(),
+        server.client().unwrap(), // kube's default Config: its retry layer is on
         FactoryOptions::default().namespace("shop").reflector(fast),
     );
     let heard = std::sync::Arc::new(parking_lot::Mutex::new(Vec::new()));
@@ -178,13 +184,18 @@ async fn a_forbidden_list_is_reported_and_the_sync_wait_says_so() {
     let message = err.to_string();
     assert!(message.contains("Pod in shop did not sync"), "{message}");
     assert!(
-        message.contains("403") || message.contains("Forbidden"),
-        "{message}"
+        words.iter().all(|w| message.contains(w)),
+        "{code}: {words:?} not in {message}"
     );
+    let first = heard.lock()[0].clone();
+    assert!(first.starts_with("Pod in shop: "), "{first}");
+    assert!(first.contains(&code.to_string()), "{first}");
+    // Each answer reached the handler: as many failures heard as the server gave.
+    let served = server.fault_counts()[&format!("status:{code}")];
     assert!(
-        heard.lock()[0].starts_with("Pod in shop: "),
-        "{:?}",
-        heard.lock()
+        heard.lock().len() as u64 >= served - 1,
+        "{code}: {served} answers, {} heard",
+        heard.lock().len()
     );
     let health = pods.health();
     assert!(!health.is_ready() && health.reflector.consecutive_failures > 0);
@@ -195,6 +206,26 @@ async fn a_forbidden_list_is_reported_and_the_sync_wait_says_so() {
         "factory informers carry the namespace index"
     );
     factory.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_forbidden_list_is_reported_and_the_sync_wait_says_so() {
+    a_failing_list_is_reported_and_the_sync_wait_says_so(403, None, &["403", "Forbidden"]).await;
+}
+
+#[tokio::test]
+async fn a_lasting_503_is_reported_and_the_sync_wait_says_so() {
+    a_failing_list_is_reported_and_the_sync_wait_says_so(503, None, &["503"]).await;
+}
+
+#[tokio::test]
+async fn a_lasting_504_is_reported_and_the_sync_wait_says_so() {
+    a_failing_list_is_reported_and_the_sync_wait_says_so(504, None, &["504"]).await;
+}
+
+#[tokio::test]
+async fn a_lasting_429_is_reported_and_the_sync_wait_says_so() {
+    a_failing_list_is_reported_and_the_sync_wait_says_so(429, Some(1), &["429"]).await;
 }
 
 /// An operator watching two namespaces out of three: one informer, one watch per

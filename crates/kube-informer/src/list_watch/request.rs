@@ -1,16 +1,32 @@
 //! Sending a LIST or WATCH request and reading its answer ourselves, where kube's client
-//! would drop what the reflector needs.
+//! would drop or hide what the reflector needs.
 //!
-//! kube's `request_text`/`request_stream` turn an error response into a `Status` from its
-//! body alone. A real kube-apiserver's 429 (max-in-flight, API Priority and Fairness) is a
-//! plain-text body with a `Retry-After` *header*: through kube, that header is lost and the
-//! reflector cannot wait as long as the server asked. Here the header is read and carried in
-//! the `Status` (`details.retryAfterSeconds`, the field a JSON 429 would use), and a body
-//! that is not a `Status` is kept as the message.
+//! - **Every answer reaches the reflector.** kube 5 builds every client from a `Config` with
+//!   `default_retry: true`: a retry layer that silently replays a request answered 429, 503
+//!   or 504 up to 15 times, from 5 ms doubling. Through it, a lasting 503 shows up as a
+//!   request that never answers, the reflector's own backoff and Retry-After handling never
+//!   run, and nothing reaches `on_error`. That layer replays a request only if it can clone
+//!   its body; ours are sent with a body that cannot be cloned ([`unreplayable`]), so each
+//!   LIST or WATCH goes to the server exactly once, whatever client the user built, and the
+//!   reflector retries on its own jittered schedule. The user's client is not changed: its
+//!   other requests are retried as before.
+//! - **Retry-After survives.** kube's `request_text`/`request_stream` turn an error response
+//!   into a `Status` from its body alone. A real kube-apiserver's 429 (max-in-flight, API
+//!   Priority and Fairness) is a plain-text body with a `Retry-After` *header*: through
+//!   kube, that header is lost. Here the header is read and carried in the `Status`
+//!   (`details.retryAfterSeconds`, the field a JSON 429 would use), and a body that is not
+//!   a `Status` is kept as the message.
 
+use std::{
+    convert::Infallible,
+    future::{Ready, ready},
+    task::{Context, Poll},
+};
+
+use bytes::Bytes;
 use futures_util::{AsyncBufRead, TryStreamExt};
 use http::{Request, Response, StatusCode, header::RETRY_AFTER};
-use http_body_util::BodyExt;
+use http_body_util::{BodyExt, Full};
 use kube::{
     client::Body,
     core::{Status, response::StatusDetails},
@@ -21,11 +37,40 @@ pub(super) async fn send(
     client: &kube::Client,
     request: Request<Vec<u8>>,
 ) -> Result<Response<Body>, kube::Error> {
-    let response = client.send(request.map(Body::from)).await?;
+    let (parts, body) = request.into_parts();
+    let body = unreplayable(body).await?;
+    let response = client.send(Request::from_parts(parts, body)).await?;
     if response.status().is_client_error() || response.status().is_server_error() {
         return Err(error_response(response).await);
     }
     Ok(response)
+}
+
+/// `body` as a request body that kube's retry layer cannot clone, so it never replays the
+/// request. kube has no public constructor for such a body, but `kube::Client::new` turns
+/// the response body of any service into one: a throwaway client over a service that
+/// answers with `body` makes it. (Checked end to end by `tests/reflector/faults.rs`, which
+/// counts the server's requests through a client with kube's default retries.)
+async fn unreplayable(body: Vec<u8>) -> Result<Body, kube::Error> {
+    let maker = kube::Client::new(Answer(Bytes::from(body)), "default");
+    Ok(maker.send(Request::new(Body::empty())).await?.into_body())
+}
+
+/// A service answering every request with its bytes.
+struct Answer(Bytes);
+
+impl tower_service::Service<Request<Body>> for Answer {
+    type Response = Response<Full<Bytes>>;
+    type Error = Infallible;
+    type Future = Ready<Result<Self::Response, Infallible>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _: Request<Body>) -> Self::Future {
+        ready(Ok(Response::new(Full::new(self.0.clone()))))
+    }
 }
 
 /// The whole body of `request`'s answer, as text.
@@ -118,6 +163,22 @@ fn empty_details() -> StatusDetails {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn an_unreplayable_body_keeps_its_bytes_and_cannot_be_cloned() {
+        let body = unreplayable(b"{}".to_vec()).await.unwrap();
+        assert!(
+            body.try_clone().is_none(),
+            "kube's retry layer could replay it"
+        );
+        assert_eq!(
+            body.collect_bytes().await.unwrap(),
+            Bytes::from_static(b"{}")
+        );
+        let empty = unreplayable(Vec::new()).await.unwrap();
+        assert!(empty.try_clone().is_none());
+        assert!(empty.collect_bytes().await.unwrap().is_empty());
+    }
 
     async fn status_of(response: Response<Body>) -> Status {
         match error_response(response).await {

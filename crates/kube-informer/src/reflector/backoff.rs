@@ -15,13 +15,34 @@ pub(crate) fn random_seed() -> u64 {
     std::collections::hash_map::RandomState::new().hash_one(now)
 }
 
-/// A small deterministic generator for jitter.
+/// splitmix64's finalizer: every input bit flips about half the output bits.
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// The backoff's stream of a reflector's seed.
+pub(crate) const BACKOFF_STREAM: u64 = 0;
+/// The stream for watch timeouts and Retry-After jitter.
+pub(crate) const WATCH_STREAM: u64 = 1;
+
+/// A small deterministic generator for jitter (xorshift64).
 #[derive(Debug, Clone)]
 pub(crate) struct Jitter(u64);
 
 impl Jitter {
-    pub(crate) fn new(seed: u64) -> Self {
-        Self(seed ^ 0x2545_F491_4F6C_DD1D | 1)
+    /// The generator of `stream` for `seed`: every bit of the seed counts, and the streams
+    /// of one seed (or of neighbouring seeds) are unrelated.
+    pub(crate) fn new(seed: u64, stream: u64) -> Self {
+        let state = mix(mix(seed) ^ mix(!stream));
+        // xorshift's one fixed point is 0.
+        Self(if state == 0 {
+            0x2545_F491_4F6C_DD1D
+        } else {
+            state
+        })
     }
 
     /// Uniform in `[low, high]`.
@@ -55,7 +76,7 @@ impl Backoff {
             reset,
             failures: 0,
             last_failure: None,
-            jitter: Jitter::new(seed),
+            jitter: Jitter::new(seed, BACKOFF_STREAM),
         }
     }
 
@@ -106,6 +127,38 @@ mod tests {
         );
     }
 
+    fn draws(seed: u64, stream: u64) -> Vec<Duration> {
+        let mut j = Jitter::new(seed, stream);
+        (0..8)
+            .map(|_| j.between(Duration::ZERO, Duration::from_secs(1000)))
+            .collect()
+    }
+
+    #[test]
+    fn every_seed_bit_counts_and_streams_are_independent() {
+        for seed in 0..2000u64 {
+            let mine = draws(seed, BACKOFF_STREAM);
+            assert_ne!(
+                mine,
+                draws(seed ^ 1, BACKOFF_STREAM),
+                "seeds {seed} and {}",
+                seed ^ 1
+            );
+            assert_ne!(
+                mine,
+                draws(seed, WATCH_STREAM),
+                "the streams of seed {seed}"
+            );
+            assert_ne!(
+                mine,
+                draws(seed + 1, WATCH_STREAM),
+                "seed {seed} vs the next's other stream"
+            );
+        }
+        let high = draws(1 << 63, BACKOFF_STREAM);
+        assert_ne!(high, draws(0, BACKOFF_STREAM), "the top bit counts too");
+    }
+
     #[test]
     fn random_seeds_differ() {
         let seeds: std::collections::HashSet<u64> = (0..100).map(|_| random_seed()).collect();
@@ -116,14 +169,14 @@ mod tests {
     fn jitter_spreads_and_is_seeded() {
         let (lo, hi) = (Duration::from_secs(300), Duration::from_secs(600));
         let draws: Vec<_> = {
-            let mut j = Jitter::new(9);
+            let mut j = Jitter::new(9, 0);
             (0..100).map(|_| j.between(lo, hi)).collect()
         };
         assert!(draws.iter().all(|d| *d >= lo && *d <= hi));
         assert!(draws.iter().any(|d| *d < Duration::from_secs(400)));
         assert!(draws.iter().any(|d| *d > Duration::from_secs(500)));
         let again: Vec<_> = {
-            let mut j = Jitter::new(9);
+            let mut j = Jitter::new(9, 0);
             (0..100).map(|_| j.between(lo, hi)).collect()
         };
         assert_eq!(draws, again);

@@ -7,7 +7,7 @@ use std::time::Duration;
 #[non_exhaustive]
 pub enum ReflectorError {
     /// A LIST failed.
-    #[error("list of {resource} failed: {}", causes(source))]
+    #[error("list of {resource} failed: {}", describe(source))]
     List {
         /// What was listed.
         resource: String,
@@ -16,7 +16,7 @@ pub enum ReflectorError {
         source: kube::Error,
     },
     /// A WATCH could not be started or broke.
-    #[error("watch of {resource} failed: {}", causes(source))]
+    #[error("watch of {resource} failed: {}", describe(source))]
     Watch {
         /// What was watched.
         resource: String,
@@ -96,6 +96,71 @@ pub enum ReflectorError {
         #[source]
         source: crate::KeyError,
     },
+}
+
+impl ReflectorError {
+    /// The HTTP status the server answered, when the failure is an answer (a LIST or WATCH
+    /// refused with 403, 429, 503, ..., or a watch ended by an ERROR event).
+    ///
+    /// ```
+    /// use kube_informer::reflector::ReflectorError;
+    ///
+    /// fn throttled(err: &ReflectorError) -> bool {
+    ///     err.status_code() == Some(429)
+    /// }
+    /// # let _ = throttled;
+    /// ```
+    pub fn status_code(&self) -> Option<u16> {
+        match self {
+            Self::List { source, .. } | Self::Watch { source, .. } => match source {
+                kube::Error::Api(status) => Some(status.code),
+                _ => None,
+            },
+            Self::WatchStatus { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+
+    /// A short label for metrics: the status code (`"503"`), or what happened
+    /// (`"connection"`, `"timeout"`, `"idle"`, ...).
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+    pub(crate) fn cause(&self) -> String {
+        if let Some(code) = self.status_code() {
+            return code.to_string();
+        }
+        match self {
+            Self::List { .. } | Self::Watch { .. } => "connection",
+            Self::Timeout { .. } => "timeout",
+            Self::Idle { .. } => "idle",
+            Self::EarlyWatchEnd { .. } => "early_end",
+            Self::StreamingListUnsupported { .. } => "streaming_unsupported",
+            Self::InvalidResourceVersion { .. } => "invalid_resource_version",
+            Self::InvalidObject { .. } => "invalid_object",
+            Self::WatchStatus { .. } => "watch_status",
+        }
+        .to_owned()
+    }
+}
+
+/// A client error as a reader wants it: the server's answer as `503 ServiceUnavailable:
+/// message` (kube's own text repeats it with a Debug dump of the `Status`), anything else
+/// with its causes.
+fn describe(err: &kube::Error) -> String {
+    match err {
+        kube::Error::Api(status) => {
+            let mut text = format!("{} {}: {}", status.code, status.reason, status.message);
+            if let Some(seconds) = status
+                .details
+                .as_ref()
+                .map(|d| d.retry_after_seconds)
+                .filter(|s| *s > 0)
+            {
+                text.push_str(&format!(" (Retry-After: {seconds}s)"));
+            }
+            text
+        }
+        other => causes(other),
+    }
 }
 
 /// An error and its causes, outermost first ("client error (Connect): tcp connect error:
@@ -194,6 +259,24 @@ mod tests {
         assert!(!refuses_streaming(401, "Unauthorized"));
         assert!(!refuses_streaming(500, "etcdserver: request timed out"));
         assert!(!refuses_streaming(429, "Too many requests"));
+    }
+
+    #[test]
+    fn an_answer_reads_as_code_reason_and_message() {
+        let mut status =
+            kube::core::Status::failure("too many requests", "TooManyRequests").with_code(429);
+        status.details =
+            Some(serde_json::from_value(serde_json::json!({"retryAfterSeconds": 3})).unwrap());
+        let err = ReflectorError::List {
+            resource: "Pod".into(),
+            source: kube::Error::Api(status.boxed()),
+        };
+        assert_eq!(
+            err.to_string(),
+            "list of Pod failed: 429 TooManyRequests: too many requests (Retry-After: 3s)"
+        );
+        assert_eq!(err.status_code(), Some(429));
+        assert_eq!(err.cause(), "429");
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! | `reflector_watches_total` | counter | name | watches opened (streaming lists included) |
 //! | `reflector_watch_restarts_total` | counter | name, reason | why watches ended: `closed`, `gone`, `too_large`, `error`, `idle` |
 //! | `reflector_last_resource_version` | gauge | name | the last synced resourceVersion (when numeric) |
+//! | `reflector_failures_total` | counter | name, cause | every failure reported to the error handler: the server's status code (`429`, `503`, ...) or `connection`, `timeout`, `idle`, `early_end`, ... |
 
 use prometheus_client::{
     encoding::EncodeLabelSet,
@@ -31,6 +32,12 @@ struct NameReason {
     reason: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NameCause {
+    name: String,
+    cause: String,
+}
+
 type Histograms = Family<Name, Histogram, fn() -> Histogram>;
 
 /// The metrics of any number of reflectors, registered once; give it to each reflector
@@ -43,6 +50,7 @@ pub struct ReflectorMetrics {
     watches: Family<Name, Counter>,
     watch_restarts: Family<NameReason, Counter>,
     last_resource_version: Family<Name, Gauge>,
+    failures: Family<NameCause, Counter>,
 }
 
 impl std::fmt::Debug for ReflectorMetrics {
@@ -67,6 +75,7 @@ impl ReflectorMetrics {
             watches: Family::default(),
             watch_restarts: Family::default(),
             last_resource_version: Family::default(),
+            failures: Family::default(),
         };
         registry.register("reflector_lists", "LIST syncs attempted", m.lists.clone());
         registry.register(
@@ -89,6 +98,11 @@ impl ReflectorMetrics {
             "reflector_last_resource_version",
             "The last synced resourceVersion",
             m.last_resource_version.clone(),
+        );
+        registry.register(
+            "reflector_failures",
+            "Failures reported to the error handler, by status code or cause",
+            m.failures.clone(),
         );
         m
     }
@@ -119,6 +133,14 @@ impl ReflectorMetrics {
             reason,
         };
         self.watch_restarts.get_or_create(&label).inc();
+    }
+
+    pub(super) fn failed(&self, name: &str, cause: String) {
+        let label = NameCause {
+            name: name.to_owned(),
+            cause,
+        };
+        self.failures.get_or_create(&label).inc();
     }
 
     pub(super) fn synced(&self, name: &str, resource_version: &str) {

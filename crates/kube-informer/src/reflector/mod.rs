@@ -69,7 +69,7 @@ use tokio_util::sync::CancellationToken;
 #[cfg(feature = "metrics")]
 pub use self::metrics::ReflectorMetrics;
 use self::{
-    backoff::{Backoff, Jitter, random_seed},
+    backoff::{Backoff, Jitter, WATCH_STREAM, random_seed},
     error::Reaction,
 };
 pub use self::{error::ReflectorError, health::ReflectorHealth, options::ReflectorOptions};
@@ -226,7 +226,7 @@ where
             },
             streaming_refused: None,
             backoff: Backoff::new(o.backoff_initial, o.backoff_max, o.backoff_reset, seed),
-            jitter: Jitter::new(seed.wrapping_add(1)),
+            jitter: Jitter::new(seed, WATCH_STREAM),
         };
         loop {
             let streaming = o.streaming_lists
@@ -252,6 +252,8 @@ where
 
     fn report(&self, err: ReflectorError) {
         tracing::warn!(reflector = %self.name, "{err}");
+        #[cfg(feature = "metrics")]
+        self.metric(|m, name| m.failed(name, err.cause()));
         let counts = !matches!(
             err,
             ReflectorError::InvalidObject { .. } | ReflectorError::StreamingListUnsupported { .. }

@@ -39,37 +39,115 @@ impl ListerWatcher<ConfigMap> for AlwaysFailing {
     }
 }
 
-/// Runs a reflector on `source` for `secs` of paused time; returns the gaps between calls.
-async fn gaps_between_calls(code: u16, retry_after: u32, secs: u64) -> Vec<Duration> {
+/// A server answering every request with `code` (and a `Retry-After` header, if asked),
+/// as an in-process HTTP service: put behind kube's own retry layer, it is a `kube::Client`
+/// built the way `Config` builds every client (`default_retry: true`), on a paused clock.
+#[derive(Clone)]
+struct FailingServer {
+    calls: Arc<Mutex<Vec<tokio::time::Instant>>>,
+    code: u16,
+    retry_after: u32,
+}
+
+impl tower::Service<http::Request<kube::client::Body>> for FailingServer {
+    type Response = http::Response<http_body_util::Full<bytes::Bytes>>;
+    type Error = tower::BoxError;
+    type Future = std::future::Ready<Result<Self::Response, tower::BoxError>>;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), tower::BoxError>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _: http::Request<kube::client::Body>) -> Self::Future {
+        self.calls.lock().push(tokio::time::Instant::now());
+        let status = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+            "message": "injected", "reason": "ServiceUnavailable", "code": self.code});
+        let mut response = http::Response::builder()
+            .status(self.code)
+            .header("content-type", "application/json");
+        if self.retry_after > 0 {
+            response = response.header("retry-after", self.retry_after.to_string());
+        }
+        let body = http_body_util::Full::new(bytes::Bytes::from(status.to_string()));
+        std::future::ready(Ok(response.body(body).unwrap()))
+    }
+}
+
+/// What the reflector lists and watches through.
+#[derive(Clone, Copy)]
+enum Through {
+    /// A `ListerWatcher` that fails itself.
+    Source,
+    /// A `kube::Client` with kube's default retry layer, over a failing server.
+    KubeClient,
+}
+
+/// Runs a reflector for `secs` of paused time against a server that always answers
+/// `code`; returns the gaps between the requests the server saw, and the failures the
+/// error handler heard.
+async fn gaps_between_calls(
+    through: Through,
+    code: u16,
+    retry_after: u32,
+    secs: u64,
+) -> (Vec<Duration>, Vec<Option<u16>>) {
     let calls = Arc::new(Mutex::new(Vec::new()));
+    let heard = match through {
+        Through::Source => {
+            let source = AlwaysFailing {
+                calls: calls.clone(),
+                code,
+                retry_after,
+            };
+            run_for(source, secs).await
+        }
+        Through::KubeClient => {
+            let server = FailingServer {
+                calls: calls.clone(),
+                code,
+                retry_after,
+            };
+            let retrying = tower::ServiceBuilder::new()
+                .layer(tower::retry::RetryLayer::new(
+                    kube::client::retry::RetryPolicy::server_retry(),
+                ))
+                .service(server);
+            let client = kube::Client::new(retrying, "demo");
+            run_for(Api::<ConfigMap>::namespaced(client, "demo"), secs).await
+        }
+    };
+    let calls = calls.lock();
+    let gaps = calls.windows(2).map(|w| w[1] - w[0]).collect();
+    (gaps, heard)
+}
+
+/// Runs a reflector on `source` for `secs`; the status codes its error handler heard.
+async fn run_for(source: impl ListerWatcher<ConfigMap>, secs: u64) -> Vec<Option<u16>> {
     let store: Store<ConfigMap> = Store::default();
     let fifo = Arc::new(RealFifo::new(Arc::new(store)));
-    let source = AlwaysFailing {
-        calls: calls.clone(),
-        code,
-        retry_after,
-    };
-    let reflector = Reflector::new(
-        source,
-        fifo,
-        ReflectorOptions::default().streaming_lists(false),
-    );
+    let options = ReflectorOptions::default().streaming_lists(false);
+    let reflector = Arc::new(Reflector::new(source, fifo, options));
+    let heard = Arc::new(Mutex::new(Vec::new()));
+    let h = heard.clone();
+    reflector.set_error_handler(move |e: &ReflectorError| h.lock().push(e.status_code()));
     let cancel = CancellationToken::new();
     let run = tokio::spawn({
-        let cancel = cancel.clone();
+        let (reflector, cancel) = (reflector.clone(), cancel.clone());
         async move { reflector.run(cancel).await }
     });
     tokio::time::sleep(Duration::from_secs(secs)).await;
     cancel.cancel();
     run.await.unwrap();
-    let calls = calls.lock();
-    calls.windows(2).map(|w| w[1] - w[0]).collect()
+    heard.lock().clone()
 }
 
-#[tokio::test(start_paused = true)]
-async fn throttling_waits_as_long_as_the_server_says() {
-    let gaps = gaps_between_calls(429, 7, 60).await;
+fn throttled_schedule((gaps, heard): (Vec<Duration>, Vec<Option<u16>>)) {
     assert!(gaps.len() >= 4, "{gaps:?}");
+    assert_eq!(heard.len(), gaps.len() + 1, "every answer heard: {heard:?}");
+    assert!(heard.iter().all(|code| *code == Some(429)), "{heard:?}");
     let (asked, most) = (Duration::from_secs(7), Duration::from_millis(8400));
     assert!(
         gaps[..3].iter().all(|g| *g >= asked && *g <= most),
@@ -87,9 +165,23 @@ async fn throttling_waits_as_long_as_the_server_says() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_persistently_failing_server_is_retried_on_the_backoff_schedule() {
-    let gaps = gaps_between_calls(500, 0, 600).await;
+async fn throttling_waits_as_long_as_the_server_says() {
+    let seen = gaps_between_calls(Through::Source, 429, 7, 60).await;
+    throttled_schedule(seen);
+}
+
+/// kube's default client retries a 429 itself (15 times, at exactly Retry-After): through
+/// it, the reflector must still hear every answer and keep its own jittered schedule.
+#[tokio::test(start_paused = true)]
+async fn throttling_through_kubes_default_client_is_seen_and_jittered() {
+    let seen = gaps_between_calls(Through::KubeClient, 429, 7, 60).await;
+    throttled_schedule(seen);
+}
+
+fn backoff_schedule(code: u16, (gaps, heard): (Vec<Duration>, Vec<Option<u16>>)) {
     let calls = &gaps;
+    assert_eq!(heard.len(), gaps.len() + 1, "every answer heard");
+    assert!(heard.iter().all(|c| *c == Some(code)), "{heard:?}");
     assert!(
         gaps.iter().all(|g| *g >= Duration::from_millis(800)),
         "a retry came sooner than 800 ms: {gaps:?}"
@@ -110,6 +202,22 @@ async fn a_persistently_failing_server_is_retried_on_the_backoff_schedule() {
         mean > 8.0,
         "after 8 failures the delays approach the cap, mean {mean:.1} s"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_persistently_failing_server_is_retried_on_the_backoff_schedule() {
+    let seen = gaps_between_calls(Through::Source, 500, 0, 600).await;
+    backoff_schedule(500, seen);
+}
+
+/// A lasting 503 or 504 through kube's default client (which would retry it 15 times from
+/// 5 ms, out of sight): every answer heard, on the reflector's schedule.
+#[tokio::test(start_paused = true)]
+async fn a_lasting_503_or_504_through_kubes_default_client_is_seen_on_the_backoff_schedule() {
+    for code in [503, 504] {
+        let seen = gaps_between_calls(Through::KubeClient, code, 0, 600).await;
+        backoff_schedule(code, seen);
+    }
 }
 
 #[cfg(feature = "metrics")]
@@ -151,5 +259,9 @@ async fn metrics_count_lists_watches_and_restarts() {
         assert!(text.contains(expected), "missing {expected:?} in\n{text}");
     }
     assert!(text.contains(r#"reflector_watches_total{name="cms"}"#));
+    assert!(
+        text.contains(r#"reflector_failures_total{name="cms",cause="#),
+        "failures counted by cause:\n{text}"
+    );
     h.stop().await;
 }
