@@ -86,3 +86,66 @@ async fn first_sync_by_paged_list(backend: Backend) {
 }
 
 both!(first_sync_by_paged_list);
+
+/// Read-your-writes on one informer over two namespaces (one watch each, so two version
+/// sequences): after a write in b, waiting for its version in b (or for the cache's, once
+/// a has moved past it) means the write is cached; the cache's version is never one a
+/// namespace has not reached.
+async fn read_your_writes_across_two_namespaces(backend: Backend) {
+    use kube_informer::factory::{FactoryOptions, InformerSpec, SharedInformerFactory};
+    let name = backend.name();
+    let (a, b) = (
+        seed(&backend, "ryw-a", 3).await,
+        seed(&backend, "ryw-b", 3).await,
+    );
+    let factory = SharedInformerFactory::new(backend.informer_client(), FactoryOptions::default());
+    let informer =
+        factory.informer_with::<ConfigMap>(InformerSpec::new().namespaces(["ryw-a", "ryw-b"]));
+    factory.start();
+    factory
+        .wait_for_sync(std::time::Duration::from_secs(60))
+        .await
+        .expect("synced");
+    let store = informer.store();
+    for round in 0..10 {
+        let mine = b
+            .create(
+                &PostParams::default(),
+                &config_map(&format!("mine-{round}"), "0"),
+            )
+            .await
+            .expect("a create");
+        let at = mine.metadata.resource_version.clone().unwrap();
+        let hang_guard = std::time::Duration::from_secs(60);
+        tokio::time::timeout(hang_guard, store.wait_for_resource_version_in("ryw-b", &at))
+            .await
+            .expect("b's watch reached the write")
+            .unwrap();
+        let cached = store.get_by_key(&format!("ryw-b/mine-{round}"));
+        assert!(
+            cached.is_some(),
+            "{name}: round {round}: the write is not cached"
+        );
+        // a moves past it: then every namespace has reached it.
+        a.create(
+            &PostParams::default(),
+            &config_map(&format!("other-{round}"), "0"),
+        )
+        .await
+        .expect("a create");
+        tokio::time::timeout(hang_guard, store.wait_for_resource_version(&at))
+            .await
+            .expect("every namespace reached the write")
+            .unwrap();
+        let claimed: u64 = store.resource_version().parse().unwrap();
+        let reached = |ns: &str| -> u64 { store.resource_version_in(ns).unwrap().parse().unwrap() };
+        assert_eq!(
+            claimed,
+            reached("ryw-a").min(reached("ryw-b")),
+            "{name}: the minimum"
+        );
+    }
+    factory.shutdown().await;
+}
+
+both!(read_your_writes_across_two_namespaces);

@@ -69,3 +69,84 @@ async fn an_informer_follows_a_memory_source_through_expiry_and_lag() {
     cancel.cancel();
     task.await.unwrap();
 }
+
+fn cm_in(namespace: &str, name: &str) -> ConfigMap {
+    let mut cm = cm(name, "1");
+    cm.metadata.namespace = Some(namespace.into());
+    cm
+}
+
+/// One informer over two namespaces (one watch each, so two version sequences): the cache
+/// never claims a resourceVersion one namespace has not reached. Namespace a races ahead
+/// while b's watch lags behind a write: neither wait returns until b's object is cached.
+#[tokio::test]
+async fn a_two_namespace_cache_never_claims_a_version_one_namespace_has_not_reached() {
+    use futures_util::FutureExt;
+    let (a, b) = (
+        MemorySource::<ConfigMap>::default(),
+        MemorySource::default(),
+    );
+    b.add(cm_in("b", "first"));
+    b.add(cm_in("b", "second"));
+    let sources = [("a".to_owned(), a.clone()), ("b".to_owned(), b.clone())];
+    let informer = SharedIndexInformer::new_in_namespaces(sources, InformerOptions::default());
+    let cancel = CancellationToken::new();
+    let task = tokio::spawn({
+        let (informer, cancel) = (informer.clone(), cancel.clone());
+        async move { informer.run(cancel).await }
+    });
+    informer
+        .wait_for_sync(Duration::from_secs(10))
+        .await
+        .unwrap();
+    let store = informer.store();
+    b.hold(); // b's watch lags: the write lands, the cache does not see it yet
+    let written = b.add(cm_in("b", "mine"));
+    let wrote_at = written.metadata.resource_version.clone().unwrap();
+    let mut newest = String::new();
+    for n in 0..10 {
+        newest = a
+            .add(cm_in("a", &format!("other-{n}")))
+            .metadata
+            .resource_version
+            .unwrap();
+    }
+    until("a's writes are cached", || {
+        store.resource_version_in("a").as_deref() == Some(newest.as_str())
+    })
+    .await;
+    assert!(store.get_by_key("b/mine").is_none(), "b's watch is held");
+    let claimed = store.resource_version();
+    eprintln!("b wrote at {wrote_at}, a reached {newest}, the cache claims {claimed}");
+    assert!(
+        claimed.parse::<u64>().unwrap() < wrote_at.parse::<u64>().unwrap(),
+        "the cache claims {claimed}, but b has not reached {wrote_at}"
+    );
+    assert!(
+        store
+            .wait_for_resource_version(&wrote_at)
+            .now_or_never()
+            .is_none(),
+        "returned before b's write was cached"
+    );
+    assert!(
+        store
+            .wait_for_resource_version_in("b", &wrote_at)
+            .now_or_never()
+            .is_none(),
+        "returned before b's write was cached"
+    );
+    b.release();
+    store
+        .wait_for_resource_version_in("b", &wrote_at)
+        .await
+        .unwrap();
+    assert!(store.get_by_key("b/mine").is_some(), "read your write in b");
+    store.wait_for_resource_version(&wrote_at).await.unwrap();
+    assert_eq!(
+        store.wait_for_resource_version_in("c", "1").await,
+        Err(kube_informer::store::VersionError::NotWatched("c".into()))
+    );
+    cancel.cancel();
+    task.await.unwrap();
+}

@@ -144,13 +144,18 @@ impl<S> Core<S> {
         Ok(())
     }
 
-    /// A bookmark at `resource_version`: marks the newest entry, or, with nothing queued,
-    /// hands it to `known` (under the lock, so nothing popped is still being applied).
-    pub(super) fn bookmark<K>(&self, resource_version: &str, known: Option<&dyn KnownObjects<K>>)
-    where
+    /// A bookmark at `resource_version` (of `namespace`'s watch, or of the only one):
+    /// marks the newest entry, or, with nothing queued, hands it to `known` (under the
+    /// lock, so nothing popped is still being applied).
+    pub(super) fn bookmark<K>(
+        &self,
+        resource_version: &str,
+        namespace: Option<&str>,
+        known: Option<&dyn KnownObjects<K>>,
+    ) where
         S: Entries<K>,
     {
-        mark_reached(&mut self.state.lock(), resource_version, known);
+        mark_reached(&mut self.state.lock(), resource_version, namespace, known);
     }
 
     pub(super) fn close(&self) {
@@ -264,23 +269,23 @@ impl<S> Core<S> {
     }
 }
 
-/// The newest queued entry carries `resource_version`; with nothing queued, `known` is told
-/// at once (the caller holds the queue's lock).
+/// The newest queued entry carries `resource_version` (reached by `namespace`'s watch, or
+/// by the only one): once it is applied, so is everything queued before it. With nothing
+/// queued, `known` is told at once (the caller holds the queue's lock).
 pub(super) fn mark_reached<K, S: Entries<K>>(
     state: &mut State<S>,
     resource_version: &str,
+    namespace: Option<&str>,
     known: Option<&dyn KnownObjects<K>>,
 ) {
     if resource_version.is_empty() {
         return;
     }
-    match state.entries.newest_entry() {
-        Some(entry) => entry.reached = Some(Arc::from(resource_version)),
-        None => {
-            if let Some(known) = known {
-                known.bookmark(resource_version);
-            }
-        }
+    match (state.entries.newest_entry(), known, namespace) {
+        (Some(entry), _, _) => entry.mark(namespace, resource_version),
+        (None, Some(known), Some(ns)) => known.bookmark_in_namespace(ns, resource_version),
+        (None, Some(known), None) => known.bookmark(resource_version),
+        (None, None, _) => {}
     }
 }
 

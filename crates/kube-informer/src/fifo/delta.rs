@@ -158,9 +158,10 @@ pub struct Deltas<K> {
     /// Entries queued by one `RealFifo::replace` share a non-zero group, which a batch pop
     /// never splits (so a relist reaches the cache at once).
     pub(crate) group: u64,
-    /// The resourceVersion the cache has reached once this entry is applied (the end of a
-    /// relist, or a bookmark that arrived after it).
-    pub(crate) reached: Option<Arc<str>>,
+    /// The resourceVersions reached once this entry is applied (the end of a relist, or a
+    /// bookmark that arrived after it): by everything (`None`), or by the watch of one
+    /// namespace. Empty for almost every entry; a mark replaces an older one of its scope.
+    pub(crate) reached: Vec<(Option<Arc<str>>, Arc<str>)>,
 }
 
 impl<K> Deltas<K> {
@@ -172,7 +173,7 @@ impl<K> Deltas<K> {
             key,
             deltas,
             group: 0,
-            reached: None,
+            reached: Vec::new(),
         }
     }
 
@@ -180,7 +181,31 @@ impl<K> Deltas<K> {
     /// the queue knows it: the last entry of a relist carries the list's version, and the
     /// newest entry queued before a bookmark carries the bookmark's.
     pub fn reached_resource_version(&self) -> Option<&str> {
-        self.reached.as_deref()
+        let everything = self.reached.iter().find(|(ns, _)| ns.is_none());
+        everything.map(|(_, rv)| rv.as_ref())
+    }
+
+    /// Every resourceVersion reached once these deltas are applied, with its scope: `None`
+    /// for the whole cache, or the namespace whose watch reached it (a cache fed by one
+    /// watch per namespace).
+    pub fn reached(&self) -> impl Iterator<Item = (Option<&str>, &str)> {
+        self.reached
+            .iter()
+            .map(|(ns, rv)| (ns.as_deref(), rv.as_ref()))
+    }
+
+    /// Marks these deltas as reaching `resource_version` (in `namespace`'s watch, or
+    /// everywhere), replacing an older mark of the same scope.
+    pub(crate) fn mark(&mut self, namespace: Option<&str>, resource_version: &str) {
+        let rv: Arc<str> = Arc::from(resource_version);
+        match self
+            .reached
+            .iter_mut()
+            .find(|(ns, _)| ns.as_deref() == namespace)
+        {
+            Some(mark) => mark.1 = rv,
+            None => self.reached.push((namespace.map(Arc::from), rv)),
+        }
     }
 
     /// The key of the object these deltas are about.

@@ -142,9 +142,7 @@ impl<K: Resource + Send + Sync> DeltaFifo<K> {
             let mut known = self.known.as_ref().map(|k| k.entries()).unwrap_or_default();
             known.retain(|(key, _)| super::in_scope(key.as_str(), scope));
             replace_locked(state, keyed, known, scope);
-            if scope.is_none() {
-                mark_reached(state, resource_version, self.known.as_deref());
-            }
+            mark_reached(state, resource_version, scope, self.known.as_deref());
         });
         Ok(())
     }
@@ -207,8 +205,14 @@ impl<K: Resource + Send + Sync> DeltaSink<K> for DeltaFifo<K> {
         queued.or_else(|| self.known.as_deref().and_then(|k| k.get_by_key(key)))
     }
 
+    fn bookmark_in_namespace(&self, namespace: &str, resource_version: &str) {
+        self.core
+            .bookmark(resource_version, Some(namespace), self.known.as_deref());
+    }
+
     fn bookmark(&self, resource_version: &str) {
-        self.core.bookmark(resource_version, self.known.as_deref());
+        self.core
+            .bookmark(resource_version, None, self.known.as_deref());
     }
 }
 

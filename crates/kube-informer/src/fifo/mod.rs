@@ -105,6 +105,9 @@ pub trait KnownObjects<K>: Send + Sync {
     /// that arrived while the queue was empty (called under the queue's lock, so nothing
     /// popped is still being applied). The default does nothing.
     fn bookmark(&self, _resource_version: &str) {}
+    /// [`bookmark`](Self::bookmark) for the watch of one namespace, of several watched
+    /// into the same cache (the default: nothing).
+    fn bookmark_in_namespace(&self, _namespace: &str, _resource_version: &str) {}
 }
 
 /// The write side of a FIFO: what a reflector needs, and all it may touch.
@@ -142,6 +145,14 @@ pub trait DeltaSink<K>: Send + Sync {
     /// ([`KnownObjects::bookmark`]). Nothing is handed to handlers. The default does
     /// nothing.
     fn bookmark(&self, _resource_version: &str) {}
+    /// A bookmark of the watch of one namespace, of several watched into the same cache:
+    /// the mark says which namespace reached the version
+    /// ([`Deltas::reached`], [`KnownObjects::bookmark_in_namespace`]). The default is
+    /// [`bookmark`](Self::bookmark) (for sinks not shared by namespaces).
+    fn bookmark_in_namespace(&self, namespace: &str, resource_version: &str) {
+        let _ = namespace;
+        self.bookmark(resource_version);
+    }
     /// The newest state of `key` the queue knows: queued, or else known to the store. For a
     /// writer that lost an object (a transform that panicked) and must not lose the key.
     /// The default knows nothing.

@@ -147,9 +147,7 @@ impl<K: Resource + Send + Sync> RealFifo<K> {
             let mut known = self.known.entries();
             known.retain(|(key, _)| super::in_scope(key.as_str(), scope));
             replace_locked(state, keyed, known, scope);
-            if scope.is_none() {
-                mark_reached(state, resource_version, Some(self.known.as_ref()));
-            }
+            mark_reached(state, resource_version, scope, Some(self.known.as_ref()));
         });
         Ok(())
     }
@@ -215,7 +213,12 @@ impl<K: Resource + Send + Sync> DeltaSink<K> for RealFifo<K> {
 
     fn bookmark(&self, resource_version: &str) {
         self.core
-            .bookmark(resource_version, Some(self.known.as_ref()));
+            .bookmark(resource_version, None, Some(self.known.as_ref()));
+    }
+
+    fn bookmark_in_namespace(&self, namespace: &str, resource_version: &str) {
+        self.core
+            .bookmark(resource_version, Some(namespace), Some(self.known.as_ref()));
     }
 }
 

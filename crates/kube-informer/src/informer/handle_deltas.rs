@@ -165,8 +165,11 @@ fn apply<K: Resource>(
         };
         out.push(distribute);
     }
-    if let Some(reached) = deltas.reached_resource_version() {
-        txn.set_resource_version(reached);
+    for (namespace, reached) in deltas.reached() {
+        match namespace {
+            Some(ns) => txn.set_resource_version_in(ns, reached),
+            None => txn.set_resource_version(reached),
+        }
     }
 }
 
@@ -339,7 +342,7 @@ mod tests {
         );
         assert_eq!(store.resource_version(), "4");
         let mut marked = entry(Delta::Updated(cm("7")));
-        marked.reached = Some("12".into());
+        marked.mark(None, "12");
         handle_batch(&store, &[(marked, false)], false, &mut out);
         assert_eq!(store.resource_version(), "12");
     }

@@ -95,6 +95,11 @@ where
         let indexer: Store<K> = Store::new(options.indexers.clone());
         let queue = Queue::new(options.queue, &indexer);
         queue.expect_relists(sources.len());
+        let namespaces: Vec<String> = sources.iter().filter_map(|(ns, _)| ns.clone()).collect();
+        if !namespaces.is_empty() {
+            // One watch per namespace: one version sequence each (see `store/version.rs`).
+            indexer.track_namespaces(namespaces);
+        }
         let name = options.name.clone().unwrap_or_else(|| {
             let full = std::any::type_name::<K>();
             full.rsplit("::").next().unwrap_or(full).to_owned()

@@ -189,14 +189,19 @@ impl<K: Resource + Clone + Send + Sync> DeltaSink<K> for TransformSink<K> {
     fn bookmark(&self, resource_version: &str) {
         self.inner.bookmark(resource_version);
     }
+    fn bookmark_in_namespace(&self, namespace: &str, resource_version: &str) {
+        self.inner
+            .bookmark_in_namespace(namespace, resource_version);
+    }
     fn last_known(&self, key: &str) -> Option<Arc<K>> {
         self.inner.last_known(key)
     }
 }
 
 /// The sink of one namespace's reflector when several namespaces feed one informer: its
-/// relists replace only that namespace's objects, and its bookmarks are dropped (a version
-/// of one namespace says nothing of the others').
+/// relists replace only that namespace's objects, and its relists' and bookmarks' versions
+/// are marked as that namespace's (a version of one namespace says nothing of the
+/// others': the cache keeps one per namespace, see `Store::track_namespaces`).
 pub(super) struct NamespaceSink<K> {
     pub(super) inner: Arc<dyn DeltaSink<K>>,
     pub(super) namespace: String,
@@ -218,6 +223,10 @@ impl<K: Send + Sync> DeltaSink<K> for NamespaceSink<K> {
     }
     fn resync(&self) {
         self.inner.resync();
+    }
+    fn bookmark(&self, resource_version: &str) {
+        self.inner
+            .bookmark_in_namespace(&self.namespace, resource_version);
     }
     fn last_known(&self, key: &str) -> Option<Arc<K>> {
         self.inner.last_known(key)

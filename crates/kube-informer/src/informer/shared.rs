@@ -74,8 +74,11 @@ where
     /// One informer for the objects of several namespaces: one LIST+WATCH per namespace
     /// (each `(namespace, source)`, e.g. a `kube::Api` of that namespace), one cache, one
     /// set of handlers. It has synced once every namespace's first list is applied. A
-    /// relist of one namespace never takes another's objects for deleted. The cache's
-    /// resourceVersion is not tracked (the namespaces' versions do not form one sequence).
+    /// relist of one namespace never takes another's objects for deleted. The cache keeps
+    /// each namespace's resourceVersion (the namespaces' versions do not form one
+    /// sequence): its `resource_version()` is their minimum, and
+    /// [`wait_for_resource_version_in`](crate::ReadOnlyStore::wait_for_resource_version_in)
+    /// waits for one namespace's watch.
     pub fn new_in_namespaces<L: ListerWatcher<K>>(
         sources: impl IntoIterator<Item = (String, L)>,
         options: InformerOptions<K>,

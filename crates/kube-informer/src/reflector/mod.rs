@@ -33,6 +33,10 @@
 //!   after 2 min without failures), and so does a watch that ends early, with or without
 //!   events ([`ReflectorOptions::short_watch`]): a server closing each watch after one event
 //!   gets a reconnect per backoff step, not a thousand a second.
+//! - **Every answer reaches the reflector**, whatever client it is given: kube's default
+//!   retry layer (`Config::default_retry`, which replays 429/503/504 out of sight) cannot
+//!   replay its requests, so each failure reaches the error handler with its status code
+//!   ([`ReflectorError::status_code`]) and is retried on the reflector's own schedule.
 //! - **Retry-After as the server sends it**: a 429's `Retry-After` header (a real API
 //!   server's 429 is plain text) or `details.retryAfterSeconds`, with jitter and growth on
 //!   repeated throttling; without one, the backoff.

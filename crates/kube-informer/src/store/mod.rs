@@ -20,13 +20,17 @@
 //! - **A resourceVersion that follows the writes**: [`Store::resource_version`] is the
 //!   version of the newest write (an object's own, a relist's, a bookmark's), as client-go
 //!   1.36's `LastStoreSyncResourceVersion`; [`Store::wait_for_resource_version`] waits until
-//!   the cache has reached a version, so code can read its own writes.
+//!   the cache has reached a version, so code can read its own writes. A cache fed by one
+//!   watch per namespace keeps each namespace's version and reports their minimum, never
+//!   a version one namespace has not reached (see `version.rs`'s table, on
+//!   [`Store::track_namespaces`]).
 
 mod read_only;
 mod state;
 #[cfg(test)]
 mod tests;
 mod transaction;
+mod version;
 
 use std::{fmt, sync::Arc};
 
@@ -89,6 +93,9 @@ pub enum VersionError {
         "resourceVersion {0:?} is not a number; only the API server's numeric versions can be compared"
     )]
     NotComparable(String),
+    /// The cache does not watch this namespace.
+    #[error("the cache does not watch the namespace {0:?}")]
+    NotWatched(String),
 }
 
 impl<K> Clone for Store<K> {
@@ -105,7 +112,7 @@ impl<K> fmt::Debug for Store<K> {
         f.debug_struct("Store")
             .field("len", &state.slots.len())
             .field("indexers", state.indices.indexers())
-            .field("resource_version", &state.resource_version)
+            .field("resource_version", &state.versions.current())
             .finish()
     }
 }
@@ -178,66 +185,6 @@ impl<K> Store<K> {
     /// Whether the cache is empty.
     pub fn is_empty(&self) -> bool {
         self.inner.state.read().slots.is_empty()
-    }
-
-    /// The resourceVersion of the newest write: the object's own for an add, update or
-    /// delete, the list's for a [`replace`](Self::replace), a bookmark's (empty before any).
-    #[doc(alias = "LastStoreSyncResourceVersion")]
-    pub fn resource_version(&self) -> String {
-        self.inner.state.read().resource_version.clone()
-    }
-
-    /// Records that the cache has reached `resource_version` without any object changing
-    /// (a watch bookmark), waking those waiting for it.
-    #[doc(alias = "Bookmark")]
-    pub fn bookmark(&self, resource_version: &str) {
-        if resource_version.is_empty() {
-            return;
-        }
-        self.inner.state.write().resource_version = resource_version.to_owned();
-        self.inner.version_changed.notify_waiters();
-    }
-
-    /// Waits until the cache's resourceVersion is at least `resource_version`: every change
-    /// the server made up to it has been applied. With the version a write returned, a
-    /// reconcile can read its own write from the cache. Wrap it in a timeout: a version
-    /// the server never sends (an object outside the informer's selectors, on a server
-    /// without bookmarks) is waited for until the next event.
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-    /// use k8s_openapi::api::core::v1::ConfigMap;
-    /// use kube_informer::Store;
-    ///
-    /// let store: Store<ConfigMap> = Store::default();
-    /// let waiting = tokio::spawn({
-    ///     let store = store.clone();
-    ///     async move { store.wait_for_resource_version("42").await }
-    /// });
-    /// store.bookmark("41");
-    /// store.bookmark("42");
-    /// waiting.await.unwrap().unwrap();
-    /// # }
-    /// ```
-    pub async fn wait_for_resource_version(
-        &self,
-        resource_version: &str,
-    ) -> Result<(), VersionError> {
-        let wanted = numeric_version(resource_version)
-            .ok_or_else(|| VersionError::NotComparable(resource_version.to_owned()))?;
-        loop {
-            let changed = self.inner.version_changed.notified();
-            let mut changed = std::pin::pin!(changed);
-            changed.as_mut().enable();
-            let current = self.resource_version();
-            if numeric_version(&current).is_some_and(|have| have >= wanted) {
-                return Ok(());
-            }
-            if !current.is_empty() && numeric_version(&current).is_none() {
-                return Err(VersionError::NotComparable(current));
-            }
-            changed.await;
-        }
     }
 
     /// Removes the object stored under `key` from the map and from every index. Returns it.
@@ -409,7 +356,8 @@ impl<K: Resource> Store<K> {
             new.rebuild_indices(guard.indices.indexers().clone());
         }
         new.indexers_generation = guard.indexers_generation;
-        new.resource_version = resource_version.into();
+        new.versions = guard.versions.clone();
+        new.versions.reach(None, &resource_version.into());
         new.failures
             .splice(0..0, std::mem::take(&mut guard.failures));
         let old = std::mem::replace(&mut *guard, new);
@@ -436,6 +384,10 @@ impl<K: Send + Sync> KnownObjects<K> for Store<K> {
 
     fn bookmark(&self, resource_version: &str) {
         Store::bookmark(self, resource_version);
+    }
+
+    fn bookmark_in_namespace(&self, namespace: &str, resource_version: &str) {
+        Store::bookmark_in_namespace(self, namespace, resource_version);
     }
 }
 

@@ -95,6 +95,25 @@ impl<K> ReadOnlyStore<K> {
         self.store.wait_for_resource_version(resource_version).await
     }
 
+    /// The resourceVersion the watch of `namespace` has reached (see
+    /// [`Store::resource_version_in`]).
+    pub fn resource_version_in(&self, namespace: &str) -> Option<String> {
+        self.store.resource_version_in(namespace)
+    }
+
+    /// Waits until the watch of `namespace` has reached `resource_version` (see
+    /// [`Store::wait_for_resource_version_in`]): read-your-writes on a cache of several
+    /// namespaces.
+    pub async fn wait_for_resource_version_in(
+        &self,
+        namespace: &str,
+        resource_version: &str,
+    ) -> Result<(), VersionError> {
+        self.store
+            .wait_for_resource_version_in(namespace, resource_version)
+            .await
+    }
+
     /// The objects whose index function `index_name` produced `value`.
     #[doc(alias = "ByIndex")]
     pub fn by_index(&self, index_name: &str, value: &str) -> Result<Vec<Arc<K>>, IndexError> {

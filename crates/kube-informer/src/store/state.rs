@@ -21,7 +21,7 @@ pub(super) struct State<K> {
     /// Bumped whenever index functions are added, so a `replace` that built its indexes with
     /// an older set of functions can tell.
     pub(super) indexers_generation: u64,
-    pub(super) resource_version: String,
+    pub(super) versions: super::version::Versions,
     /// Index functions that panicked, not yet taken.
     pub(super) failures: Vec<IndexFailure>,
 }
@@ -110,7 +110,7 @@ impl<K> State<K> {
             slots,
             indices: Indices::build(Indexers::new(), std::iter::empty()).0,
             indexers_generation: 0,
-            resource_version: String::new(),
+            versions: Default::default(),
             failures: Vec::new(),
         };
         state.rebuild_indices(indexers);

@@ -43,14 +43,25 @@ impl<'a, K> Transaction<'a, K> {
 
     /// The store's resourceVersion, as of the writes so far.
     pub fn resource_version(&self) -> &str {
-        &self.state.resource_version
+        self.state.versions.current()
     }
 
-    /// Sets the store's resourceVersion (the version the cache has now reached); those
-    /// waiting for it are woken when the transaction ends. An empty version is ignored.
+    /// Sets the store's resourceVersion (the version the cache has now reached, in every
+    /// namespace it watches); those waiting for it are woken when the transaction ends. An
+    /// empty version is ignored.
     pub fn set_resource_version(&mut self, resource_version: &str) {
-        if !resource_version.is_empty() && self.state.resource_version != resource_version {
-            resource_version.clone_into(&mut self.state.resource_version);
+        self.reach(None, resource_version);
+    }
+
+    /// The watch of `namespace` has reached `resource_version` (see
+    /// [`Store::track_namespaces`](super::Store::track_namespaces); on a cache fed by one
+    /// watch, the same as [`set_resource_version`](Self::set_resource_version)).
+    pub fn set_resource_version_in(&mut self, namespace: &str, resource_version: &str) {
+        self.reach(Some(namespace), resource_version);
+    }
+
+    fn reach(&mut self, namespace: Option<&str>, resource_version: &str) {
+        if self.state.versions.reach(namespace, resource_version) {
             self.version_changed = true;
         }
     }
@@ -70,10 +81,12 @@ impl<K: Resource> Transaction<'_, K> {
         self.state.insert(key, obj)
     }
 
-    /// Takes `obj`'s resourceVersion as the store's, if it has one.
+    /// Takes `obj`'s resourceVersion as the store's (as its namespace's, for a cache fed
+    /// by one watch per namespace), if it has one.
     pub(crate) fn set_resource_version_of(&mut self, obj: &K) {
-        if let Some(rv) = obj.meta().resource_version.as_deref() {
-            self.set_resource_version(rv);
+        let meta = obj.meta();
+        if let Some(rv) = meta.resource_version.as_deref() {
+            self.reach(meta.namespace.as_deref(), rv);
         }
     }
 }
@@ -82,7 +95,7 @@ impl<K> fmt::Debug for Transaction<'_, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Transaction")
             .field("len", &self.state.slots.len())
-            .field("resource_version", &self.state.resource_version)
+            .field("resource_version", &self.state.versions.current())
             .finish()
     }
 }

@@ -1,0 +1,279 @@
+//! The resourceVersion a cache has reached, and waiting for one (read-your-writes).
+//!
+//! A cache fed by one watch (cluster-wide, or one namespace) follows one sequence: its
+//! version is the newest one applied. A cache fed by one watch *per namespace* (see
+//! [`Store::track_namespaces`]) follows several: versions of different watches are not
+//! comparable as one sequence (namespace a at 100 says nothing of namespace b at 95), so
+//! each namespace's version is kept, and the cache's is their **minimum**, empty until
+//! every namespace has one.
+//!
+//! | informer | [`Store::resource_version`] | [`Store::wait_for_resource_version_in`] |
+//! |---|---|---|
+//! | cluster-wide, or one namespace | the newest applied: event, relist, streaming list end, bookmark | that same version, whatever the namespace |
+//! | several namespaces | the minimum over the namespaces (empty until each has synced) | the namespace's own version |
+//!
+//! Opaque (non-numeric) versions are kept as they are but cannot be compared: a minimum
+//! over them is empty, and waits refuse with [`VersionError::NotComparable`].
+
+use std::collections::BTreeMap;
+
+use super::{Store, VersionError, numeric_version};
+
+/// The versions a cache has reached.
+#[derive(Debug, Default, Clone)]
+pub(super) struct Versions {
+    /// What [`Store::resource_version`] returns.
+    current: String,
+    /// Per namespace, when the cache is fed by one watch per namespace ("" = none yet).
+    namespaces: Option<BTreeMap<String, String>>,
+}
+
+impl Versions {
+    pub(super) fn current(&self) -> &str {
+        &self.current
+    }
+
+    /// The version `namespace` has reached (the cache's, for a single watch).
+    fn of(&self, namespace: &str) -> Option<&str> {
+        match &self.namespaces {
+            Some(map) => map.get(namespace).map(String::as_str),
+            None => Some(&self.current),
+        }
+    }
+
+    /// Keep one version per namespace from now on.
+    fn track(&mut self, namespaces: impl IntoIterator<Item = String>) {
+        let map = namespaces
+            .into_iter()
+            .map(|ns| (ns, String::new()))
+            .collect();
+        self.namespaces = Some(map);
+        self.current.clear();
+    }
+
+    /// `namespace` (`None`: everything this cache holds) has reached `resource_version`;
+    /// whether the cache's version changed.
+    pub(super) fn reach(&mut self, namespace: Option<&str>, resource_version: &str) -> bool {
+        if resource_version.is_empty() {
+            return false;
+        }
+        let Some(map) = &mut self.namespaces else {
+            if self.current == resource_version {
+                return false;
+            }
+            resource_version.clone_into(&mut self.current);
+            return true;
+        };
+        match namespace {
+            Some(ns) => match map.get_mut(ns) {
+                Some(reached) => resource_version.clone_into(reached),
+                // Not a namespace this cache watches: nothing to say about its sequence.
+                None => return false,
+            },
+            None => map
+                .values_mut()
+                .for_each(|reached| resource_version.clone_into(reached)),
+        }
+        let minimum = minimum(map.values());
+        if minimum == self.current {
+            return false;
+        }
+        self.current = minimum;
+        true
+    }
+}
+
+/// The smallest of `versions` if every one is a number, else empty.
+fn minimum<'a>(versions: impl Iterator<Item = &'a String>) -> String {
+    let mut least: Option<u64> = None;
+    for version in versions {
+        let Some(n) = numeric_version(version) else {
+            return String::new();
+        };
+        least = Some(least.map_or(n, |l| l.min(n)));
+    }
+    least.map(|n| n.to_string()).unwrap_or_default()
+}
+
+impl<K> Store<K> {
+    /// Makes this cache keep one resourceVersion per namespace in `namespaces`, for a cache
+    /// fed by one watch per namespace (the informer does this for several namespaces): its
+    /// [`resource_version`](Self::resource_version) is then their minimum, empty until
+    /// each has one. See the table in the [module docs](crate::store).
+    pub fn track_namespaces(&self, namespaces: impl IntoIterator<Item = String>) {
+        self.inner.state.write().versions.track(namespaces);
+        self.inner.version_changed.notify_waiters();
+    }
+
+    /// The resourceVersion the cache has reached: the newest write's (an object's own, a
+    /// relist's, a bookmark's; empty before any), or, for a cache fed by one watch per
+    /// namespace, the minimum every namespace has reached.
+    #[doc(alias = "LastStoreSyncResourceVersion")]
+    pub fn resource_version(&self) -> String {
+        self.inner.state.read().versions.current().to_owned()
+    }
+
+    /// The resourceVersion `namespace` has reached: its own for a cache fed by one watch
+    /// per namespace, the cache's otherwise. `None` for a namespace this cache does not
+    /// watch.
+    pub fn resource_version_in(&self, namespace: &str) -> Option<String> {
+        self.inner
+            .state
+            .read()
+            .versions
+            .of(namespace)
+            .map(str::to_owned)
+    }
+
+    /// Records that the cache has reached `resource_version` without any object changing
+    /// (a watch bookmark), waking those waiting for it.
+    #[doc(alias = "Bookmark")]
+    pub fn bookmark(&self, resource_version: &str) {
+        self.reach(None, resource_version);
+    }
+
+    /// [`bookmark`](Self::bookmark) for the watch of one namespace.
+    pub fn bookmark_in_namespace(&self, namespace: &str, resource_version: &str) {
+        self.reach(Some(namespace), resource_version);
+    }
+
+    fn reach(&self, namespace: Option<&str>, resource_version: &str) {
+        let changed = self
+            .inner
+            .state
+            .write()
+            .versions
+            .reach(namespace, resource_version);
+        if changed {
+            self.inner.version_changed.notify_waiters();
+        }
+    }
+
+    /// Waits until the cache's resourceVersion is at least `resource_version`: every change
+    /// the server made up to it has been applied (in every namespace, for a cache fed by
+    /// one watch per namespace: prefer [`wait_for_resource_version_in`](Self::wait_for_resource_version_in)
+    /// there). With the version a write returned, a reconcile can read its own write from
+    /// the cache. Wrap it in a timeout: a version the server never sends (an object outside
+    /// the informer's selectors, on a server without bookmarks) is waited for until the
+    /// next event.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use kube_informer::Store;
+    ///
+    /// let store: Store<ConfigMap> = Store::default();
+    /// let waiting = tokio::spawn({
+    ///     let store = store.clone();
+    ///     async move { store.wait_for_resource_version("42").await }
+    /// });
+    /// store.bookmark("41");
+    /// store.bookmark("42");
+    /// waiting.await.unwrap().unwrap();
+    /// # }
+    /// ```
+    pub async fn wait_for_resource_version(
+        &self,
+        resource_version: &str,
+    ) -> Result<(), VersionError> {
+        self.wait_until(resource_version, |versions| {
+            Some(versions.current().to_owned())
+        })
+        .await
+        .map(|_| ())
+    }
+
+    /// Waits until the watch of `namespace` has reached `resource_version`: for
+    /// read-your-writes on a cache fed by one watch per namespace (a write in namespace b
+    /// is in the cache once b's watch reached the write's version, whatever the other
+    /// namespaces' watches did). On a cache fed by one watch, the same as
+    /// [`wait_for_resource_version`](Self::wait_for_resource_version).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use kube_informer::Store;
+    ///
+    /// let store: Store<ConfigMap> = Store::default();
+    /// store.track_namespaces(["a".to_owned(), "b".to_owned()]);
+    /// store.bookmark_in_namespace("a", "100");
+    /// store.bookmark_in_namespace("b", "95");
+    /// assert_eq!(store.resource_version(), "95"); // what every namespace has reached
+    /// store.wait_for_resource_version_in("b", "95").await.unwrap();
+    /// # }
+    /// ```
+    pub async fn wait_for_resource_version_in(
+        &self,
+        namespace: &str,
+        resource_version: &str,
+    ) -> Result<(), VersionError> {
+        let reached = self
+            .wait_until(resource_version, |versions| {
+                versions.of(namespace).map(str::to_owned)
+            })
+            .await?;
+        reached.ok_or_else(|| VersionError::NotWatched(namespace.to_owned()))
+    }
+
+    /// Waits until the version `read` picks (`None`: not watched, returned at once) is at
+    /// least `resource_version`.
+    async fn wait_until(
+        &self,
+        resource_version: &str,
+        read: impl Fn(&Versions) -> Option<String>,
+    ) -> Result<Option<()>, VersionError> {
+        let wanted = numeric_version(resource_version)
+            .ok_or_else(|| VersionError::NotComparable(resource_version.to_owned()))?;
+        loop {
+            let changed = self.inner.version_changed.notified();
+            let mut changed = std::pin::pin!(changed);
+            changed.as_mut().enable();
+            let Some(current) = read(&self.inner.state.read().versions) else {
+                return Ok(None);
+            };
+            if numeric_version(&current).is_some_and(|have| have >= wanted) {
+                return Ok(Some(()));
+            }
+            if !current.is_empty() && numeric_version(&current).is_none() {
+                return Err(VersionError::NotComparable(current));
+            }
+            changed.await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_watch_follows_the_newest_version() {
+        let mut v = Versions::default();
+        assert!(v.reach(Some("a"), "5"));
+        assert!(v.reach(Some("b"), "3"), "one sequence: the newest applied");
+        assert_eq!(v.current(), "3");
+        assert_eq!(v.of("anything"), Some("3"));
+        assert!(!v.reach(None, ""), "an empty version is ignored");
+    }
+
+    #[test]
+    fn several_watches_report_the_minimum_once_each_has_one() {
+        let mut v = Versions::default();
+        v.track(["a".to_owned(), "b".to_owned()]);
+        assert!(!v.reach(Some("a"), "100"));
+        assert_eq!(v.current(), "", "b has reached nothing yet");
+        assert!(v.reach(Some("b"), "95"));
+        assert_eq!(v.current(), "95");
+        assert!(!v.reach(Some("c"), "1"), "not watched: no say");
+        assert_eq!(v.of("c"), None);
+        assert!(v.reach(Some("b"), "120"));
+        assert_eq!(v.current(), "100");
+        assert!(v.reach(None, "130"), "a whole relist: every namespace");
+        assert_eq!(
+            (v.current(), v.of("a"), v.of("b")),
+            ("130", Some("130"), Some("130"))
+        );
+        v.reach(Some("a"), "opaque");
+        assert_eq!(v.current(), "", "opaque versions have no minimum");
+    }
+}
