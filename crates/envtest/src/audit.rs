@@ -152,13 +152,9 @@ impl AuditEvent {
         let Some((_, query)) = self.request_uri.split_once('?') else {
             return Vec::new();
         };
-        query
-            .split('&')
-            .filter(|pair| !pair.is_empty())
-            .map(|pair| {
-                let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-                (percent_decode(k), percent_decode(v))
-            })
+        // `+` is a space and `%XX` a byte, as Go's `url.ParseQuery` decodes them.
+        form_urlencoded::parse(query.as_bytes())
+            .map(|(k, v)| (k.into_owned(), v.into_owned()))
             .collect()
     }
 
@@ -284,43 +280,22 @@ pub fn requests(events: impl IntoIterator<Item = AuditEvent>) -> Vec<AuditEvent>
     events.into_iter().filter(AuditEvent::is_request).collect()
 }
 
-/// Decodes `%XX` escapes and `+` (a space in a query), as Go's `url.ParseQuery` does.
-fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < bytes.len() => match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                (Some(hi), Some(lo)) => {
-                    out.push(hi << 4 | lo);
-                    i += 2;
-                }
-                _ => out.push(b'%'),
-            },
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-fn hex(digit: u8) -> Option<u8> {
-    char::from(digit)
-        .to_digit(16)
-        .and_then(|d| u8::try_from(d).ok())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn decodes_queries_like_go() {
-        assert_eq!(percent_decode("a%3Db+c"), "a=b c");
-        assert_eq!(percent_decode("100%"), "100%");
-        assert_eq!(percent_decode("%zz%41"), "%zzA");
-        assert_eq!(percent_decode("%4"), "%4");
+        let line = r#"{"level":"Metadata","auditID":"a","stage":"ResponseComplete","verb":"list",
+            "requestURI":"/api/v1/pods?labelSelector=a%3Db+c&x=100%&y=%zz%41&z=%4",
+            "user":{"username":"admin"},"requestReceivedTimestamp":"2026-01-02T03:04:05Z",
+            "stageTimestamp":"2026-01-02T03:04:05Z"}"#;
+        let event: AuditEvent = serde_json::from_str(line).unwrap();
+        let pairs = event.query_pairs();
+        let value = |k: &str| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+        assert_eq!(value("labelSelector"), Some("a=b c"));
+        assert_eq!(value("x"), Some("100%"));
+        assert_eq!(value("y"), Some("%zzA"));
+        assert_eq!(value("z"), Some("%4"));
     }
 }

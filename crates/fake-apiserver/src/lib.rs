@@ -38,6 +38,7 @@ mod config;
 mod faults;
 pub mod fixtures;
 mod http;
+mod meta;
 mod objects;
 mod ops;
 mod registry;

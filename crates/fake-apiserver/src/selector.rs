@@ -2,7 +2,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::storage::Meta;
+use crate::meta::Meta;
 
 #[derive(Debug, Clone, PartialEq)]
 enum Requirement {

@@ -7,8 +7,8 @@ use std::{convert::Infallible, sync::Arc};
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use k8s_openapi::api::core::v1::Pod;
 use kube_informer::{
-    DeltaFifo, RealFifo, Store,
-    fifo::{DeltaQueue, DeltaSink, KnownObjects, ProcessError},
+    Store,
+    fifo::{DeltaFifo, DeltaQueue, DeltaSink, KnownObjects, ProcessError, RealFifo},
 };
 
 mod common;

@@ -17,8 +17,8 @@ use hyper_util::rt::TokioIo;
 use k8s_openapi::api::core::v1::Pod;
 use kube::{Api, api::WatchEvent};
 use kube_informer::{
-    RealFifo, Store,
-    fifo::{DeltaQueue, ProcessError},
+    Store,
+    fifo::{DeltaQueue, ProcessError, RealFifo},
     informer::handle_deltas,
     reflector::{Reflector, ReflectorOptions},
 };

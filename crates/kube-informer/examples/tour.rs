@@ -14,8 +14,8 @@ use std::{convert::Infallible, sync::Arc};
 use k8s_openapi::api::core::v1::{Pod, PodSpec};
 use kube::core::ObjectMeta;
 use kube_informer::{
-    DeletedObject, Delta, DeltaFifo, Indexers, NAMESPACE_INDEX, RealFifo, Store,
-    fifo::{DeltaQueue, DeltaSink, ProcessError},
+    DeletedObject, Indexers, NAMESPACE_INDEX, Store,
+    fifo::{Delta, DeltaFifo, DeltaQueue, DeltaSink, ProcessError, RealFifo},
 };
 
 fn pod(ns: &str, name: &str, node: &str) -> Arc<Pod> {

@@ -11,8 +11,6 @@ use std::{borrow::Borrow, fmt, str::FromStr, sync::Arc};
 
 use kube::Resource;
 
-use crate::fifo::DeletedObject;
-
 /// The key of an object in the cache: `namespace/name`, or `name` when cluster-scoped.
 ///
 /// Cheap to clone (an `Arc<str>`), hashes and compares like the `&str` it holds, so maps keyed
@@ -164,18 +162,6 @@ pub(crate) fn key_all<K: Resource>(
         .collect()
 }
 
-/// The key of a deleted object, tombstones included: a `FinalStateUnknown` tombstone already
-/// carries its key, a known object's key is computed.
-#[doc(alias = "DeletionHandlingMetaNamespaceKeyFunc")]
-pub fn deletion_handling_meta_namespace_key<K: Resource>(
-    obj: &DeletedObject<K>,
-) -> Result<ObjectKey, KeyError> {
-    match obj {
-        DeletedObject::Known(obj) => meta_namespace_key(obj.as_ref()),
-        DeletedObject::FinalStateUnknown { key, .. } => Ok(key.clone()),
-    }
-}
-
 /// Splits a key into its namespace (`None` for cluster-scoped) and name.
 ///
 /// Stricter than client-go, which accepts `ns/` and `/name`: here both halves must be
@@ -275,24 +261,6 @@ mod tests {
             let key = ObjectKey::new(ns, name);
             assert_eq!(split_meta_namespace_key(key.as_str()).unwrap(), (ns, name));
         }
-    }
-
-    #[test]
-    fn tombstones_carry_their_own_key() {
-        let obj = Arc::new(cm(Some("ns"), Some("real")));
-        let known = DeletedObject::Known(obj.clone());
-        assert_eq!(
-            deletion_handling_meta_namespace_key(&known).unwrap(),
-            "ns/real"
-        );
-        let tombstone = DeletedObject::FinalStateUnknown {
-            key: ObjectKey::new(Some("ns"), "from-key"),
-            last_known: obj,
-        };
-        assert_eq!(
-            deletion_handling_meta_namespace_key(&tombstone).unwrap(),
-            "ns/from-key"
-        );
     }
 
     #[test]

@@ -119,50 +119,37 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod caches;
 pub mod compact;
-pub mod expiration_cache;
 pub mod factory;
 pub mod fifo;
-pub mod heap;
 pub mod index;
 pub mod informer;
 mod json_prefix;
 pub mod key;
 pub mod list_watch;
 pub mod lister;
-pub mod mutation_cache;
 pub mod reflector;
 pub mod store;
-pub mod undelta_store;
+mod util;
 pub mod workqueue;
 
+pub(crate) use self::util::{FastMap, FastSet, panic_message};
+
 pub use self::{
-    fifo::{DeletedObject, Delta, DeltaFifo, DeltaType, Deltas, RealFifo},
-    index::{IndexError, IndexFailure, IndexFunc, Indexers, NAMESPACE_INDEX, namespace_index},
-    key::{
-        KeyError, ObjectKey, deletion_handling_meta_namespace_key, meta_namespace_key,
-        split_meta_namespace_key,
+    factory::{FactoryOptions, InformerSpec, SharedInformerFactory},
+    fifo::DeletedObject,
+    index::{IndexError, Indexers, NAMESPACE_INDEX},
+    informer::{
+        HandlerFuncs, HandlerRegistration, InformerOptions, Notification, ResourceEventHandler,
+        SharedIndexInformer,
     },
+    key::{KeyError, ObjectKey, meta_namespace_key, split_meta_namespace_key},
     lister::{Lister, NamespaceLister},
-    store::{Indexer, ReadOnlyStore, Store},
+    store::{ReadOnlyStore, Store},
 };
 
 /// The README's examples, compiled and run as doc tests so they cannot rot.
 #[doc = include_str!("../../../README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
-
-/// The message of a caught panic.
-pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    panic
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_owned())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a panic without a message".to_owned())
-}
-
-/// The hash map used throughout: foldhash is several times faster than SipHash on short
-/// keys and still seeded per process.
-pub(crate) type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
-/// The hash set counterpart of [`FastMap`].
-pub(crate) type FastSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;

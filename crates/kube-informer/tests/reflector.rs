@@ -7,8 +7,8 @@ use fake_apiserver::{FakeApiServer, Fault, Gvr, RequestRecord, ServerConfig, Ver
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube_informer::{
-    RealFifo, Store,
-    fifo::{DeltaQueue, ProcessError},
+    Store,
+    fifo::{DeltaQueue, ProcessError, RealFifo},
     informer::handle_deltas,
     list_watch::{ListPage, ListerWatcher},
     reflector::{Reflector, ReflectorError, ReflectorOptions},
@@ -189,9 +189,12 @@ impl Harness {
 
 #[path = "reflector/backoff.rs"]
 mod backoff;
+mod common;
 #[path = "reflector/faults.rs"]
 mod faults;
 #[path = "reflector/objects.rs"]
 mod objects;
+#[path = "reflector/scripted.rs"]
+mod scripted;
 #[path = "reflector/sync.rs"]
 mod sync;

@@ -16,7 +16,8 @@ use std::{
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
-pub(crate) use self::object::{Meta, ObjKey, StoredObject};
+pub(crate) use self::object::StoredObject;
+pub(crate) use crate::meta::ObjKey;
 use crate::{
     registry::{Gvr, ResourceType},
     selector::Filter,

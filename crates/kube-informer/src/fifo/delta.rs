@@ -5,7 +5,9 @@ use std::{fmt, sync::Arc};
 
 use smallvec::SmallVec;
 
-use crate::ObjectKey;
+use kube::Resource;
+
+use crate::{KeyError, ObjectKey, meta_namespace_key};
 
 /// The kind of change a [`Delta`] records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -297,6 +299,18 @@ impl<'a, K> IntoIterator for &'a Deltas<K> {
     }
 }
 
+/// The key of a deleted object, tombstones included: a `FinalStateUnknown` tombstone already
+/// carries its key, a known object's key is computed.
+#[doc(alias = "DeletionHandlingMetaNamespaceKeyFunc")]
+pub fn deletion_handling_meta_namespace_key<K: Resource>(
+    obj: &DeletedObject<K>,
+) -> Result<ObjectKey, KeyError> {
+    match obj {
+        DeletedObject::Known(obj) => meta_namespace_key(obj.as_ref()),
+        DeletedObject::FinalStateUnknown { key, .. } => Ok(key.clone()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -345,5 +359,26 @@ mod tests {
         assert_eq!(d.len(), 3);
         assert_eq!(**d.oldest().object(), 1);
         assert_eq!(**d.newest().object(), 3);
+    }
+
+    #[test]
+    fn tombstones_carry_their_own_key() {
+        let mut cm = k8s_openapi::api::core::v1::ConfigMap::default();
+        cm.metadata.namespace = Some("ns".into());
+        cm.metadata.name = Some("real".into());
+        let obj = Arc::new(cm);
+        let known = DeletedObject::Known(obj.clone());
+        assert_eq!(
+            deletion_handling_meta_namespace_key(&known).unwrap(),
+            "ns/real"
+        );
+        let tombstone = DeletedObject::FinalStateUnknown {
+            key: ObjectKey::new(Some("ns"), "from-key"),
+            last_known: obj,
+        };
+        assert_eq!(
+            deletion_handling_meta_namespace_key(&tombstone).unwrap(),
+            "ns/from-key"
+        );
     }
 }

@@ -79,11 +79,12 @@ mod delta;
 mod delta_fifo;
 mod plain;
 mod real_fifo;
+pub(crate) mod sink;
 
 use std::{future::Future, sync::Arc};
 
 pub use self::{
-    delta::{DeletedObject, Delta, DeltaType, Deltas},
+    delta::{DeletedObject, Delta, DeltaType, Deltas, deletion_handling_meta_namespace_key},
     delta_fifo::DeltaFifo,
     plain::Fifo,
     real_fifo::RealFifo,

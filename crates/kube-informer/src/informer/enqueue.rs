@@ -6,7 +6,7 @@ use kube::Resource;
 
 use super::HandlerFuncs;
 use crate::{
-    DeletedObject, ObjectKey, deletion_handling_meta_namespace_key, meta_namespace_key,
+    DeletedObject, ObjectKey, fifo::deletion_handling_meta_namespace_key, meta_namespace_key,
     workqueue::RateLimitingQueue,
 };
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::{DeltaType, IndexFailure, ObjectKey, reflector::ReflectorError};
+use crate::{ObjectKey, fifo::DeltaType, index::IndexFailure, reflector::ReflectorError};
 
 /// A failure an informer met, given to the handlers added with
 /// [`SharedIndexInformer::on_error`](super::SharedIndexInformer::on_error) (and logged).

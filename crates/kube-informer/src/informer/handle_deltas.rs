@@ -11,7 +11,11 @@ use std::sync::Arc;
 use kube::Resource;
 
 use super::Notification;
-use crate::{Delta, DeltaType, Deltas, ObjectKey, Store, store::Transaction};
+use crate::{
+    ObjectKey, Store,
+    fifo::{Delta, DeltaType, Deltas},
+    store::Transaction,
+};
 
 /// A notification for the handlers, and whether it is a resync (which only handlers due
 /// for one receive).
@@ -48,7 +52,7 @@ pub struct StaleEvent {
 /// use std::sync::Arc;
 /// use k8s_openapi::api::core::v1::ConfigMap;
 /// use kube::core::ObjectMeta;
-/// use kube_informer::{Delta, Deltas, ObjectKey, Store, informer::{handle_deltas, Notification}};
+/// use kube_informer::{ObjectKey, Store, informer::{handle_deltas, Notification}, fifo::{Delta, Deltas}};
 ///
 /// let store = Store::default();
 /// let cm = Arc::new(ConfigMap {
@@ -76,7 +80,7 @@ pub fn handle_deltas<K: Resource>(
 
 /// [`handle_deltas`] for a whole batch, under one write lock of the store: readers see the
 /// batch applied entirely or not at all. `ordered` says whether the batch is in event order
-/// (a [`RealFifo`](crate::RealFifo)), so that each event's resourceVersion can become the
+/// (a [`RealFifo`](crate::fifo::RealFifo)), so that each event's resourceVersion can become the
 /// store's; otherwise only the queue's marks (relist ends, bookmarks) move it.
 pub fn handle_batch<K: Resource>(
     store: &Store<K>,

@@ -19,13 +19,14 @@ use tokio_util::sync::CancellationToken;
 use super::{
     Failure, InformerOptions, SyncError,
     failure::Reporter,
-    listener::{Listener, ListenerContext},
-    processor::Processor,
-    queue::{NamespaceSink, Queue, Transform, TransformSink},
+    handlers::listener::{Listener, ListenerContext},
+    handlers::processor::Processor,
+    queue::Queue,
 };
 use crate::{
     Store,
     fifo::DeltaSink,
+    fifo::sink::{NamespaceSink, Transform, TransformSink},
     list_watch::ListerWatcher,
     reflector::{Reflector, ReflectorError, ReflectorHealth},
 };
@@ -107,10 +108,13 @@ where
         let reporter = Arc::new(Reporter::new(name.clone()));
         let transform = Arc::new(Mutex::new(None));
         let progress = Arc::new(Notify::new());
+        let to_reporter = reporter.clone();
         let sink: Arc<dyn DeltaSink<K>> = Arc::new(TransformSink {
             inner: queue.sink(),
             transform: transform.clone(),
-            reporter: reporter.clone(),
+            on_panic: Arc::new(move |key, message| {
+                to_reporter.report(Failure::TransformPanicked { key, message });
+            }),
             progress: progress.clone(),
         });
         let reflectors: Vec<Arc<Reflector<K, L>>> = sources

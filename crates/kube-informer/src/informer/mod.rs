@@ -20,19 +20,15 @@
 mod enqueue;
 mod failure;
 mod handle_deltas;
-mod handler;
+mod handlers;
 mod health;
 mod inner;
-mod listener;
 #[cfg(feature = "metrics")]
 mod metrics;
 mod options;
-mod processor;
 mod queue;
-mod registration;
 mod run;
 mod shared;
-mod stream;
 
 use kube::Resource;
 
@@ -42,12 +38,12 @@ pub use self::{
     enqueue::enqueue_keys,
     failure::Failure,
     handle_deltas::{Distribution, StaleEvent, handle_batch, handle_deltas},
-    handler::{FilteringHandler, HandlerFuncs, Notification, ResourceEventHandler},
+    handlers::handler::{FilteringHandler, HandlerFuncs, Notification, ResourceEventHandler},
+    handlers::registration::HandlerRegistration,
+    handlers::stream::NotificationStream,
     health::{InformerHealth, SyncError},
     options::{HandlerOptions, InformerError, InformerOptions, QueueKind},
-    registration::HandlerRegistration,
     shared::SharedIndexInformer,
-    stream::NotificationStream,
 };
 
 /// A transform that drops `metadata.managedFields` (often a quarter of an object's bytes),

@@ -10,7 +10,9 @@ use kube::Resource;
 
 use super::{
     Failure, HandlerOptions, HandlerRegistration, InformerError, InformerHealth, InformerOptions,
-    ResourceEventHandler, SyncError, inner::Inner, listener::Listener, processor::resync_period,
+    ResourceEventHandler, SyncError,
+    handlers::{listener::Listener, processor::resync_period},
+    inner::Inner,
 };
 use crate::{Indexers, Lister, ReadOnlyStore, list_watch::ListerWatcher};
 

@@ -88,7 +88,7 @@ type ResyncCheck = Arc<dyn Fn() -> bool + Send + Sync>;
 /// use std::sync::Arc;
 /// use k8s_openapi::api::core::v1::Pod;
 /// use kube::Api;
-/// use kube_informer::{RealFifo, Store, reflector::{Reflector, ReflectorOptions}};
+/// use kube_informer::{Store, reflector::{Reflector, ReflectorOptions}, fifo::{RealFifo}};
 /// use tokio_util::sync::CancellationToken;
 ///
 /// # async fn run(client: kube::Client) {

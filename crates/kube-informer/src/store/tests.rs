@@ -247,7 +247,7 @@ type Dump = BTreeMap<String, BTreeMap<String, Vec<String>>>;
 fn naive_indices(model: &BTreeMap<String, Arc<ConfigMap>>) -> Dump {
     type Func = fn(&ConfigMap) -> Vec<String>;
     let funcs: [(&str, Func); 3] = [
-        (NAMESPACE_INDEX, crate::namespace_index::<ConfigMap>),
+        (NAMESPACE_INDEX, crate::index::namespace_index::<ConfigMap>),
         ("by-node", by_node),
         ("by-tag", by_tag),
     ];

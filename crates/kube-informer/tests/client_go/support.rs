@@ -44,7 +44,7 @@ pub(super) async fn pop<Q: DeltaQueue<ConfigMap>>(q: &Q) -> Vec<Seen> {
     q.pop(|deltas, _| {
         for d in deltas.iter() {
             let tombstone =
-                matches!(d, kube_informer::Delta::Deleted(gone) if gone.is_final_state_unknown());
+                matches!(d, kube_informer::fifo::Delta::Deleted(gone) if gone.is_final_state_unknown());
             let o = d.object();
             out.push((
                 d.delta_type(),

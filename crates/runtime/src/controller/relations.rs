@@ -36,7 +36,7 @@ pub(crate) fn primary<K: Resource + Send + Sync + 'static>(
             }
         })
         .on_delete(move |gone: DeletedObject<K>| {
-            if let Ok(key) = kube_informer::deletion_handling_meta_namespace_key(&gone) {
+            if let Ok(key) = kube_informer::fifo::deletion_handling_meta_namespace_key(&gone) {
                 expectations.forget(&key);
                 on_delete.add(key);
             }

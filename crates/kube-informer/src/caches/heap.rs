@@ -19,7 +19,7 @@ type Less<K> = Box<dyn Fn(&K, &K) -> bool + Send + Sync>;
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
 /// use std::sync::Arc;
 /// use k8s_openapi::api::core::v1::ConfigMap;
-/// use kube_informer::heap::Heap;
+/// use kube_informer::caches::heap::Heap;
 ///
 /// let priority = |c: &ConfigMap| c.metadata.labels.as_ref().and_then(|l| l.get("p")).cloned();
 /// let heap = Heap::new(move |a: &ConfigMap, b: &ConfigMap| priority(a) < priority(b));

@@ -4,14 +4,15 @@ use std::{sync::Arc, sync::Weak, time::Duration};
 
 use kube::Resource;
 
-use super::{SyncError, inner::Inner, listener::Listener};
+use super::listener::Listener;
+use crate::informer::{SyncError, inner::Inner};
 
 /// A handler's place in an informer: tells whether it has seen the initial state, waits for
-/// that, and identifies it for [`remove_event_handler`](super::SharedIndexInformer::remove_event_handler).
+/// that, and identifies it for [`remove_event_handler`](crate::informer::SharedIndexInformer::remove_event_handler).
 pub struct HandlerRegistration<K> {
-    pub(super) id: u64,
-    pub(super) listener: Arc<Listener<K>>,
-    pub(super) informer: Weak<Inner<K>>,
+    pub(in crate::informer) id: u64,
+    pub(in crate::informer) listener: Arc<Listener<K>>,
+    pub(in crate::informer) informer: Weak<Inner<K>>,
 }
 
 impl<K> std::fmt::Debug for HandlerRegistration<K> {
@@ -63,7 +64,7 @@ impl<K: Resource + Send + Sync + 'static> HandlerRegistration<K> {
 
     /// Takes the handler out of its informer without waiting for a call in progress to end
     /// (for code that cannot await, such as `Drop`; prefer
-    /// [`SharedIndexInformer::remove_event_handler`](super::SharedIndexInformer::remove_event_handler),
+    /// [`SharedIndexInformer::remove_event_handler`](crate::informer::SharedIndexInformer::remove_event_handler),
     /// which waits): no notification is queued for it any more, and those queued are dropped.
     pub fn close(&self) {
         self.detach();
@@ -71,7 +72,7 @@ impl<K: Resource + Send + Sync + 'static> HandlerRegistration<K> {
     }
 
     /// Takes the handler out of its informer without waiting (for a dropped stream).
-    pub(super) fn detach(&self) {
+    pub(in crate::informer) fn detach(&self) {
         if let Some(inner) = self.informer.upgrade() {
             inner.remove(self.id);
         }

@@ -10,13 +10,13 @@ use std::{
 use futures_util::Stream;
 use kube::Resource;
 
-use super::{HandlerRegistration, Notification, listener::Listener};
+use super::{handler::Notification, listener::Listener, registration::HandlerRegistration};
 
 /// The notifications of one handler registration, in order (see
-/// [`SharedIndexInformer::stream`](super::SharedIndexInformer::stream)).
+/// [`SharedIndexInformer::stream`](crate::informer::SharedIndexInformer::stream)).
 ///
 /// The stream reads the registration's own buffer: with
-/// [`HandlerOptions::coalescing`](super::HandlerOptions::coalescing) it holds at most one
+/// [`HandlerOptions::coalescing`](crate::informer::HandlerOptions::coalescing) it holds at most one
 /// pending notification per object however slowly it is read, and
 /// [`backlog`](HandlerRegistration::backlog) is what waits unread. Dropping the stream
 /// removes its registration from the informer.

@@ -3,16 +3,14 @@
 //! streaming lists refused for the wrong reasons, identical jitter across reflectors. Paused
 //! clocks: verdicts come from request counts and what was reported, never from timing.
 
-mod common;
-
 use std::{sync::Arc, time::Duration};
 
-use common::scripted::{Call, ListReply, Scripted, WatchReply, api_error, bookmark, cm};
+use super::common::scripted::{Call, ListReply, Scripted, WatchReply, api_error, bookmark, cm};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::WatchEvent;
 use kube_informer::{
-    RealFifo, Store,
-    fifo::{DeltaQueue, ProcessError},
+    Store,
+    fifo::{DeltaQueue, ProcessError, RealFifo},
     informer::handle_deltas,
     reflector::{Reflector, ReflectorError, ReflectorOptions},
 };

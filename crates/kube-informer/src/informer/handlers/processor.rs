@@ -5,7 +5,7 @@ use std::{sync::Arc, time::Duration};
 use kube::Resource;
 use tokio::time::Instant;
 
-use super::{Notification, listener::Listener};
+use super::{handler::Notification, listener::Listener};
 
 /// The shortest resync period a handler can have (client-go's `minimumResyncPeriod`).
 pub(crate) const MIN_RESYNC: Duration = Duration::from_secs(1);

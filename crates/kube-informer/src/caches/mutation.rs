@@ -21,7 +21,7 @@ use crate::{FastMap, IndexError, ObjectKey, ReadOnlyStore, meta_namespace_key};
 /// ```
 /// use std::{sync::Arc, time::Duration};
 /// use k8s_openapi::api::core::v1::ConfigMap;
-/// use kube_informer::{Store, mutation_cache::MutationCache};
+/// use kube_informer::{Store, caches::mutation::MutationCache};
 ///
 /// let store: Store<ConfigMap> = Store::default();
 /// let cache = MutationCache::new(store.read_only(), Duration::from_secs(60));

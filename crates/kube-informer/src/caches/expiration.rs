@@ -16,7 +16,7 @@ use crate::{FastMap, KeyError, ObjectKey, meta_namespace_key};
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
 /// use std::time::Duration;
 /// use k8s_openapi::api::core::v1::ConfigMap;
-/// use kube_informer::expiration_cache::ExpirationCache;
+/// use kube_informer::caches::expiration::ExpirationCache;
 ///
 /// let cache = ExpirationCache::new(Duration::from_secs(30));
 /// let mut cm = ConfigMap::default();

@@ -16,7 +16,7 @@ type Push<K> = Arc<dyn Fn(Vec<Arc<K>>) + Send + Sync>;
 /// ```
 /// use std::sync::{Arc, Mutex};
 /// use k8s_openapi::api::core::v1::ConfigMap;
-/// use kube_informer::{fifo::DeltaSink, undelta_store::UndeltaStore};
+/// use kube_informer::{fifo::DeltaSink, caches::undelta::UndeltaStore};
 ///
 /// let seen = Arc::new(Mutex::new(Vec::new()));
 /// let s = seen.clone();

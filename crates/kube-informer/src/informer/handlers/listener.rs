@@ -1,5 +1,5 @@
 //! A listener: one handler's buffer and the task that delivers it, in order — or, for a
-//! [`NotificationStream`](super::NotificationStream), the buffer the stream pulls from.
+//! [`NotificationStream`](crate::informer::NotificationStream), the buffer the stream pulls from.
 //!
 //! The informer pushes without ever waiting (so one slow handler cannot hold up the
 //! informer or the others); the task pops and calls the handler. A handler that panics is
@@ -20,10 +20,11 @@ use std::{
 use kube::Resource;
 use parking_lot::Mutex;
 
-use crate::{FastMap as HashMap, ObjectKey, deletion_handling_meta_namespace_key};
+use crate::{FastMap as HashMap, ObjectKey, fifo::deletion_handling_meta_namespace_key};
 use tokio::{sync::Notify, task::JoinHandle};
 
-use super::{Failure, Notification, ResourceEventHandler, failure::Reporter};
+use super::handler::{Notification, ResourceEventHandler};
+use crate::informer::{Failure, failure::Reporter};
 use crate::meta_namespace_key;
 
 /// A handler call slower than this, while the backlog is long, is logged.
