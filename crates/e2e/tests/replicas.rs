@@ -80,11 +80,9 @@ async fn start(
     let options = ManagerOptions::default()
         .no_endpoints()
         .shutdown_timeout(Duration::from_secs(3))
-        .leader_election(election);
-    let factory = FactoryOptions::default().namespace(NAMESPACE);
-    let mut manager = Manager::with_factory_options(client, options, factory)
-        .await
-        .unwrap();
+        .leader_election(election)
+        .factory(FactoryOptions::default().namespace(NAMESPACE));
+    let mut manager = Manager::new(client, options).await.unwrap();
     let controller = manager
         .controller::<ConfigMap>(ControllerOptions::default().name("replicas").workers(2))
         .resync(Duration::from_secs(1));

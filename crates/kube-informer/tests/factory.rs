@@ -66,9 +66,13 @@ async fn one_informer_per_type_shared_synced_listed_and_shut_down() {
     let dynamic_pods = factory.dynamic_informer(&ApiResource::erase::<Pod>(&()), Scope::Namespaced);
     let pod_meta = factory.metadata_informer::<Pod>();
     factory.start();
-    let synced = factory.wait_for_cache_sync().await;
-    assert_eq!(synced.len(), 4, "{synced:?}");
-    assert!(synced.values().all(|s| *s), "{synced:?}");
+    factory
+        .wait_for_sync(Duration::from_secs(30))
+        .await
+        .unwrap();
+    let health = factory.health();
+    assert_eq!(health.len(), 4, "{health:?}");
+    assert!(health.iter().all(|h| h.synced), "{health:?}");
 
     assert_eq!(
         b.store().len(),
@@ -141,7 +145,7 @@ async fn one_informer_per_type_shared_synced_listed_and_shut_down() {
         .expect("shutdown waits and returns");
 }
 
-/// A 403 on LIST used to leave `wait_for_cache_sync` blocked forever with only a log line;
+/// A 403 on LIST used to leave the sync wait blocked forever with only a log line;
 /// a lasting 503, 504 or 429 was worse: kube's default client retried it out of sight, so
 /// the error handler never heard of it and the sync wait could not say why. Now, through
 /// that same default client, each answer times out the wait naming the informer and the
@@ -241,17 +245,16 @@ async fn an_informer_of_some_namespaces_with_its_own_options() {
     }
     let factory = SharedInformerFactory::new(
         server.client().unwrap(),
-        FactoryOptions::default()
-            .strip_managed_fields()
-            .transform_for::<ConfigMap>(|mut cm| {
-                cm.data = Some([("seen".to_owned(), "yes".to_owned())].into());
-                cm
-            }),
+        FactoryOptions::default().strip_managed_fields(),
     );
     let spec = || {
         kube_informer::factory::InformerSpec::<ConfigMap>::new()
             .namespaces(["b", "a"])
             .label_selector("keep=yes")
+            .transform(|mut cm| {
+                cm.data = Some([("seen".to_owned(), "yes".to_owned())].into());
+                cm
+            })
     };
     let two = factory.informer_with(spec());
     let again = factory.informer_with(spec().namespaces(["a", "b"]));
@@ -280,7 +283,7 @@ async fn an_informer_of_some_namespaces_with_its_own_options() {
     assert_eq!(
         cm.data.as_ref().unwrap()["seen"],
         "yes",
-        "the per-type transform ran"
+        "the informer's own transform ran, after the factory's"
     );
     let watches: Vec<_> = server
         .requests()

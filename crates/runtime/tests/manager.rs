@@ -70,7 +70,7 @@ async fn readiness_flips_on_a_failing_watch_and_liveness_does_not() {
         Duration::from_secs(60),
     );
     let factory = kube_informer::factory::FactoryOptions::default().reflector(fast);
-    let mut manager = Manager::with_factory_options(server.client().unwrap(), local(), factory)
+    let mut manager = Manager::new(server.client().unwrap(), local().factory(factory))
         .await
         .unwrap();
     manager.add_readyz_check("custom", || Ok(()));

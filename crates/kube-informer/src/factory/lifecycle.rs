@@ -1,6 +1,6 @@
 //! The informers' lifecycle, all at once: errors, start, sync, health, shutdown.
 
-use std::{collections::BTreeMap, sync::Arc, time::Duration};
+use std::{sync::Arc, time::Duration};
 
 use futures_util::future::join_all;
 use tokio::task::JoinHandle;
@@ -50,21 +50,6 @@ impl SharedInformerFactory {
             true => Ok(()),
             false => Err(CacheSyncError { unsynced }),
         }
-    }
-
-    /// Waits until every started informer has synced, or the factory is shut down; reports
-    /// each informer by its name. Prefer [`wait_for_sync`](Self::wait_for_sync), which
-    /// takes a timeout and says why an informer did not sync.
-    pub async fn wait_for_cache_sync(&self) -> BTreeMap<String, bool> {
-        let forever = Duration::from_secs(u64::from(u32::MAX));
-        tokio::select! {
-            () = self.inner.cancel.cancelled() => {}
-            _ = self.wait_for_sync(forever) => {}
-        }
-        self.health()
-            .into_iter()
-            .map(|h| (h.name, h.synced))
-            .collect()
     }
 
     /// The health of every started informer, for probes.

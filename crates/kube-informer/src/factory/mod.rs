@@ -1,10 +1,30 @@
 //! [`SharedInformerFactory`]: one informer per resource type (and what it watches), shared
 //! by every controller that asks for it.
 //!
-//! - `options.rs`: [`FactoryOptions`], shared by every informer (namespace, selectors,
-//!   resync, reflector options, factory-wide transforms, metrics), and [`FactoryScope`].
+//! - `options.rs`: [`FactoryOptions`], the defaults of every informer (namespace,
+//!   selectors, resync, reflector options, stripping managedFields, metrics), and
+//!   [`FactoryScope`].
 //! - `spec.rs`: [`InformerSpec`], one informer's own options (namespaces, selectors,
 //!   transform, indexes, resync, source).
+//!
+//! # Which setting applies
+//!
+//! Each knob is set in one place per level: a factory default, and an override on the
+//! informer's [`InformerSpec`] (as controller-runtime's `cache.Options` and `ByObject`).
+//!
+//! | knob | factory default ([`FactoryOptions`]) | per informer ([`InformerSpec`]) | what applies |
+//! |---|---|---|---|
+//! | namespaces | `namespace` (namespaced types only) | `namespace`, `namespaces` | the spec's, else the factory's, else all |
+//! | label / field selector | `label_selector`, `field_selector` | `label_selector`, `field_selector` | the spec's, else the factory's |
+//! | resync period | `default_resync` | `resync` | the spec's, else the factory's, else none |
+//! | transform | `strip_managed_fields` | `transform` | both: the factory's first, then the spec's |
+//! | indexes | the namespace index (namespaced types) | `indexers` | both |
+//! | list/watch tuning, metrics | `reflector`, `metrics` | — | the factory's |
+//! | source | the factory's client | `list_watcher` | the spec's, else the client |
+//!
+//! Informers are shared by type, namespaces and selectors: two specs that differ only in
+//! a resync, transform or indexes get the same informer (the first one's settings; the
+//! indexes are added to it).
 //! - `registry.rs`: what the factory keeps of each informer, whatever its type.
 //! - `lifecycle.rs`: starting, waiting for, watching over and stopping them all.
 
@@ -193,8 +213,7 @@ impl SharedInformerFactory {
         if let Some(metrics) = &defaults.informer_metrics {
             options = options.metrics(metrics);
         }
-        let type_resync = defaults.resync_for.get(std::any::type_name::<K>()).copied();
-        if let Some(period) = spec.resync.or(type_resync).or(defaults.default_resync) {
+        if let Some(period) = spec.resync.or(defaults.default_resync) {
             options = options.default_resync(period);
         }
         options
@@ -206,16 +225,10 @@ impl SharedInformerFactory {
         spec: &InformerSpec<K>,
     ) -> Option<Arc<dyn Fn(K) -> K + Send + Sync>> {
         let defaults = &self.inner.options;
-        let typed = defaults
-            .transforms
-            .get(std::any::type_name::<K>())
-            .and_then(|t| t.downcast_ref::<Arc<dyn Fn(K) -> K + Send + Sync>>())
-            .cloned();
         let mut steps: Vec<Arc<dyn Fn(K) -> K + Send + Sync>> = Vec::new();
         if defaults.strip_managed_fields {
             steps.push(Arc::new(crate::informer::strip_managed_fields::<K>));
         }
-        steps.extend(typed);
         steps.extend(spec.transform.clone());
         match steps.len() {
             0 => None,

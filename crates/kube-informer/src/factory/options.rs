@@ -1,15 +1,11 @@
 //! [`FactoryOptions`]: what every informer of a factory shares; [`FactoryScope`]: whether
 //! the factory's namespace applies to a type.
 
-use std::{any::Any, collections::HashMap, sync::Arc, time::Duration};
+use std::time::Duration;
 
 use kube::core::{ClusterResourceScope, NamespaceResourceScope};
 
 use crate::reflector::ReflectorOptions;
-
-/// A per-type transform, type-erased (it is a `Transform<K>` for the type it is filed
-/// under).
-pub(super) type AnyTransform = Arc<dyn Any + Send + Sync>;
 
 /// Settings shared by every informer of a factory.
 ///
@@ -31,10 +27,8 @@ pub struct FactoryOptions {
     pub(super) label_selector: Option<String>,
     pub(super) field_selector: Option<String>,
     pub(super) default_resync: Option<Duration>,
-    pub(super) resync_for: HashMap<String, Duration>,
     pub(super) reflector: ReflectorOptions,
     pub(super) strip_managed_fields: bool,
-    pub(super) transforms: HashMap<String, AnyTransform>,
     #[cfg(feature = "metrics")]
     pub(super) informer_metrics: Option<crate::informer::InformerMetrics>,
 }
@@ -47,7 +41,6 @@ impl std::fmt::Debug for FactoryOptions {
             .field("field_selector", &self.field_selector)
             .field("default_resync", &self.default_resync)
             .field("strip_managed_fields", &self.strip_managed_fields)
-            .field("transforms", &self.transforms.keys().collect::<Vec<_>>())
             .finish_non_exhaustive()
     }
 }
@@ -82,33 +75,13 @@ impl FactoryOptions {
         self
     }
 
-    /// The resync period of `K`'s informer, overriding the default.
-    #[must_use]
-    pub fn resync_for<K>(mut self, period: Duration) -> Self {
-        self.resync_for
-            .insert(std::any::type_name::<K>().to_owned(), period);
-        self
-    }
-
     /// Drop `metadata.managedFields` from every object of every informer before it is
     /// cached (a quarter of a typical object's bytes; client-go's `WithTransform` with
-    /// `TransformStripManagedFields`). A type's own transform
-    /// ([`transform_for`](Self::transform_for)) runs after it.
+    /// `TransformStripManagedFields`). An informer's own transform
+    /// ([`InformerSpec::transform`](super::InformerSpec::transform)) runs after it.
     #[must_use]
     pub fn strip_managed_fields(mut self) -> Self {
         self.strip_managed_fields = true;
-        self
-    }
-
-    /// Transforms every object of `K`'s informers once, before it is cached.
-    #[must_use]
-    pub fn transform_for<K: 'static>(
-        mut self,
-        transform: impl Fn(K) -> K + Send + Sync + 'static,
-    ) -> Self {
-        let transform: Arc<dyn Fn(K) -> K + Send + Sync> = Arc::new(transform);
-        self.transforms
-            .insert(std::any::type_name::<K>().to_owned(), Arc::new(transform));
         self
     }
 

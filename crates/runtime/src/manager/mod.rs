@@ -61,7 +61,7 @@ use std::{fmt::Display, future::Future, net::SocketAddr, sync::Arc};
 
 use futures_util::future::BoxFuture;
 use kube_informer::{
-    factory::{FactoryOptions, FactoryScope, SharedInformerFactory},
+    factory::{FactoryScope, SharedInformerFactory},
     informer::InformerMetrics,
     reflector::ReflectorMetrics,
 };
@@ -168,25 +168,21 @@ impl std::fmt::Debug for Manager {
 }
 
 impl Manager {
-    /// A manager using `client`, with a factory recording informer metrics. The
-    /// endpoints' address is bound by [`run`](Self::run) (see [`endpoints`](Self::endpoints)).
+    /// A manager using `client`, with a factory of
+    /// [`ManagerOptions::factory`](ManagerOptions::factory)'s options, recording informer
+    /// metrics. The endpoints' address is bound by [`run`](Self::run) (see
+    /// [`endpoints`](Self::endpoints)).
     pub async fn new(client: kube::Client, options: ManagerOptions) -> Result<Self, ManagerError> {
-        Self::with_factory_options(client, options, FactoryOptions::default()).await
-    }
-
-    /// Like [`new`](Self::new), with the factory's options (namespace, selectors, resync).
-    pub async fn with_factory_options(
-        client: kube::Client,
-        options: ManagerOptions,
-        factory: FactoryOptions,
-    ) -> Result<Self, ManagerError> {
         let mut registry = Registry::default();
         let informer_metrics = InformerMetrics::register(&mut registry);
         let reflector_metrics = ReflectorMetrics::register(&mut registry);
         let controller_metrics = ControllerMetrics::register(&mut registry);
         let factory = SharedInformerFactory::new(
             client.clone(),
-            factory.metrics(&informer_metrics, &reflector_metrics),
+            options
+                .factory
+                .clone()
+                .metrics(&informer_metrics, &reflector_metrics),
         );
         let elector = match &options.leader_election {
             Some(config) => Some(match &options.lease_store {

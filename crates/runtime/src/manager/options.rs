@@ -2,6 +2,8 @@
 
 use std::{net::SocketAddr, sync::Arc, time::Duration};
 
+use kube_informer::factory::FactoryOptions;
+
 use crate::{leader_election::LeaderElectionConfig, lease::LeaseStore};
 
 /// Settings of a [`Manager`](super::Manager).
@@ -23,6 +25,7 @@ pub struct ManagerOptions {
     pub(crate) leader_election: Option<LeaderElectionConfig>,
     pub(crate) lease_store: Option<Arc<dyn LeaseStore>>,
     pub(crate) max_watch_failures: u32,
+    pub(crate) factory: FactoryOptions,
 }
 
 impl std::fmt::Debug for ManagerOptions {
@@ -33,6 +36,7 @@ impl std::fmt::Debug for ManagerOptions {
             .field("leader_election", &self.leader_election)
             .field("lease_store", &self.lease_store.as_ref().map(|_| "custom"))
             .field("max_watch_failures", &self.max_watch_failures)
+            .field("factory", &self.factory)
             .finish()
     }
 }
@@ -45,6 +49,7 @@ impl Default for ManagerOptions {
             leader_election: None,
             lease_store: None,
             max_watch_failures: 10,
+            factory: FactoryOptions::default(),
         }
     }
 }
@@ -93,6 +98,23 @@ impl ManagerOptions {
     #[must_use]
     pub fn lease_store(mut self, store: Arc<dyn LeaseStore>) -> Self {
         self.lease_store = Some(store);
+        self
+    }
+
+    /// The informer factory's options (namespace, selectors, resync, reflector tuning):
+    /// every cache the manager's controllers read. Its informer and reflector metrics are
+    /// registered on the manager's `/metrics` whatever these say.
+    ///
+    /// ```
+    /// use kube_informer::factory::FactoryOptions;
+    /// use kube_informer_runtime::manager::ManagerOptions;
+    ///
+    /// let options = ManagerOptions::default().factory(FactoryOptions::default().namespace("shop"));
+    /// # let _ = options;
+    /// ```
+    #[must_use]
+    pub fn factory(mut self, options: FactoryOptions) -> Self {
+        self.factory = options;
         self
     }
 
