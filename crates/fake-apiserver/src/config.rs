@@ -29,6 +29,7 @@ pub struct ServerConfig {
     pub(crate) watch_buffer: usize,
     pub(crate) streaming_lists: bool,
     pub(crate) resources: Vec<ResourceType>,
+    pub(crate) namespaces: Vec<String>,
 }
 
 impl Default for ServerConfig {
@@ -42,11 +43,32 @@ impl Default for ServerConfig {
             watch_buffer: 100_000,
             streaming_lists: true,
             resources: Vec::new(),
+            namespaces: vec!["default".to_owned()],
         }
     }
 }
 
 impl ServerConfig {
+    /// Namespaces that exist from the start, besides `default` (which always does): a
+    /// namespaced create into a missing namespace is refused with 404, as on a real server.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// use fake_apiserver::{FakeApiServer, Gvr, ServerConfig};
+    /// use serde_json::json;
+    ///
+    /// let server = FakeApiServer::start(ServerConfig::default().namespaces(["shop", "demo"])).await.unwrap();
+    /// server.create(&Gvr::core("configmaps"), Some("shop"), json!({"metadata": {"name": "cfg"}})).unwrap();
+    /// # }
+    /// ```
+    pub fn namespaces<S: Into<String>>(mut self, namespaces: impl IntoIterator<Item = S>) -> Self {
+        self.namespaces
+            .extend(namespaces.into_iter().map(Into::into));
+        self.namespaces.sort();
+        self.namespaces.dedup();
+        self
+    }
+
     /// The port on 127.0.0.1 (default 0: an ephemeral port).
     #[must_use]
     pub fn port(mut self, port: u16) -> Self {

@@ -20,8 +20,7 @@
 //! use serde_json::json;
 //!
 //! # #[tokio::main(flavor = "current_thread")] async fn main() {
-//! let server = FakeApiServer::start(ServerConfig::default()).await.unwrap();
-//! server.create(&Gvr::core("namespaces"), None, json!({"metadata": {"name": "demo"}})).unwrap();
+//! let server = FakeApiServer::start(ServerConfig::default().namespaces(["demo"])).await.unwrap();
 //! server
 //!     .create(&Gvr::core("configmaps"), Some("demo"), json!({"metadata": {"name": "cfg"}, "data": {"k": "v"}}))
 //!     .unwrap();
@@ -167,15 +166,17 @@ impl FakeApiServer {
             streaming_lists: AtomicBool::new(config.streaming_lists),
             config,
         });
-        inner
-            .create(
-                &Gvr::core("namespaces"),
-                None,
-                serde_json::json!({"metadata": {"name": "default"}}),
-                "fake-apiserver",
-                Part::Object,
-            )
-            .map_err(|e| Error::Start(std::io::Error::other(format!("{e:?}"))))?;
+        for namespace in inner.config.namespaces.clone() {
+            inner
+                .create(
+                    &Gvr::core("namespaces"),
+                    None,
+                    serde_json::json!({"metadata": {"name": namespace}}),
+                    "fake-apiserver",
+                    Part::Object,
+                )
+                .map_err(|e| Error::Start(std::io::Error::other(format!("{e:?}"))))?;
+        }
         let listener = TcpListener::bind(("127.0.0.1", inner.config.port))
             .await
             .map_err(Error::Start)?;

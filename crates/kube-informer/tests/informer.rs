@@ -25,13 +25,8 @@ fn cms() -> Gvr {
 }
 
 async fn server() -> Arc<FakeApiServer> {
-    let server = FakeApiServer::start(ServerConfig::default()).await.unwrap();
-    server
-        .create(
-            &Gvr::core("namespaces"),
-            None,
-            json!({"metadata": {"name": "demo"}}),
-        )
+    let server = FakeApiServer::start(ServerConfig::default().namespaces(["demo"]))
+        .await
         .unwrap();
     Arc::new(server)
 }

@@ -41,13 +41,8 @@ fn fast() -> ReflectorOptions {
 }
 
 async fn server(config: ServerConfig) -> Arc<FakeApiServer> {
-    let server = FakeApiServer::start(config).await.unwrap();
-    server
-        .create(
-            &Gvr::core("namespaces"),
-            None,
-            json!({"metadata": {"name": "demo"}}),
-        )
+    let server = FakeApiServer::start(config.namespaces(["demo"]))
+        .await
         .unwrap();
     Arc::new(server)
 }

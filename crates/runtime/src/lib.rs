@@ -28,3 +28,8 @@ pub mod manager;
 #[doc = include_str!("../README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
+
+// So is the migration guide's kube-informer program.
+#[doc = include_str!("../../../docs/coming-from-kube-rs.md")]
+#[cfg(doctest)]
+pub struct ComingFromKubeRsDoctests;

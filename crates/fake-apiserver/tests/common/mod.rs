@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use bytes::Bytes;
-use fake_apiserver::{FakeApiServer, Gvr, ServerConfig};
+use fake_apiserver::{FakeApiServer, ServerConfig};
 use http_body_util::{BodyExt, Full};
 use hyper::{HeaderMap, Method, Request, body::Incoming};
 use hyper_util::rt::TokioIo;
@@ -13,15 +13,9 @@ use serde_json::{Value, json};
 
 /// A server with a `demo` namespace.
 pub async fn server(config: ServerConfig) -> FakeApiServer {
-    let server = FakeApiServer::start(config).await.expect("server starts");
-    server
-        .create(
-            &Gvr::core("namespaces"),
-            None,
-            json!({"metadata": {"name": "demo"}}),
-        )
-        .unwrap();
-    server
+    FakeApiServer::start(config.namespaces(["demo"]))
+        .await
+        .expect("server starts")
 }
 
 pub fn cm(name: &str) -> Value {

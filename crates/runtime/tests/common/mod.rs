@@ -6,19 +6,14 @@ pub(crate) mod schedule;
 
 use std::{sync::Arc, time::Duration};
 
-use fake_apiserver::{FakeApiServer, Gvr, ServerConfig};
+use fake_apiserver::{FakeApiServer, ServerConfig};
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 
 /// A fake-apiserver with the namespace `shop`.
 pub(crate) async fn server() -> Arc<FakeApiServer> {
-    let server = FakeApiServer::start(ServerConfig::default()).await.unwrap();
-    server
-        .create(
-            &Gvr::core("namespaces"),
-            None,
-            json!({"metadata": {"name": "shop"}}),
-        )
+    let server = FakeApiServer::start(ServerConfig::default().namespaces(["shop"]))
+        .await
         .unwrap();
     Arc::new(server)
 }
