@@ -12,43 +12,39 @@
 //!  readers (any thread): Store::get_by_key / Store::by_index  ◀── read the cache, never the API server
 //! ```
 //!
-//! ## What is here so far
+//! ## Start here
 //!
-//! - [`key`]: object keys (`namespace/name` or `name`): [`ObjectKey`],
-//!   [`meta_namespace_key`], [`split_meta_namespace_key`].
-//! - [`store`] and [`index`]: the thread-safe, indexed cache [`Store`] (alias [`Indexer`]),
-//!   holding `Arc<K>` so reads never copy an object, with named index functions
-//!   ([`Indexers`]) kept exactly in step with every write, and atomic relists.
-//! - [`fifo`]: the queue between reflector and informer, one contract ([`fifo::DeltaQueue`])
-//!   with two implementations: [`RealFifo`] (strict arrival order, client-go 1.36's default)
-//!   and [`DeltaFifo`] (per-key coalescing, the classic design). Tombstones are the
-//!   [`DeletedObject`] enum, so a handler cannot forget the "final state unknown" case.
-//!   Beside them, client-go's plain FIFO, [`fifo::Fifo`]: the newest state of each key,
-//!   deletes dropped.
-//! - [`list_watch`] and [`reflector`]: the [`list_watch::ListerWatcher`] source (implemented
-//!   for `kube::Api` of typed objects, `DynamicObject` and `PartialObjectMeta`) and the
-//!   [`reflector::Reflector`] that keeps a FIFO in step with the API server through every
-//!   failure: streaming lists with LIST fallback, client-go's resourceVersion ladder, paged
-//!   consistent lists, resumed watches, 410 relists, Retry-After, jittered backoff, idle
-//!   detection of half-open watches, metrics.
-//! - [`informer`]: [`informer::SharedIndexInformer`] — one reflector, one cache, any number
-//!   of handlers, each told of every change in order on its own task (panics isolated,
-//!   optional per-object coalescing, per-handler resync and sync tracking, batched and atomic
-//!   application to the cache), and [`factory::SharedInformerFactory`], which shares one
-//!   informer per type between controllers.
-//! - [`lister`]: [`Lister`] and [`NamespaceLister`], typed read-only views of the cache with
-//!   label selectors.
-//! - [`workqueue`]: client-go's work queues for controllers: [`workqueue::Queue`],
-//!   [`workqueue::DelayingQueue`], [`workqueue::RateLimitingQueue`], rate limiters, and
-//!   Prometheus metrics; a [`workqueue::WorkItem`] guard makes Get/Done/Forget impossible to
-//!   mismatch; [`workqueue::Workers`], the worker loop a controller is built on, owned by
-//!   its caller (drain, abort, or drop it), fed by [`informer::enqueue_keys`].
+//! - [`SharedInformerFactory`]: one informer per resource type (and namespaces, selectors),
+//!   shared by every controller that asks; [`FactoryOptions`] are its defaults,
+//!   [`InformerSpec`] one informer's own settings (the precedence table is in [`factory`]).
+//! - [`SharedIndexInformer`]: one LIST+WATCH, one cache, any number of handlers. Read the
+//!   cache through [`ReadOnlyStore`] (`informer.store()`: get, list, `by_index`, wait for a
+//!   resourceVersion) or a [`Lister`] (label selectors, per namespace); be told of changes by
+//!   a [`ResourceEventHandler`] ([`HandlerFuncs`] for closures), removed through its
+//!   [`HandlerRegistration`], or pull them as a stream (`informer.stream()`).
+//! - [`Indexers`]: named index functions, kept in step with every write.
+//! - [`ObjectKey`] (`namespace/name`) and [`DeletedObject`] (a deletion, or a tombstone when
+//!   the final state is unknown: a handler cannot forget that case).
+//! - [`workqueue`]: client-go's work queues and rate limiters, and [`workqueue::Workers`], the
+//!   worker loop a controller is built on, fed by [`informer::enqueue_keys`].
+//! - [`compact::Compact`]: objects kept as their JSON and metadata, a fraction of the memory.
 //!
-//! The controller runtime (controllers with relations and predicates, finalizers, events,
-//! leader election, a manager) is the `kube-informer-runtime` crate, built on these parts.
+//! For a controller with relations, predicates, finalizers, events, leader election and a
+//! manager with health and metrics endpoints, use the `kube-informer-runtime` crate, built
+//! on these parts. The repository's README lists small runnable examples.
+//!
+//! ## The layers underneath
+//!
+//! For custom pipelines and tests: [`list_watch`] (the [`list_watch::ListerWatcher`]
+//! source, implemented for `kube::Api` and an in-memory `MemorySource`), [`reflector`]
+//! (keeps a FIFO in step with the API server through every failure: streaming lists,
+//! client-go's resourceVersion ladder, resumed watches, 410 relists, Retry-After, jittered
+//! backoff), [`fifo`] ([`fifo::RealFifo`], client-go 1.36's default, and
+//! [`fifo::DeltaFifo`]), [`store`] ([`Store`], the writable cache the informer owns) and
+//! [`caches`] (client-go's mutation, expiration, undelta caches and heap).
 //!
 //! Objects are any [`kube::Resource`]: k8s-openapi types, `DynamicObject`,
-//! `PartialObjectMeta`.
+//! `PartialObjectMeta`, [`compact::Compact`].
 //!
 //! ## Example: workers over an informer
 //!

@@ -250,7 +250,7 @@ async fn an_informer_of_some_namespaces_with_its_own_options() {
     let spec = || {
         kube_informer::factory::InformerSpec::<ConfigMap>::new()
             .namespaces(["b", "a"])
-            .label_selector("keep=yes")
+            .selectors(kube_informer::list_watch::Selectors::default().labels("keep=yes"))
             .transform(|mut cm| {
                 cm.data = Some([("seen".to_owned(), "yes".to_owned())].into());
                 cm

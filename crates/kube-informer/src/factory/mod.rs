@@ -15,7 +15,7 @@
 //! | knob | factory default ([`FactoryOptions`]) | per informer ([`InformerSpec`]) | what applies |
 //! |---|---|---|---|
 //! | namespaces | `namespace` (namespaced types only) | `namespace`, `namespaces` | the spec's, else the factory's, else all |
-//! | label / field selector | `label_selector`, `field_selector` | `label_selector`, `field_selector` | the spec's, else the factory's |
+//! | label / field selector | `selectors` | `selectors` | each: the spec's, else the factory's |
 //! | resync period | `default_resync` | `resync` | the spec's, else the factory's, else none |
 //! | transform | `strip_managed_fields` | `transform` | both: the factory's first, then the spec's |
 //! | indexes | the namespace index (namespaced types) | `indexers` | both |
@@ -54,7 +54,7 @@ pub use self::{
 use crate::{
     Indexers,
     informer::{InformerOptions, SharedIndexInformer},
-    list_watch::{ClientListerWatcher, ListerWatcher},
+    list_watch::{ClientListerWatcher, ListerWatcher, Selectors},
 };
 
 /// Hands out one shared informer per resource type and options, starts them, waits for
@@ -185,21 +185,7 @@ impl SharedInformerFactory {
         spec: &InformerSpec<K>,
     ) -> InformerOptions<K> {
         let defaults = &self.inner.options;
-        let mut reflector = defaults.reflector.clone();
-        let label = spec
-            .label_selector
-            .as_ref()
-            .or(defaults.label_selector.as_ref());
-        let field = spec
-            .field_selector
-            .as_ref()
-            .or(defaults.field_selector.as_ref());
-        if let Some(selector) = label {
-            reflector = reflector.label_selector(selector.clone());
-        }
-        if let Some(selector) = field {
-            reflector = reflector.field_selector(selector.clone());
-        }
+        let reflector = defaults.reflector.clone().selectors(self.selectors(spec));
         let indexers = if namespaced {
             Indexers::new().namespace()
         } else {
@@ -254,25 +240,25 @@ impl SharedInformerFactory {
         }
     }
 
+    /// The selectors of `spec`'s informer: its own, else the factory's.
+    fn selectors<K>(&self, spec: &InformerSpec<K>) -> Selectors {
+        let defaults = &self.inner.options;
+        spec.selectors
+            .or(&defaults.selectors)
+            .or(&defaults.reflector.selectors)
+    }
+
     fn key<K: 'static>(
         &self,
         what: &str,
         namespaces: Vec<String>,
         spec: &InformerSpec<K>,
     ) -> InformerKey {
-        let defaults = &self.inner.options;
         InformerKey {
             objects: TypeId::of::<K>(),
             what: what.to_owned(),
             namespaces,
-            label_selector: spec
-                .label_selector
-                .clone()
-                .or(defaults.label_selector.clone()),
-            field_selector: spec
-                .field_selector
-                .clone()
-                .or(defaults.field_selector.clone()),
+            selectors: self.selectors(spec),
         }
     }
 

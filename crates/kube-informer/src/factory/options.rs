@@ -5,18 +5,18 @@ use std::time::Duration;
 
 use kube::core::{ClusterResourceScope, NamespaceResourceScope};
 
-use crate::reflector::ReflectorOptions;
+use crate::{list_watch::Selectors, reflector::ReflectorOptions};
 
 /// Settings shared by every informer of a factory.
 ///
 /// ```
 /// use std::time::Duration;
-/// use kube_informer::factory::FactoryOptions;
+/// use kube_informer::{factory::FactoryOptions, list_watch::Selectors};
 ///
 /// // Every informer of this factory: one namespace, a selector, no managedFields.
 /// let options = FactoryOptions::default()
 ///     .namespace("shop")
-///     .label_selector("team=payments")
+///     .selectors(Selectors::default().labels("team=payments"))
 ///     .default_resync(Duration::from_secs(300))
 ///     .strip_managed_fields();
 /// # let _ = options;
@@ -24,8 +24,7 @@ use crate::reflector::ReflectorOptions;
 #[derive(Clone, Default)]
 pub struct FactoryOptions {
     pub(super) namespace: Option<String>,
-    pub(super) label_selector: Option<String>,
-    pub(super) field_selector: Option<String>,
+    pub(super) selectors: Selectors,
     pub(super) default_resync: Option<Duration>,
     pub(super) reflector: ReflectorOptions,
     pub(super) strip_managed_fields: bool,
@@ -37,8 +36,7 @@ impl std::fmt::Debug for FactoryOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FactoryOptions")
             .field("namespace", &self.namespace)
-            .field("label_selector", &self.label_selector)
-            .field("field_selector", &self.field_selector)
+            .field("selectors", &self.selectors)
             .field("default_resync", &self.default_resync)
             .field("strip_managed_fields", &self.strip_managed_fields)
             .finish_non_exhaustive()
@@ -54,17 +52,11 @@ impl FactoryOptions {
         self
     }
 
-    /// Only objects matching this label selector (client-go's `WithTweakListOptions`).
+    /// Which objects every informer lists and watches, unless its
+    /// [`InformerSpec`](super::InformerSpec) sets its own.
     #[must_use]
-    pub fn label_selector(mut self, selector: impl Into<String>) -> Self {
-        self.label_selector = Some(selector.into());
-        self
-    }
-
-    /// Only objects matching this field selector.
-    #[must_use]
-    pub fn field_selector(mut self, selector: impl Into<String>) -> Self {
-        self.field_selector = Some(selector.into());
+    pub fn selectors(mut self, selectors: Selectors) -> Self {
+        self.selectors = selectors;
         self
     }
 

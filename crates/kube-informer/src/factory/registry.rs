@@ -57,8 +57,7 @@ pub(super) struct InformerKey {
     pub(super) what: String,
     /// Sorted; empty: every namespace.
     pub(super) namespaces: Vec<String>,
-    pub(super) label_selector: Option<String>,
-    pub(super) field_selector: Option<String>,
+    pub(super) selectors: crate::list_watch::Selectors,
 }
 
 pub(super) struct Registered {

@@ -6,7 +6,7 @@ use std::{sync::Arc, time::Duration};
 use crate::{
     Indexers,
     informer::{InformerOptions, SharedIndexInformer},
-    list_watch::ListerWatcher,
+    list_watch::{ListerWatcher, Selectors},
 };
 
 type Make<K> = Box<dyn FnOnce(InformerOptions<K>) -> SharedIndexInformer<K> + Send>;
@@ -20,7 +20,7 @@ type Make<K> = Box<dyn FnOnce(InformerOptions<K>) -> SharedIndexInformer<K> + Se
 ///
 /// ```no_run
 /// use k8s_openapi::api::core::v1::Pod;
-/// use kube_informer::{Indexers, factory::{FactoryOptions, InformerSpec, SharedInformerFactory}};
+/// use kube_informer::{Indexers, factory::{FactoryOptions, InformerSpec, SharedInformerFactory}, list_watch::Selectors};
 ///
 /// # fn demo(client: kube::Client) {
 /// let factory = SharedInformerFactory::new(client, FactoryOptions::default());
@@ -28,7 +28,7 @@ type Make<K> = Box<dyn FnOnce(InformerOptions<K>) -> SharedIndexInformer<K> + Se
 /// let pods = factory.informer_with::<Pod>(
 ///     InformerSpec::new()
 ///         .namespaces(["shop", "checkout"])
-///         .label_selector("app=web")
+///         .selectors(Selectors::default().labels("app=web"))
 ///         .transform(kube_informer::informer::strip_managed_fields)
 ///         .indexers(Indexers::new().index("by-node", |p: &Pod| {
 ///             p.spec.as_ref().and_then(|s| s.node_name.clone()).into_iter().collect()
@@ -39,8 +39,7 @@ type Make<K> = Box<dyn FnOnce(InformerOptions<K>) -> SharedIndexInformer<K> + Se
 /// ```
 pub struct InformerSpec<K> {
     pub(super) namespaces: Option<Vec<String>>,
-    pub(super) label_selector: Option<String>,
-    pub(super) field_selector: Option<String>,
+    pub(super) selectors: Selectors,
     pub(super) transform: Option<Arc<dyn Fn(K) -> K + Send + Sync>>,
     pub(super) indexers: Indexers<K>,
     pub(super) resync: Option<Duration>,
@@ -51,8 +50,7 @@ impl<K> Default for InformerSpec<K> {
     fn default() -> Self {
         Self {
             namespaces: None,
-            label_selector: None,
-            field_selector: None,
+            selectors: Selectors::default(),
             transform: None,
             indexers: Indexers::new(),
             resync: None,
@@ -65,8 +63,7 @@ impl<K> std::fmt::Debug for InformerSpec<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("InformerSpec")
             .field("namespaces", &self.namespaces)
-            .field("label_selector", &self.label_selector)
-            .field("field_selector", &self.field_selector)
+            .field("selectors", &self.selectors)
             .field("transform", &self.transform.is_some())
             .field("indexers", &self.indexers)
             .field("custom_source", &self.source.is_some())
@@ -97,17 +94,11 @@ impl<K: kube::Resource + Clone + Send + Sync + 'static> InformerSpec<K> {
         self
     }
 
-    /// Only objects matching this label selector (instead of the factory's).
+    /// Which objects this informer lists and watches; each selector it leaves unset is
+    /// the factory's.
     #[must_use]
-    pub fn label_selector(mut self, selector: impl Into<String>) -> Self {
-        self.label_selector = Some(selector.into());
-        self
-    }
-
-    /// Only objects matching this field selector (instead of the factory's).
-    #[must_use]
-    pub fn field_selector(mut self, selector: impl Into<String>) -> Self {
-        self.field_selector = Some(selector.into());
+    pub fn selectors(mut self, selectors: Selectors) -> Self {
+        self.selectors = selectors;
         self
     }
 

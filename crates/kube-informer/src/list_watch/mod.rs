@@ -6,6 +6,7 @@ mod decode;
 mod memory;
 mod page;
 mod request;
+mod selectors;
 
 use std::future::Future;
 
@@ -16,7 +17,9 @@ use kube::{
 };
 use serde::de::DeserializeOwned;
 
-pub use self::{decode::UndecodableLine, memory::MemorySource, page::ListPage};
+pub use self::{
+    decode::UndecodableLine, memory::MemorySource, page::ListPage, selectors::Selectors,
+};
 
 /// How many LIST pages or watch batches decode at once: one per core (at least two, so
 /// fetching and decoding overlap even on one core).

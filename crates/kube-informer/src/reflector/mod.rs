@@ -339,8 +339,8 @@ where
 
     fn selectors_list(&self) -> ListParams {
         ListParams {
-            label_selector: self.options.label_selector.clone(),
-            field_selector: self.options.field_selector.clone(),
+            label_selector: self.options.selectors.label_selector().map(str::to_owned),
+            field_selector: self.options.selectors.field_selector().map(str::to_owned),
             ..ListParams::default()
         }
     }
@@ -348,8 +348,8 @@ where
     fn watch_params(&self, run: &mut Run, send_initial_events: bool) -> WatchParams {
         let (min, max) = self.options.watch_timeout;
         WatchParams {
-            label_selector: self.options.label_selector.clone(),
-            field_selector: self.options.field_selector.clone(),
+            label_selector: self.options.selectors.label_selector().map(str::to_owned),
+            field_selector: self.options.selectors.field_selector().map(str::to_owned),
             timeout: Some(run.jitter.between(min, max).as_secs().max(1) as u32),
             bookmarks: true,
             send_initial_events,

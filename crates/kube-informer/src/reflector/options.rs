@@ -6,14 +6,14 @@ use std::time::Duration;
 ///
 /// ```
 /// use std::time::Duration;
-/// use kube_informer::reflector::ReflectorOptions;
+/// use kube_informer::{list_watch::Selectors, reflector::ReflectorOptions};
 ///
 /// // A reflector for a slow, large collection behind a flaky network.
 /// let options = ReflectorOptions::default()
 ///     .page_size(250)
 ///     .list_timeout(Duration::from_secs(300))
 ///     .watch_open_timeout(Duration::from_secs(15))
-///     .label_selector("app=web");
+///     .selectors(Selectors::default().labels("app=web"));
 /// # let _ = options;
 /// ```
 #[derive(Debug, Clone)]
@@ -32,8 +32,7 @@ pub struct ReflectorOptions {
     pub(crate) backoff_max: Duration,
     pub(crate) backoff_reset: Duration,
     pub(crate) resync_period: Option<Duration>,
-    pub(crate) label_selector: Option<String>,
-    pub(crate) field_selector: Option<String>,
+    pub(crate) selectors: crate::list_watch::Selectors,
     pub(crate) seed: Option<u64>,
     pub(crate) name: Option<String>,
     #[cfg(feature = "metrics")]
@@ -57,8 +56,7 @@ impl Default for ReflectorOptions {
             backoff_max: Duration::from_secs(30),
             backoff_reset: Duration::from_secs(120),
             resync_period: None,
-            label_selector: None,
-            field_selector: None,
+            selectors: Default::default(),
             seed: None,
             name: None,
             #[cfg(feature = "metrics")]
@@ -184,17 +182,10 @@ impl ReflectorOptions {
         self
     }
 
-    /// Only objects matching this label selector.
+    /// Which objects are listed and watched (label and field selectors).
     #[must_use]
-    pub fn label_selector(mut self, selector: impl Into<String>) -> Self {
-        self.label_selector = Some(selector.into());
-        self
-    }
-
-    /// Only objects matching this field selector.
-    #[must_use]
-    pub fn field_selector(mut self, selector: impl Into<String>) -> Self {
-        self.field_selector = Some(selector.into());
+    pub fn selectors(mut self, selectors: crate::list_watch::Selectors) -> Self {
+        self.selectors = selectors;
         self
     }
 
