@@ -125,6 +125,8 @@ mod json_prefix;
 pub mod key;
 pub mod list_watch;
 pub mod lister;
+#[cfg(feature = "metrics")]
+pub mod metrics;
 pub mod reflector;
 pub mod store;
 mod util;

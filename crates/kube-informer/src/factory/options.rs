@@ -84,17 +84,13 @@ impl FactoryOptions {
         self
     }
 
-    /// Records every informer's and reflector's metrics (FIFO depth, processing time,
-    /// handler backlogs; lists, watches, restarts) under the informer's name.
+    /// Record every informer's and reflector's metrics in `metrics` (see
+    /// [`crate::metrics`]).
     #[cfg(feature = "metrics")]
     #[must_use]
-    pub fn metrics(
-        mut self,
-        informers: &crate::informer::InformerMetrics,
-        reflectors: &crate::reflector::ReflectorMetrics,
-    ) -> Self {
-        self.informer_metrics = Some(informers.clone());
-        self.reflector = self.reflector.metrics(reflectors);
+    pub fn metrics(mut self, metrics: &crate::metrics::Metrics) -> Self {
+        self.informer_metrics = Some(metrics.informers().clone());
+        self.reflector = self.reflector.metrics(metrics.reflectors());
         self
     }
 }

@@ -49,10 +49,12 @@ fn reconcile_time() -> Histogram {
 ///
 /// ```
 /// use prometheus_client::{encoding::text::encode, registry::Registry};
+/// use kube_informer::metrics::Metrics;
 /// use kube_informer_runtime::controller::ControllerMetrics;
 ///
 /// let mut registry = Registry::default();
-/// let metrics = ControllerMetrics::register(&mut registry);
+/// let core = Metrics::register(&mut registry); // informers, reflectors, work queues
+/// let metrics = ControllerMetrics::register(&mut registry, &core);
 /// metrics.set_workers("ready-pods", 4);
 /// let mut text = String::new();
 /// encode(&mut text, &registry).unwrap();
@@ -89,8 +91,9 @@ pub(crate) enum Outcome {
 }
 
 impl ControllerMetrics {
-    /// Creates the metrics and registers them in `registry`.
-    pub fn register(registry: &mut Registry) -> Self {
+    /// Creates the reconcile metrics and registers them in `registry`; the controllers'
+    /// work queues record into `core`'s (registered with it, once).
+    pub fn register(registry: &mut Registry, core: &kube_informer::metrics::Metrics) -> Self {
         let metrics = Self {
             total: Family::default(),
             errors: Family::default(),
@@ -100,7 +103,7 @@ impl ControllerMetrics {
             time: Family::new_with_constructor(reconcile_time),
             max_concurrent: Family::default(),
             active: Family::default(),
-            queues: kube_informer::workqueue::WorkqueueMetrics::register(registry),
+            queues: core.workqueues().clone(),
         };
         registry.register(
             "controller_runtime_reconcile",

@@ -62,8 +62,7 @@ use std::{fmt::Display, future::Future, net::SocketAddr, sync::Arc};
 use futures_util::future::BoxFuture;
 use kube_informer::{
     factory::{FactoryScope, SharedInformerFactory},
-    informer::InformerMetrics,
-    reflector::ReflectorMetrics,
+    metrics::Metrics,
 };
 use parking_lot::Mutex;
 use prometheus_client::registry::Registry;
@@ -174,15 +173,11 @@ impl Manager {
     /// [`endpoints`](Self::endpoints)).
     pub async fn new(client: kube::Client, options: ManagerOptions) -> Result<Self, ManagerError> {
         let mut registry = Registry::default();
-        let informer_metrics = InformerMetrics::register(&mut registry);
-        let reflector_metrics = ReflectorMetrics::register(&mut registry);
-        let controller_metrics = ControllerMetrics::register(&mut registry);
+        let core_metrics = Metrics::register(&mut registry);
+        let controller_metrics = ControllerMetrics::register(&mut registry, &core_metrics);
         let factory = SharedInformerFactory::new(
             client.clone(),
-            options
-                .factory
-                .clone()
-                .metrics(&informer_metrics, &reflector_metrics),
+            options.factory.clone().metrics(&core_metrics),
         );
         let elector = match &options.leader_election {
             Some(config) => Some(match &options.lease_store {
