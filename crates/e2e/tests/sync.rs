@@ -145,6 +145,35 @@ async fn read_your_writes_across_two_namespaces(backend: Backend) {
             "{name}: the minimum"
         );
     }
+    // The race the cache-wide wait must win without help: a write in b, then one in a, and
+    // nobody waits on b first. Waiting for b's write's version needs both watches: a's
+    // reaches it with a's later write, b's with b's own. a's watch may deliver first; the
+    // wait must still not return before b's write is cached.
+    for round in 0..10 {
+        let in_b = format!("raced-b-{round}");
+        let written = b
+            .create(&PostParams::default(), &config_map(&in_b, "0"))
+            .await
+            .expect("b create");
+        a.create(
+            &PostParams::default(),
+            &config_map(&format!("raced-a-{round}"), "0"),
+        )
+        .await
+        .expect("a create");
+        let at = written.metadata.resource_version.clone().unwrap();
+        tokio::time::timeout(
+            std::time::Duration::from_secs(60),
+            store.wait_for_resource_version(&at),
+        )
+        .await
+        .expect("every namespace reached b's write")
+        .unwrap();
+        assert!(
+            store.get_by_key(&format!("ryw-b/{in_b}")).is_some(),
+            "{name}: round {round}: the cache claimed {at} before b's write at {at} was cached"
+        );
+    }
     factory.shutdown().await;
 }
 

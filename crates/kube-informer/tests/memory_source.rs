@@ -117,7 +117,6 @@ async fn a_two_namespace_cache_never_claims_a_version_one_namespace_has_not_reac
     .await;
     assert!(store.get_by_key("b/mine").is_none(), "b's watch is held");
     let claimed = store.resource_version();
-    eprintln!("b wrote at {wrote_at}, a reached {newest}, the cache claims {claimed}");
     assert!(
         claimed.parse::<u64>().unwrap() < wrote_at.parse::<u64>().unwrap(),
         "the cache claims {claimed}, but b has not reached {wrote_at}"

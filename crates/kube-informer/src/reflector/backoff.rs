@@ -56,8 +56,9 @@ impl Jitter {
 }
 
 /// Delays after consecutive failures: each drawn uniformly between `initial` and the current
-/// cap, the cap doubling from `initial` to `max`; a failure after `reset` without one starts
-/// over.
+/// cap, the cap doubling from twice `initial` to `max`; a failure after `reset` without one
+/// starts over. The first retry is jittered too (client-go's jitter factor 1.0 gives the same
+/// `[d, 2d]` spread), so clients that failed together do not retry together.
 #[derive(Debug)]
 pub(crate) struct Backoff {
     initial: Duration,
@@ -90,7 +91,9 @@ impl Backoff {
             self.failures = 0;
         }
         self.last_failure = Some(now);
-        let factor = 1u32.checked_shl(self.failures.min(31)).unwrap_or(u32::MAX);
+        let factor = 1u32
+            .checked_shl(self.failures.saturating_add(1).min(31))
+            .unwrap_or(u32::MAX);
         let cap = self
             .initial
             .checked_mul(factor)
@@ -112,7 +115,7 @@ mod tests {
         let mut caps = Vec::new();
         for n in 0..10u32 {
             let d = b.next_delay();
-            let cap = (initial * 2u32.pow(n)).min(max);
+            let cap = (initial * 2u32.pow(n + 1)).min(max);
             assert!(
                 d >= initial && d <= cap,
                 "failure {n}: {d:?} not in [{initial:?}, {cap:?}]"
@@ -122,9 +125,31 @@ mod tests {
         assert_eq!(*caps.last().unwrap(), max);
         tokio::time::advance(Duration::from_secs(121)).await;
         assert!(
-            b.next_delay() <= initial,
+            b.next_delay() <= initial * 2,
             "quiet for 2 min: back to the first step"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_first_retry_is_jittered_too() {
+        let initial = Duration::from_millis(800);
+        let firsts: std::collections::HashSet<Duration> = (0..50)
+            .map(|seed| {
+                Backoff::new(
+                    initial,
+                    Duration::from_secs(30),
+                    Duration::from_secs(120),
+                    seed,
+                )
+                .next_delay()
+            })
+            .collect();
+        assert!(
+            firsts.len() > 40,
+            "50 clients failing together retry at {} distinct times",
+            firsts.len()
+        );
+        assert!(firsts.iter().all(|d| *d >= initial && *d <= initial * 2));
     }
 
     fn draws(seed: u64, stream: u64) -> Vec<Duration> {

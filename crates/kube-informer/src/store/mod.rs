@@ -22,8 +22,25 @@
 //!   1.36's `LastStoreSyncResourceVersion`; [`Store::wait_for_resource_version`] waits until
 //!   the cache has reached a version, so code can read its own writes. A cache fed by one
 //!   watch per namespace keeps each namespace's version and reports their minimum, never
-//!   a version one namespace has not reached (see `version.rs`'s table, on
-//!   [`Store::track_namespaces`]).
+//!   a version one namespace has not reached (the table below).
+//!
+//! # The cache's resourceVersion, per informer shape
+//!
+//! Versions of different watches are not one sequence (namespace a at 100 says nothing of
+//! namespace b at 95), so a cache fed by one watch per namespace keeps each namespace's
+//! version ([`Store::track_namespaces`]; the informer does this for an
+//! `InformerSpec` over several namespaces) and reports their **minimum**.
+//!
+//! | informer | what moves [`Store::resource_version`] | its value | [`Store::wait_for_resource_version`] | [`Store::wait_for_resource_version_in`] |
+//! |---|---|---|---|---|
+//! | cluster-wide, or one namespace; `RealFifo` (the default) | each applied event; a LIST's version or a streaming list's closing bookmark, once the relist is applied; each bookmark | the newest applied | returns once the cache holds every change up to the version | the same as the cache's, for any namespace |
+//! | the same with `DeltaFifo` | relists and bookmarks only (its events are merged per key, so one event's version says nothing of the others queued before it) | the last relist's or bookmark's | correct; waits for the next bookmark (about one a minute on kube-apiserver) | as the cache's |
+//! | several namespaces (one watch each), either queue | per namespace, as above; a relist of one namespace moves that namespace only | the minimum over the namespaces, empty until every namespace has synced | returns once **every** namespace's watch reached the version | that namespace's own version; [`VersionError::NotWatched`] for a namespace not watched |
+//! | a version that is not a number (a server with opaque versions) | kept as given | as given | refuses at once with [`VersionError::NotComparable`], also when one of several namespaces has it | the same |
+//!
+//! An empty version (before the first sync) satisfies no wait. Wrap waits in a timeout: a
+//! version no watch ever reaches (a write outside the informer's selectors, on a server
+//! without bookmarks) is waited for until the next event.
 
 mod read_only;
 mod state;

@@ -1,19 +1,6 @@
 //! The resourceVersion a cache has reached, and waiting for one (read-your-writes).
 //!
-//! A cache fed by one watch (cluster-wide, or one namespace) follows one sequence: its
-//! version is the newest one applied. A cache fed by one watch *per namespace* (see
-//! [`Store::track_namespaces`]) follows several: versions of different watches are not
-//! comparable as one sequence (namespace a at 100 says nothing of namespace b at 95), so
-//! each namespace's version is kept, and the cache's is their **minimum**, empty until
-//! every namespace has one.
-//!
-//! | informer | [`Store::resource_version`] | [`Store::wait_for_resource_version_in`] |
-//! |---|---|---|
-//! | cluster-wide, or one namespace | the newest applied: event, relist, streaming list end, bookmark | that same version, whatever the namespace |
-//! | several namespaces | the minimum over the namespaces (empty until each has synced) | the namespace's own version |
-//!
-//! Opaque (non-numeric) versions are kept as they are but cannot be compared: a minimum
-//! over them is empty, and waits refuse with [`VersionError::NotComparable`].
+//! The rules, per informer shape, are tabled in the [`store`](crate::store) module docs.
 
 use std::collections::BTreeMap;
 
@@ -26,11 +13,20 @@ pub(super) struct Versions {
     current: String,
     /// Per namespace, when the cache is fed by one watch per namespace ("" = none yet).
     namespaces: Option<BTreeMap<String, String>>,
+    /// A namespace's version that is not a number, which leaves the several watches
+    /// without a minimum: waits refuse with it instead of waiting forever.
+    opaque: Option<String>,
 }
 
 impl Versions {
     pub(super) fn current(&self) -> &str {
         &self.current
+    }
+
+    /// What a wait for the whole cache compares with: the cache's version, or the opaque
+    /// version that keeps several watches from having one.
+    fn comparable(&self) -> &str {
+        self.opaque.as_deref().unwrap_or(&self.current)
     }
 
     /// The version `namespace` has reached (the cache's, for a single watch).
@@ -49,6 +45,7 @@ impl Versions {
             .collect();
         self.namespaces = Some(map);
         self.current.clear();
+        self.opaque = None;
     }
 
     /// `namespace` (`None`: everything this cache holds) has reached `resource_version`;
@@ -74,7 +71,11 @@ impl Versions {
                 .values_mut()
                 .for_each(|reached| resource_version.clone_into(reached)),
         }
-        let minimum = minimum(map.values());
+        let (minimum, opaque) = match minimum(map.values()) {
+            Ok(minimum) => (minimum, None),
+            Err(opaque) => (String::new(), Some(opaque)),
+        };
+        self.opaque = opaque;
         if minimum == self.current {
             return false;
         }
@@ -83,16 +84,22 @@ impl Versions {
     }
 }
 
-/// The smallest of `versions` if every one is a number, else empty.
-fn minimum<'a>(versions: impl Iterator<Item = &'a String>) -> String {
+/// The smallest of `versions` (empty while one is empty), or the first that is not a number.
+fn minimum<'a>(versions: impl Iterator<Item = &'a String>) -> Result<String, String> {
     let mut least: Option<u64> = None;
+    let mut unreached = false;
     for version in versions {
-        let Some(n) = numeric_version(version) else {
-            return String::new();
-        };
+        if version.is_empty() {
+            unreached = true;
+            continue;
+        }
+        let n = numeric_version(version).ok_or_else(|| version.clone())?;
         least = Some(least.map_or(n, |l| l.min(n)));
     }
-    least.map(|n| n.to_string()).unwrap_or_default()
+    Ok(match least {
+        Some(n) if !unreached => n.to_string(),
+        _ => String::new(),
+    })
 }
 
 impl<K> Store<K> {
@@ -177,7 +184,7 @@ impl<K> Store<K> {
         resource_version: &str,
     ) -> Result<(), VersionError> {
         self.wait_until(resource_version, |versions| {
-            Some(versions.current().to_owned())
+            Some(versions.comparable().to_owned())
         })
         .await
         .map(|_| ())
@@ -275,5 +282,21 @@ mod tests {
         );
         v.reach(Some("a"), "opaque");
         assert_eq!(v.current(), "", "opaque versions have no minimum");
+        assert_eq!(v.comparable(), "opaque", "and a wait says why");
+        v.reach(Some("a"), "140");
+        assert_eq!((v.current(), v.comparable()), ("130", "130"));
+    }
+
+    #[tokio::test]
+    async fn a_wait_over_several_watches_with_an_opaque_version_refuses() {
+        let store: Store<k8s_openapi::api::core::v1::ConfigMap> = Store::default();
+        store.track_namespaces(["a".to_owned(), "b".to_owned()]);
+        store.bookmark_in_namespace("a", "100");
+        store.bookmark_in_namespace("b", "opaque-b");
+        let refused = store.wait_for_resource_version("90").await;
+        assert!(
+            matches!(&refused, Err(VersionError::NotComparable(v)) if v == "opaque-b"),
+            "{refused:?}"
+        );
     }
 }

@@ -81,7 +81,10 @@ impl tower::Service<http::Request<kube::client::Body>> for FailingServer {
 enum Through {
     /// A `ListerWatcher` that fails itself.
     Source,
-    /// A `kube::Client` with kube's default retry layer, over a failing server.
+    /// A `kube::Client` with kube's default retry layer, over a failing server: the layer
+    /// and policy `kube::Config::new` turns on (`default_retry`), on a paused clock. The
+    /// same failures through a client built from a `Config` against fake-apiserver are in
+    /// `tests/factory.rs` (`a_lasting_503_...`, `a_lasting_429_...`).
     KubeClient,
 }
 
@@ -195,6 +198,14 @@ fn backoff_schedule(code: u16, (gaps, heard): (Vec<Duration>, Vec<Option<u16>>))
         (20..=600).contains(&calls.len()),
         "{} retries in 10 min",
         calls.len()
+    );
+    assert!(
+        gaps[0] > Duration::from_millis(800),
+        "the first retry is jittered, not a beat every client shares: {gaps:?}"
+    );
+    assert!(
+        gaps.windows(2).all(|w| w[0] != w[1]),
+        "every delay drawn anew: {gaps:?}"
     );
     let late: Vec<_> = gaps.iter().skip(8).collect();
     let mean = late.iter().map(|g| g.as_secs_f64()).sum::<f64>() / late.len() as f64;
