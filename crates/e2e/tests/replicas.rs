@@ -2,9 +2,10 @@
 //! rounds that kill the leader (its `run` future dropped, as when the process dies) and
 //! that partition it from the server (the proxy goes silent; held bytes land when it
 //! heals). Replica A talks through the partitionable proxy, replica B directly; the rounds
-//! alternate, so each kind of failure hits a leader. Verdicts: no two reconciles of the
-//! two replicas ever overlap; a killed replica runs nothing after its kill, a replica that
-//! returned (leadership lost) runs nothing after it returned, and the other one takes over.
+//! alternate, so each kind of failure hits a leader, at least ten times each. Verdicts: no
+//! two reconciles of the two replicas ever overlap; a killed replica starts nothing after
+//! its kill; a partitioned one starts nothing once its renew deadline has passed and runs
+//! nothing after it returned (leadership lost); the other one takes over.
 
 use std::{
     sync::Arc,
@@ -26,7 +27,13 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 const NAMESPACE: &str = "rt-replicas";
-const ROUNDS: usize = 10;
+/// Each kind of failure, at least.
+const EACH: usize = 10;
+/// The election's renew deadline (below): a partitioned leader steps down by then.
+const RENEW_DEADLINE: Duration = Duration::from_secs(2);
+/// What a step-down may take past the deadline on a loaded machine: the timer firing, the
+/// manager halting its workers. Far below the lease's 3 s, after which another may lead.
+const STEP_DOWN_SLACK: Duration = Duration::from_millis(900);
 
 #[derive(Debug, Clone, Copy)]
 struct Span {
@@ -74,7 +81,7 @@ async fn start(
         .namespace(NAMESPACE)
         .identity(format!("life-{life}"))
         .lease_duration(Duration::from_secs(3))
-        .renew_deadline(Duration::from_secs(2))
+        .renew_deadline(RENEW_DEADLINE)
         .retry_period(Duration::from_millis(400))
         .release_on_cancel(false);
     let options = ManagerOptions::default()
@@ -141,6 +148,8 @@ async fn a_killed_or_partitioned_leader_never_overlaps_the_next(backend: Backend
     // (life, when): returned from `run_until`, or killed.
     let mut returned: Vec<(usize, Instant)> = Vec::new();
     let mut killed: Vec<(usize, Instant)> = Vec::new();
+    // (life, when): cut off from the server.
+    let mut cut: Vec<(usize, Instant)> = Vec::new();
     let mut lives = 0..;
     let mut a = start(&backend, lives.next().unwrap(), true, &log).await;
     let mut b = start(&backend, lives.next().unwrap(), false, &log).await;
@@ -153,7 +162,10 @@ async fn a_killed_or_partitioned_leader_never_overlaps_the_next(backend: Backend
     }
     let mut kills = 0;
     let mut partitions = 0;
-    for round in 0..ROUNDS {
+    for round in 0..EACH * 4 {
+        if kills >= EACH && partitions >= EACH {
+            break;
+        }
         tokio::time::sleep(Duration::from_millis(800)).await; // the leader at work a while
         let leader = log.lock().last().map(|s| s.life).expect("someone leads");
         let since = Instant::now();
@@ -172,6 +184,7 @@ async fn a_killed_or_partitioned_leader_never_overlaps_the_next(backend: Backend
             );
             // Partition A: it must step down by itself, and B take over.
             backend.partition();
+            cut.push((a.life, Instant::now()));
             reconciled_by(&log, b.life, since, "B took over from the partitioned A").await;
             let (result, at) = (&mut a.task).await.unwrap();
             backend.heal();
@@ -210,6 +223,17 @@ async fn a_killed_or_partitioned_leader_never_overlaps_the_next(backend: Backend
             "{name}: life {life} ran after it returned: {late:?}"
         );
     }
+    // The old leader's renew deadline counts from its last renewal's start, before the cut:
+    // past cut + deadline (and a moment to act on it) it starts nothing.
+    for (life, at) in &cut {
+        let bound = *at + RENEW_DEADLINE + STEP_DOWN_SLACK;
+        let late = spans.iter().find(|s| s.life == *life && s.start > bound);
+        assert!(
+            late.is_none(),
+            "{name}: life {life} started a reconcile {:?} after it was cut off (renew deadline {RENEW_DEADLINE:?}): {late:?}",
+            late.map(|s| s.start - *at)
+        );
+    }
     for (life, at) in &killed {
         let late = spans.iter().find(|s| s.life == *life && s.start > *at);
         assert!(
@@ -218,7 +242,7 @@ async fn a_killed_or_partitioned_leader_never_overlaps_the_next(backend: Backend
         );
     }
     assert!(
-        kills >= 3 && partitions >= 3,
+        kills >= EACH && partitions >= EACH,
         "{kills} kills, {partitions} partitions"
     );
     eprintln!(

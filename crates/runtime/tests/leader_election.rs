@@ -3,8 +3,9 @@
 //! leader stepping down during an outage before anyone else may lead, release on cancel,
 //! and random schedules — never two leaders at once.
 
-use std::{sync::Arc, time::Duration};
+use std::{future::Future, sync::Arc, time::Duration};
 
+use futures_util::future::BoxFuture;
 use kube_informer_runtime::{
     leader_election::{LeaderElectionConfig, LeaderElector},
     lease::{LeaseStore, MemoryLeases},
@@ -266,4 +267,109 @@ async fn random_schedules_never_make_two_leaders() {
             c.task.abort();
         }
     }
+}
+
+/// A Lease store whose writes take `delay`, and that says when one is on the wire.
+struct SlowWrites {
+    leases: Arc<MemoryLeases>,
+    delay: Duration,
+    writing: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl SlowWrites {
+    async fn write<T>(&self, write: impl Future<Output = T>) -> T {
+        use std::sync::atomic::Ordering;
+        self.writing.store(true, Ordering::SeqCst);
+        tokio::time::sleep(self.delay).await;
+        let answer = write.await;
+        self.writing.store(false, Ordering::SeqCst);
+        answer
+    }
+}
+
+impl LeaseStore for SlowWrites {
+    fn get<'a>(
+        &'a self,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<k8s_openapi::api::coordination::v1::Lease>, kube::Error>> {
+        self.leases.get(name)
+    }
+
+    fn create<'a>(
+        &'a self,
+        lease: &'a k8s_openapi::api::coordination::v1::Lease,
+    ) -> BoxFuture<'a, Result<k8s_openapi::api::coordination::v1::Lease, kube::Error>> {
+        Box::pin(self.write(self.leases.create(lease)))
+    }
+
+    fn replace<'a>(
+        &'a self,
+        name: &'a str,
+        lease: &'a k8s_openapi::api::coordination::v1::Lease,
+    ) -> BoxFuture<'a, Result<k8s_openapi::api::coordination::v1::Lease, kube::Error>> {
+        Box::pin(self.write(self.leases.replace(name, lease)))
+    }
+
+    fn list<'a>(
+        &'a self,
+        label: &'a str,
+        value: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<k8s_openapi::api::coordination::v1::Lease>, kube::Error>> {
+        self.leases.list(label, value)
+    }
+}
+
+/// A cancel that lands while a renewal is on the wire: the renewal is let land, and the
+/// release carries its resourceVersion, so the Lease is handed over within the next
+/// candidate's retry period instead of a 409 leaving it to expire (15 s).
+#[tokio::test(start_paused = true)]
+async fn a_cancel_during_a_renewal_still_releases_at_once() {
+    use std::sync::atomic::Ordering;
+    let (store, terms) = (Arc::new(MemoryLeases::default()), Terms::default());
+    let writing = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let slow: Arc<dyn LeaseStore> = Arc::new(SlowWrites {
+        leases: store.clone(),
+        delay: Duration::from_millis(1500),
+        writing: writing.clone(),
+    });
+    let a = LeaderElector::with_store(slow, config("a")).unwrap();
+    let cancel_a = CancellationToken::new();
+    let task_a = tokio::spawn({
+        let (a, cancel) = (a.clone(), cancel_a.clone());
+        async move { a.run(cancel).await }
+    });
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(a.is_leading(), "a leads alone");
+    let b = candidate(&store, "b", &terms, true);
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    // Wait for a renewal on the wire, then cancel in its middle.
+    while !writing.load(Ordering::SeqCst) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert!(writing.load(Ordering::SeqCst), "still on the wire");
+    let asked = Instant::now();
+    cancel_a.cancel();
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    assert!(!a.is_leading(), "leadership ends at the cancel");
+    assert_eq!(asked.elapsed(), Duration::ZERO, "in the same instant");
+    task_a.await.unwrap();
+    let spec = store.lease("operator").unwrap().spec.unwrap();
+    assert_ne!(
+        spec.holder_identity.as_deref(),
+        Some("a"),
+        "a's release did not land: {spec:?}"
+    );
+    while !b.elector.is_leading() {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // What remained of the renewal (0.8 s), a's release (1.5 s), then b's retry period
+    // (2 s, jittered by up to 1.2): far below the 15 s lease a failed release would cost.
+    let took = asked.elapsed();
+    assert!(
+        took <= Duration::from_millis(6800),
+        "b led {took:?} after the cancel"
+    );
 }

@@ -74,6 +74,15 @@ async fn readiness_flips_on_a_failing_watch_and_liveness_does_not() {
         .await
         .unwrap();
     manager.add_readyz_check("custom", || Ok(()));
+    let wedged = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let w = wedged.clone();
+    manager.add_healthz_check("pool", move || {
+        if w.load(Ordering::SeqCst) {
+            Err("the connection pool is wedged".to_owned())
+        } else {
+            Ok(())
+        }
+    });
     let mut endpoints = manager.endpoints();
     let done = Arc::new(AtomicUsize::new(0));
     let controller = manager.controller::<ConfigMap>(ControllerOptions::default().name("cms"));
@@ -110,6 +119,21 @@ async fn readiness_flips_on_a_failing_watch_and_liveness_does_not() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     assert!(ready, "never ready after the faults ran out");
+    // A user's liveness check fails /healthz (and only it), named with its reason.
+    wedged.store(true, Ordering::SeqCst);
+    let (alive, body) = get(addr, "/healthz?verbose").await;
+    assert_eq!(alive, 500, "{body}");
+    assert!(
+        body.contains("[-]pool failed: the connection pool is wedged"),
+        "{body}"
+    );
+    assert_eq!(
+        get(addr, "/readyz").await.0,
+        200,
+        "liveness is not readiness"
+    );
+    wedged.store(false, Ordering::SeqCst);
+    assert_eq!(get(addr, "/healthz").await.0, 200);
     server
         .create(
             &Gvr::core("configmaps"),
@@ -245,6 +269,18 @@ async fn two_replicas_never_reconcile_at_once_and_the_standby_takes_over() {
         );
     }
     let leader = spans.lock()[0].0;
+    // client-go's leader_election_master_status: 1 on the leader, 0 on the standby.
+    for (replica, addr) in addrs.iter().enumerate() {
+        let (_, metrics) = get(*addr, "/metrics").await;
+        let want = format!(
+            "leader_election_master_status{{name=\"demo\"}} {}",
+            u8::from(replica == leader)
+        );
+        assert!(
+            metrics.contains(&want),
+            "replica {replica}: {want} missing from\n{metrics}"
+        );
+    }
     replicas[leader].0.abort(); // a crash: no release, no drain
     let crashed = Instant::now();
     until("the standby reconciled", || {

@@ -1,0 +1,149 @@
+//! Stops that must keep their word whatever still runs, on a paused clock: a stop with a
+//! hung reconcile and a hung Lease store returns by the shutdown deadline; a second stop
+//! (the second SIGTERM) during the drain returns at once. Either way the hung reconcile is
+//! dropped, not leaked.
+
+mod common;
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube_informer::{factory::InformerSpec, list_watch::MemorySource};
+use kube_informer_runtime::{
+    controller::{Action, Cached, ControllerOptions},
+    leader_election::LeaderElectionConfig,
+    lease::MemoryLeases,
+    manager::{Manager, ManagerOptions},
+};
+use serde_json::json;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// Timer granularity of tokio's wheel (it rounds deadlines up to the millisecond).
+const TOLERANCE: Duration = Duration::from_millis(5);
+
+/// Sets a flag when dropped: proof that a cancelled future was dropped, not leaked.
+struct Dropped(Arc<AtomicBool>);
+
+impl Drop for Dropped {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+/// A stop while leading, with a reconcile that never ends and an API server that never
+/// answers (the Lease release hangs): `run_until` still returns by the shutdown deadline,
+/// having dropped the hung reconcile, and leaves the Lease to expire.
+#[tokio::test(start_paused = true)]
+async fn a_stop_keeps_its_deadline_with_a_hung_reconcile_and_a_hung_api_server() {
+    let leases = Arc::new(MemoryLeases::default());
+    let timeout = Duration::from_secs(4);
+    let (manager, started, dropped) = hung_manager(&leases, timeout).await;
+    let stop = CancellationToken::new();
+    let running = tokio::spawn(manager.run_until(stop.clone(), CancellationToken::new()));
+    while !started.load(Ordering::SeqCst) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    leases.set_hanging(true);
+    let asked = Instant::now();
+    stop.cancel();
+    let result = running.await.unwrap();
+    let took = asked.elapsed();
+    assert!(result.is_ok(), "{result:?}");
+    assert!(
+        took <= timeout + TOLERANCE,
+        "took {took:?}, deadline {timeout:?}"
+    );
+    assert!(
+        dropped.load(Ordering::SeqCst),
+        "the hung reconcile was leaked"
+    );
+    let holder = leases.lease("hung").and_then(|l| l.spec?.holder_identity);
+    assert_eq!(
+        holder.as_deref(),
+        Some("only"),
+        "a hung release cannot have landed"
+    );
+}
+
+/// A manager leading on in-memory Leases, with one controller whose reconcile never ends:
+/// (manager, the reconcile started, its future dropped).
+async fn hung_manager(
+    leases: &Arc<MemoryLeases>,
+    timeout: Duration,
+) -> (Manager, Arc<AtomicBool>, Arc<AtomicBool>) {
+    let source = MemorySource::<ConfigMap>::default();
+    source.add(
+        serde_json::from_value(json!({"metadata": {"name": "a", "namespace": "shop"}})).unwrap(),
+    );
+    let election = LeaderElectionConfig::new("hung")
+        .namespace("shop")
+        .identity("only");
+    let options = ManagerOptions::default()
+        .no_endpoints()
+        .shutdown_timeout(timeout)
+        .leader_election(election)
+        .lease_store(leases.clone());
+    let nowhere = kube::Config::new("http://127.0.0.1:1".parse().unwrap());
+    let mut manager = Manager::new(kube::Client::try_from(nowhere).unwrap(), options)
+        .await
+        .unwrap();
+    manager
+        .factory()
+        .informer_with::<ConfigMap>(InformerSpec::new().list_watcher(source.clone()));
+    let controller = manager.controller::<ConfigMap>(ControllerOptions::default().name("hung"));
+    let (started, dropped) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let (s, d) = (started.clone(), dropped.clone());
+    manager.add_controller(
+        controller,
+        move |_: Cached<ConfigMap>, _: Arc<()>| {
+            s.store(true, Ordering::SeqCst);
+            let guard = Dropped(d.clone());
+            async move {
+                let _guard = guard;
+                std::future::pending::<()>().await;
+                Ok::<_, kube::Error>(Action::Done)
+            }
+        },
+        |_, _, _| Action::Retry,
+        Arc::new(()),
+    );
+    (manager, started, dropped)
+}
+
+/// A second stop during the drain (the second SIGTERM or Ctrl-C) stops at once: the hung
+/// reconcile is dropped without waiting for the 60 s drain, and the Lease is left to
+/// expire rather than released by a process told to go now.
+#[tokio::test(start_paused = true)]
+async fn a_second_stop_during_the_drain_returns_at_once() {
+    let leases = Arc::new(MemoryLeases::default());
+    let (manager, started, dropped) = hung_manager(&leases, Duration::from_secs(60)).await;
+    let (stop, force) = (CancellationToken::new(), CancellationToken::new());
+    let running = tokio::spawn(manager.run_until(stop.clone(), force.clone()));
+    while !started.load(Ordering::SeqCst) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    stop.cancel();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(!running.is_finished(), "the drain waits for the reconcile");
+    assert!(!dropped.load(Ordering::SeqCst));
+    let again = Instant::now();
+    force.cancel();
+    let result = running.await.unwrap();
+    let took = again.elapsed();
+    assert!(result.is_ok(), "{result:?}");
+    assert!(took <= TOLERANCE, "took {took:?} after the second stop");
+    assert!(
+        dropped.load(Ordering::SeqCst),
+        "the hung reconcile was leaked"
+    );
+}
