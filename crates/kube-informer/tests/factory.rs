@@ -295,3 +295,109 @@ async fn an_informer_of_some_namespaces_with_its_own_options() {
     assert_eq!(factory.health().len(), 2);
     factory.shutdown().await;
 }
+
+/// Metadata and dynamic informers take an `InformerSpec` like typed ones: their own
+/// namespaces and selectors decide what they list, and a different spec is a different
+/// informer; the same spec shares one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metadata_and_dynamic_informers_follow_their_spec() {
+    use kube_informer::{factory::InformerSpec, list_watch::Selectors};
+    let server = FakeApiServer::start(ServerConfig::default()).await.unwrap();
+    let pods = Gvr::core("pods");
+    for (ns, name, team) in [
+        ("shop", "a", "payments"),
+        ("shop", "b", "search"),
+        ("ops", "c", "payments"),
+    ] {
+        server
+            .seed(
+                &pods,
+                [json!({"metadata": {"name": name, "namespace": ns, "labels": {"team": team}}})],
+            )
+            .unwrap();
+    }
+    let factory = SharedInformerFactory::new(server.client().unwrap(), FactoryOptions::default());
+    let payments = || {
+        InformerSpec::new()
+            .namespaces(["shop"])
+            .selectors(Selectors::default().labels("team=payments"))
+    };
+    let meta = factory.metadata_informer_with::<Pod>(payments());
+    let again = factory.metadata_informer_with::<Pod>(payments());
+    let all_meta = factory.metadata_informer::<Pod>();
+    let dynamic = factory.dynamic_informer_with(
+        &ApiResource::erase::<Pod>(&()),
+        Scope::Namespaced,
+        InformerSpec::new().namespaces(["ops"]),
+    );
+    factory.start();
+    factory
+        .wait_for_sync(Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(factory.health().len(), 3, "one spec, one informer");
+    let keys = |k: Vec<kube_informer::ObjectKey>| {
+        let mut k: Vec<String> = k.iter().map(|k| k.as_str().to_owned()).collect();
+        k.sort();
+        k
+    };
+    assert_eq!(
+        keys(meta.store().list_keys()),
+        keys(again.store().list_keys())
+    );
+    assert_eq!(keys(meta.store().list_keys()), ["shop/a"]);
+    assert_eq!(
+        keys(all_meta.store().list_keys()),
+        ["ops/c", "shop/a", "shop/b"]
+    );
+    assert_eq!(keys(dynamic.store().list_keys()), ["ops/c"]);
+    let watched: Vec<_> = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.resource.as_deref() == Some("pods") && r.verb == Some(Verb::Watch))
+        .map(|r| (r.path, r.query.get("labelSelector").cloned()))
+        .collect();
+    assert!(
+        watched.contains(&(
+            "/api/v1/namespaces/shop/pods".to_owned(),
+            Some("team=payments".to_owned())
+        )),
+        "the server filters, not the cache: {watched:?}"
+    );
+    factory.shutdown().await;
+}
+
+/// The factory's metrics survive a later `reflector(..)`, and each informer's reflector is
+/// named after it, whatever name the shared reflector options carry.
+#[cfg(feature = "metrics")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn factory_metrics_and_reflector_names_do_not_depend_on_setter_order() {
+    use kube_informer::metrics::Metrics;
+    use prometheus_client::{encoding::text::encode, registry::Registry};
+    let server = FakeApiServer::start(ServerConfig::default().namespaces(["shop"]))
+        .await
+        .unwrap();
+    let mut registry = Registry::default();
+    let metrics = Metrics::register(&mut registry);
+    let options = FactoryOptions::default()
+        .metrics(&metrics)
+        .reflector(ReflectorOptions::default().page_size(100).name("shared"));
+    let factory = SharedInformerFactory::new(server.client().unwrap(), options);
+    factory.informer::<ConfigMap>();
+    factory.informer::<Pod>();
+    factory.start();
+    factory
+        .wait_for_sync(Duration::from_secs(30))
+        .await
+        .unwrap();
+    let mut text = String::new();
+    encode(&mut text, &registry).unwrap();
+    for name in ["ConfigMap", "Pod"] {
+        assert!(
+            text.contains(&format!("reflector_watches_total{{name=\"{name}\"}}")),
+            "{name}'s reflector is not recorded under its own name:\n{text}"
+        );
+    }
+    assert!(!text.contains("name=\"shared\""), "{text}");
+    factory.shutdown().await;
+}

@@ -438,10 +438,10 @@ async fn readers_never_see_a_half_applied_relist() {
 #[cfg(feature = "metrics")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn informer_metrics_report_depth_latency_version_and_backlogs() {
-    use kube_informer::informer::InformerMetrics;
+    use kube_informer::metrics::Metrics;
     use prometheus_client::{encoding::text::encode, registry::Registry};
     let mut registry = Registry::default();
-    let metrics = InformerMetrics::register(&mut registry);
+    let metrics = Metrics::register(&mut registry);
     let server = server().await;
     for i in 0..5 {
         server

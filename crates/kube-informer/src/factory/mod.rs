@@ -185,7 +185,14 @@ impl SharedInformerFactory {
         spec: &InformerSpec<K>,
     ) -> InformerOptions<K> {
         let defaults = &self.inner.options;
-        let reflector = defaults.reflector.clone().selectors(self.selectors(spec));
+        let mut reflector = defaults.reflector.clone().selectors(self.selectors(spec));
+        // Named after each informer (one name for all would merge their metrics), and
+        // recorded as the factory says.
+        reflector.name = None;
+        #[cfg(feature = "metrics")]
+        {
+            reflector.metrics = None;
+        }
         let indexers = if namespaced {
             Indexers::new().namespace()
         } else {
@@ -196,7 +203,7 @@ impl SharedInformerFactory {
             .name(name)
             .indexers(indexers);
         #[cfg(feature = "metrics")]
-        if let Some(metrics) = &defaults.informer_metrics {
+        if let Some(metrics) = &defaults.metrics {
             options = options.metrics(metrics);
         }
         if let Some(period) = spec.resync.or(defaults.default_resync) {
@@ -345,9 +352,19 @@ impl SharedInformerFactory {
         resource: &ApiResource,
         scope: Scope,
     ) -> SharedIndexInformer<DynamicObject> {
+        self.dynamic_informer_with(resource, scope, InformerSpec::new())
+    }
+
+    /// [`dynamic_informer`](Self::dynamic_informer) as `spec` says (namespaces, selectors,
+    /// transform, indexes, resync), shared as [`informer_with`](Self::informer_with)'s are.
+    pub fn dynamic_informer_with(
+        &self,
+        resource: &ApiResource,
+        scope: Scope,
+        spec: InformerSpec<DynamicObject>,
+    ) -> SharedIndexInformer<DynamicObject> {
         let namespaced = matches!(scope, Scope::Namespaced);
-        let spec = InformerSpec::new();
-        let namespaces = self.namespaces_for(namespaced, None);
+        let namespaces = self.namespaces_for(namespaced, spec.namespaces.as_ref());
         let what = format!("{}/{}", resource.api_version, resource.plural);
         let key = self.key(&what, namespaces.clone(), &spec);
         let client = self.inner.client.clone();
@@ -365,9 +382,38 @@ impl SharedInformerFactory {
         K: Resource<DynamicType = ()> + Clone + Debug + Send + Sync + 'static,
         K::Scope: FactoryScope,
     {
+        self.metadata_informer_with(InformerSpec::new())
+    }
+
+    /// [`metadata_informer`](Self::metadata_informer) as `spec` says (namespaces,
+    /// selectors, transform, indexes, resync), shared as
+    /// [`informer_with`](Self::informer_with)'s are.
+    ///
+    /// ```no_run
+    /// # async fn f(client: kube::Client) {
+    /// use k8s_openapi::api::core::v1::Secret;
+    /// use kube_informer::{FactoryOptions, InformerSpec, SharedInformerFactory, list_watch::Selectors};
+    ///
+    /// let factory = SharedInformerFactory::new(client, FactoryOptions::default());
+    /// // Names and labels of the team's Secrets only: no Secret data in memory.
+    /// let secrets = factory.metadata_informer_with::<Secret>(
+    ///     InformerSpec::new()
+    ///         .namespaces(["shop"])
+    ///         .selectors(Selectors::default().labels("team=payments")),
+    /// );
+    /// # let _ = secrets;
+    /// # }
+    /// ```
+    pub fn metadata_informer_with<K>(
+        &self,
+        spec: InformerSpec<PartialObjectMeta<K>>,
+    ) -> SharedIndexInformer<PartialObjectMeta<K>>
+    where
+        K: Resource<DynamicType = ()> + Clone + Debug + Send + Sync + 'static,
+        K::Scope: FactoryScope,
+    {
         let namespaced = K::Scope::NAMESPACED;
-        let spec = InformerSpec::new();
-        let namespaces = self.namespaces_for(namespaced, None);
+        let namespaces = self.namespaces_for(namespaced, spec.namespaces.as_ref());
         let key = self.key("metadata", namespaces.clone(), &spec);
         let name = format!("{} metadata", short_name::<K>());
         let client = self.inner.client.clone();

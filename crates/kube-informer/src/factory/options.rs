@@ -29,7 +29,7 @@ pub struct FactoryOptions {
     pub(super) reflector: ReflectorOptions,
     pub(super) strip_managed_fields: bool,
     #[cfg(feature = "metrics")]
-    pub(super) informer_metrics: Option<crate::informer::InformerMetrics>,
+    pub(super) metrics: Option<crate::metrics::Metrics>,
 }
 
 impl std::fmt::Debug for FactoryOptions {
@@ -77,7 +77,11 @@ impl FactoryOptions {
         self
     }
 
-    /// How every reflector lists and watches (backoff, timeouts, streaming lists).
+    /// How every reflector lists and watches (backoff, timeouts, streaming lists). The
+    /// factory names each reflector after its informer and records metrics as
+    /// [`metrics`](Self::metrics) says: a name or metrics set on `options` are not used.
+    /// Selectors set on `options` apply only where neither the factory's nor the
+    /// informer's own [`selectors`](Self::selectors) say anything.
     #[must_use]
     pub fn reflector(mut self, options: ReflectorOptions) -> Self {
         self.reflector = options;
@@ -89,8 +93,7 @@ impl FactoryOptions {
     #[cfg(feature = "metrics")]
     #[must_use]
     pub fn metrics(mut self, metrics: &crate::metrics::Metrics) -> Self {
-        self.informer_metrics = Some(metrics.informers().clone());
-        self.reflector = self.reflector.metrics(metrics.reflectors());
+        self.metrics = Some(metrics.clone());
         self
     }
 }

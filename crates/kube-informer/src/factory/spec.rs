@@ -65,6 +65,7 @@ impl<K> std::fmt::Debug for InformerSpec<K> {
             .field("namespaces", &self.namespaces)
             .field("selectors", &self.selectors)
             .field("transform", &self.transform.is_some())
+            .field("resync", &self.resync)
             .field("indexers", &self.indexers)
             .field("custom_source", &self.source.is_some())
             .finish()

@@ -46,7 +46,7 @@ impl std::fmt::Debug for InformerMetrics {
 
 impl InformerMetrics {
     /// Creates the metrics and registers them in `registry`.
-    pub fn register(registry: &mut Registry) -> Self {
+    pub(crate) fn register(registry: &mut Registry) -> Self {
         fn seconds() -> Histogram {
             Histogram::new(exponential_buckets(1e-6, 4.0, 12))
         }

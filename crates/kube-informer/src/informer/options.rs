@@ -81,10 +81,17 @@ impl<K> InformerOptions<K> {
         self
     }
 
-    /// How the reflector lists and watches.
+    /// How the reflector lists and watches. Metrics set with [`metrics`](Self::metrics)
+    /// are kept, whichever is called first.
     #[must_use]
     pub fn reflector(mut self, options: ReflectorOptions) -> Self {
+        #[cfg(feature = "metrics")]
+        let metrics = options.metrics.clone().or(self.reflector.metrics.take());
         self.reflector = options;
+        #[cfg(feature = "metrics")]
+        {
+            self.reflector.metrics = metrics;
+        }
         self
     }
 
@@ -104,12 +111,14 @@ impl<K> InformerOptions<K> {
         self
     }
 
-    /// Records FIFO depth, processing time, the cache's resourceVersion and each handler's
-    /// backlog into `metrics`.
+    /// Records the informer's metrics (FIFO depth, processing time, the cache's
+    /// resourceVersion, each handler's backlog) and its reflectors' into the bundle
+    /// `metrics` (see [`crate::metrics`]).
     #[cfg(feature = "metrics")]
     #[must_use]
-    pub fn metrics(mut self, metrics: &super::InformerMetrics) -> Self {
-        self.metrics = Some(metrics.clone());
+    pub fn metrics(mut self, metrics: &crate::metrics::Metrics) -> Self {
+        self.metrics = Some(metrics.informers().clone());
+        self.reflector.metrics = Some(metrics.reflectors().clone());
         self
     }
 }

@@ -61,7 +61,7 @@ impl std::fmt::Debug for ReflectorMetrics {
 
 impl ReflectorMetrics {
     /// Creates the metrics and registers them in `registry`.
-    pub fn register(registry: &mut Registry) -> Self {
+    pub(crate) fn register(registry: &mut Registry) -> Self {
         fn seconds() -> Histogram {
             Histogram::new(exponential_buckets(0.005, 2.0, 14))
         }

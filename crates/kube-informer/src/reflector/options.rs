@@ -196,11 +196,12 @@ impl ReflectorOptions {
         self
     }
 
-    /// Records lists, watches and watch restarts into `metrics`.
+    /// Records lists, watches, restarts and failures into the bundle `metrics` (see
+    /// [`crate::metrics`]).
     #[cfg(feature = "metrics")]
     #[must_use]
-    pub fn metrics(mut self, metrics: &super::ReflectorMetrics) -> Self {
-        self.metrics = Some(metrics.clone());
+    pub fn metrics(mut self, metrics: &crate::metrics::Metrics) -> Self {
+        self.metrics = Some(metrics.reflectors().clone());
         self
     }
 

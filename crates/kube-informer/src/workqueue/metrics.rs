@@ -42,16 +42,16 @@ struct QueueName {
 
 type HistogramFamily = Family<QueueName, Histogram, fn() -> Histogram>;
 
-/// The workqueue metrics of any number of named queues, registered once in a
-/// [`Registry`]. Give it to each queue with
-/// [`QueueConfig::metrics`](super::QueueConfig::metrics).
+/// The workqueue metrics of any number of named queues: part of the one bundle,
+/// [`Metrics`](crate::metrics::Metrics), registered once in a [`Registry`]. Give the bundle
+/// to each queue with [`QueueConfig::metrics`](super::QueueConfig::metrics).
 ///
 /// ```
 /// use prometheus_client::{encoding::text::encode, registry::Registry};
-/// use kube_informer::workqueue::{Queue, QueueConfig, WorkqueueMetrics};
+/// use kube_informer::{metrics::Metrics, workqueue::{Queue, QueueConfig}};
 ///
 /// let mut registry = Registry::default();
-/// let metrics = WorkqueueMetrics::register(&mut registry);
+/// let metrics = Metrics::register(&mut registry);
 /// let queue = Queue::new(QueueConfig::default().name("pods").metrics(&metrics));
 /// queue.add("default/web".to_owned());
 ///
@@ -82,7 +82,7 @@ fn latency_histogram() -> Histogram {
 
 impl WorkqueueMetrics {
     /// Creates the metrics and registers them in `registry`.
-    pub fn register(registry: &mut Registry) -> Self {
+    pub(crate) fn register(registry: &mut Registry) -> Self {
         let metrics = Self {
             depth: Family::default(),
             adds: Family::default(),

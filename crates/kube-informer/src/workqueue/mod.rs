@@ -105,11 +105,12 @@ impl<T: QueueItem> QueueConfig<T> {
         self
     }
 
-    /// Records the queue's metrics into `metrics` (a named queue only, as in client-go).
+    /// Records the queue's metrics into the bundle `metrics` (a named queue only, as in
+    /// client-go; see [`crate::metrics`]).
     #[cfg(feature = "metrics")]
     #[must_use]
-    pub fn metrics(mut self, metrics: &WorkqueueMetrics) -> Self {
-        self.metrics = Some(metrics.clone());
+    pub fn metrics(mut self, metrics: &crate::metrics::Metrics) -> Self {
+        self.metrics = Some(metrics.workqueues().clone());
         self
     }
 

@@ -466,7 +466,7 @@ async fn metrics_follow_client_gos_names_and_meanings() {
     use prometheus_client::{encoding::text::encode, registry::Registry};
 
     let mut registry = Registry::default();
-    let metrics = WorkqueueMetrics::register(&mut registry);
+    let metrics = crate::metrics::Metrics::register(&mut registry);
     let q = RateLimitingQueue::new(exponential().name("pods").metrics(&metrics));
     let unnamed: Queue<&str> = Queue::new(QueueConfig::default().metrics(&metrics));
     unnamed.add("ignored: no name, no metrics");

@@ -234,10 +234,10 @@ async fn a_lasting_503_or_504_through_kubes_default_client_is_seen_on_the_backof
 #[cfg(feature = "metrics")]
 #[tokio::test]
 async fn metrics_count_lists_watches_and_restarts() {
-    use kube_informer::reflector::ReflectorMetrics;
+    use kube_informer::metrics::Metrics;
     use prometheus_client::{encoding::text::encode, registry::Registry};
     let mut registry = Registry::default();
-    let metrics = ReflectorMetrics::register(&mut registry);
+    let metrics = Metrics::register(&mut registry);
     let server = server(ServerConfig::default()).await;
     seed(&server, (0..7).map(|i| format!("cm-{i}")));
     let h = Harness::start(

@@ -70,7 +70,7 @@ pub struct ControllerMetrics {
     time: Family<Controller, Histogram, fn() -> Histogram>,
     max_concurrent: Family<Controller, Gauge>,
     active: Family<Controller, Gauge>,
-    queues: kube_informer::workqueue::WorkqueueMetrics,
+    core: kube_informer::metrics::Metrics,
 }
 
 impl std::fmt::Debug for ControllerMetrics {
@@ -103,7 +103,7 @@ impl ControllerMetrics {
             time: Family::new_with_constructor(reconcile_time),
             max_concurrent: Family::default(),
             active: Family::default(),
-            queues: core.workqueues().clone(),
+            core: core.clone(),
         };
         registry.register(
             "controller_runtime_reconcile",
@@ -148,9 +148,9 @@ impl ControllerMetrics {
         metrics
     }
 
-    /// The workqueue metrics the controllers' queues record.
-    pub fn queues(&self) -> &kube_informer::workqueue::WorkqueueMetrics {
-        &self.queues
+    /// The bundle the controllers' work queues record into.
+    pub fn core(&self) -> &kube_informer::metrics::Metrics {
+        &self.core
     }
 
     fn label(controller: &str) -> Controller {

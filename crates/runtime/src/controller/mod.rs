@@ -199,7 +199,7 @@ where
         let name = options.controller_name().to_owned();
         let mut config = kube_informer::workqueue::QueueConfig::default().name(name.clone());
         if let Some(metrics) = &metrics {
-            config = config.metrics(metrics.queues());
+            config = config.metrics(metrics.core());
         }
         let queue = RateLimitingQueue::new(config);
         let mut controller = Self {
