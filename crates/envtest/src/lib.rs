@@ -131,3 +131,8 @@ pub use environment::Environment;
 pub use error::{Error, LogTail};
 pub use options::EnvironmentOptions;
 pub use proxy::{Proxy, TcpProxy};
+
+// The README's example is compiled as a doctest, so it cannot rot.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

@@ -385,3 +385,8 @@ async fn bookmark_loop(
         inner.storage.lock().bookmark_all();
     }
 }
+
+// The README's example is compiled as a doctest, so it cannot rot.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

@@ -139,10 +139,11 @@ pub use self::{
     fifo::DeletedObject,
     index::{IndexError, Indexers, NAMESPACE_INDEX},
     informer::{
-        HandlerFuncs, HandlerRegistration, InformerOptions, Notification, ResourceEventHandler,
-        SharedIndexInformer,
+        HandlerFuncs, HandlerOptions, HandlerRegistration, InformerOptions, Notification,
+        ResourceEventHandler, SharedIndexInformer,
     },
     key::{KeyError, ObjectKey, meta_namespace_key, split_meta_namespace_key},
+    list_watch::Selectors,
     lister::{Lister, NamespaceLister},
     store::{ReadOnlyStore, Store},
 };

@@ -82,7 +82,7 @@ pub fn handle_deltas<K: Resource>(
 /// batch applied entirely or not at all. `ordered` says whether the batch is in event order
 /// (a [`RealFifo`](crate::fifo::RealFifo)), so that each event's resourceVersion can become the
 /// store's; otherwise only the queue's marks (relist ends, bookmarks) move it.
-pub fn handle_batch<K: Resource>(
+pub(crate) fn handle_batch<K: Resource>(
     store: &Store<K>,
     batch: &[(Deltas<K>, bool)],
     ordered: bool,

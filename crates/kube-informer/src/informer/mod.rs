@@ -37,7 +37,7 @@ pub use self::metrics::InformerMetrics;
 pub use self::{
     enqueue::enqueue_keys,
     failure::Failure,
-    handle_deltas::{Distribution, StaleEvent, handle_batch, handle_deltas},
+    handle_deltas::{Distribution, StaleEvent, handle_deltas},
     handlers::handler::{FilteringHandler, HandlerFuncs, Notification, ResourceEventHandler},
     handlers::registration::HandlerRegistration,
     handlers::stream::NotificationStream,

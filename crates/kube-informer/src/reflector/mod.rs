@@ -204,7 +204,7 @@ where
 
     /// Changes how often a resync is checked for (`None`: never), also while running; the
     /// next check is one new period after the change.
-    pub fn set_resync_period(&self, period: Option<Duration>) {
+    pub(crate) fn set_resync_period(&self, period: Option<Duration>) {
         self.shared.resync_period.send_replace(period);
     }
 

@@ -3,7 +3,7 @@
 use std::{fmt, sync::Arc};
 
 use super::{Store, VersionError};
-use crate::{IndexError, Lister, ObjectKey};
+use crate::{IndexError, ObjectKey};
 
 /// A read-only handle on a [`Store`]: every read, no write. An informer hands these out
 /// ([`SharedIndexInformer::store`](crate::informer::SharedIndexInformer::store)), so the cache
@@ -142,13 +142,6 @@ impl<K> ReadOnlyStore<K> {
     #[doc(alias = "GetIndexers")]
     pub fn indexer_names(&self) -> Vec<String> {
         self.store.indexer_names()
-    }
-}
-
-impl<K: kube::Resource> ReadOnlyStore<K> {
-    /// A lister over this cache.
-    pub fn lister(&self) -> Lister<K> {
-        Lister::new(self.clone())
     }
 }
 

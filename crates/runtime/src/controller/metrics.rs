@@ -44,7 +44,7 @@ fn reconcile_time() -> Histogram {
 }
 
 /// The reconcile metrics of any number of controllers, registered once. Give it to each
-/// controller with [`Controller::with_metrics`](super::Controller::with_metrics); the
+/// controller with [`ControllerOptions::metrics`](super::ControllerOptions::metrics); the
 /// manager does that for its controllers.
 ///
 /// ```

@@ -178,24 +178,7 @@ where
     /// A controller of `K`, reading `factory`'s shared informer of `K`. `options` are the
     /// workers' (count, retries, drain deadline) and its name (in metrics, logs, spans).
     pub fn new(factory: &SharedInformerFactory, options: ControllerOptions) -> Self {
-        Self::build(factory, options, None)
-    }
-
-    /// Like [`new`](Self::new), recording reconcile and workqueue metrics into `metrics`
-    /// (a [`Manager`](crate::manager::Manager)'s controllers do).
-    pub fn with_metrics(
-        factory: &SharedInformerFactory,
-        options: ControllerOptions,
-        metrics: &ControllerMetrics,
-    ) -> Self {
-        Self::build(factory, options, Some(metrics.clone()))
-    }
-
-    fn build(
-        factory: &SharedInformerFactory,
-        options: ControllerOptions,
-        metrics: Option<ControllerMetrics>,
-    ) -> Self {
+        let metrics = options.metrics.clone();
         let name = options.controller_name().to_owned();
         let mut config = kube_informer::workqueue::QueueConfig::default().name(name.clone());
         if let Some(metrics) = &metrics {

@@ -40,6 +40,7 @@ pub struct ControllerOptions {
     pub(crate) name: String,
     pub(crate) drain_timeout: Option<Duration>,
     pub(crate) reconcile_timeout: Option<Duration>,
+    pub(crate) metrics: Option<super::ControllerMetrics>,
 }
 
 impl Default for ControllerOptions {
@@ -50,6 +51,7 @@ impl Default for ControllerOptions {
             name: "controller".to_owned(),
             drain_timeout: Some(Duration::from_secs(30)),
             reconcile_timeout: None,
+            metrics: None,
         }
     }
 }
@@ -106,6 +108,15 @@ impl ControllerOptions {
     #[must_use]
     pub fn reconcile_timeout(mut self, limit: Option<Duration>) -> Self {
         self.reconcile_timeout = limit;
+        self
+    }
+
+    /// Records reconcile and work queue metrics into `metrics` (a
+    /// [`Manager`](crate::manager::Manager)'s controllers do: see
+    /// [`Manager::controller`](crate::manager::Manager::controller)).
+    #[must_use]
+    pub fn metrics(mut self, metrics: &super::ControllerMetrics) -> Self {
+        self.metrics = Some(metrics.clone());
         self
     }
 }

@@ -279,7 +279,7 @@ impl Manager {
         K: Watchable,
         K::Scope: FactoryScope,
     {
-        Controller::with_metrics(&self.factory, options, &self.controller_metrics)
+        Controller::new(&self.factory, options.metrics(&self.controller_metrics))
     }
 
     /// Runs `controller` with `reconcile`, `error_policy` and `ctx` (only while leading,
