@@ -2,7 +2,7 @@
 //! maintain (value → keys of the objects that produced it).
 //!
 //! An index function maps an object to zero or more index values ("the node a pod runs on",
-//! "the namespace", "every secret a pod mounts"). [`Store::by_index`](crate::Store::by_index)
+//! "the namespace", "every secret a pod mounts"). [`Store::by_index`](crate::ReadOnlyStore::by_index)
 //! then answers "all objects with value V" from one bucket, in time proportional to the answer
 //! rather than to the cache: the difference between ~35 µs and ~18 ms at 500k pods reported
 //! upstream (kubernetes/kubernetes#130961), and shorter read locks for the writer.

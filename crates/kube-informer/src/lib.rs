@@ -41,7 +41,8 @@
 //! client-go's resourceVersion ladder, resumed watches, 410 relists, Retry-After, jittered
 //! backoff), [`fifo`] ([`fifo::RealFifo`], client-go 1.36's default, and
 //! [`fifo::DeltaFifo`]), [`store`] ([`Store`], the writable cache the informer owns) and
-//! [`caches`] (client-go's mutation, expiration, undelta caches and heap).
+//! `caches` (client-go's mutation, expiration, undelta caches and heap, with the feature
+//! `client-go-caches`).
 //!
 //! Objects are any [`kube::Resource`]: k8s-openapi types, `DynamicObject`,
 //! `PartialObjectMeta`, [`compact::Compact`].
@@ -115,6 +116,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+#[cfg(feature = "client-go-caches")]
 pub mod caches;
 pub mod compact;
 pub mod factory;

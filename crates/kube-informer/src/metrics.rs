@@ -1,8 +1,9 @@
 //! [`Metrics`]: every Prometheus metric of this crate, registered once (feature `metrics`).
 //!
-//! One bundle for a process: give it to the factory ([`FactoryOptions::metrics`]) and to
-//! work queues ([`workqueue::QueueConfig::metrics`](crate::workqueue::QueueConfig::metrics)
-//! with [`Metrics::workqueues`]). The metric names and labels are client-go's, listed in
+//! One bundle for a process, registered once: every level takes the same bundle — the
+//! factory ([`FactoryOptions::metrics`]), a standalone informer or reflector
+//! (`InformerOptions::metrics`, `ReflectorOptions::metrics`) and work queues
+//! ([`workqueue::QueueConfig::metrics`](crate::workqueue::QueueConfig::metrics)). The metric names and labels are client-go's, listed in
 //! [`informer::InformerMetrics`](crate::informer::InformerMetrics),
 //! [`reflector::ReflectorMetrics`](crate::reflector::ReflectorMetrics) and
 //! [`workqueue::WorkqueueMetrics`](crate::workqueue::WorkqueueMetrics).
@@ -22,7 +23,7 @@ use crate::{informer::InformerMetrics, reflector::ReflectorMetrics, workqueue::W
 /// let mut registry = Registry::default();
 /// let metrics = Metrics::register(&mut registry);
 /// let options = FactoryOptions::default().metrics(&metrics);
-/// let queue = QueueConfig::<String>::default().name("pods").metrics(metrics.workqueues());
+/// let queue = QueueConfig::<String>::default().name("pods").metrics(&metrics);
 /// # let _ = (options, queue);
 /// ```
 #[derive(Clone, Debug)]

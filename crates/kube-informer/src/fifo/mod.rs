@@ -9,7 +9,8 @@
 //! - [`DeltaFifo`], the classic design (client-go's `DeltaFIFO`): one entry per *key*, holding
 //!   every delta that arrived for it while it waited, oldest first.
 //!
-//! Beside them, [`Fifo`] (client-go's plain `FIFO`) is not a delta queue and does not feed
+//! Beside them, `Fifo` (client-go's plain `FIFO`, with the feature `client-go-caches`) is
+//! not a delta queue and does not feed
 //! an informer: it holds the newest state of each key and drops deleted ones, for a consumer
 //! that wants to process every live object once, at its newest state (it implements
 //! [`DeltaSink`], so a [`Reflector`](crate::reflector::Reflector) can fill it).
@@ -20,7 +21,7 @@
 //! |---|---|
 //! | an informer, events in arrival order (the default) | [`RealFifo`] |
 //! | an informer, all pending changes of a key handled together | [`DeltaFifo`] |
-//! | every live object once at its newest state, deletes dropped, retry by requeue | [`Fifo`] |
+//! | every live object once at its newest state, deletes dropped, retry by requeue | `Fifo` (feature `client-go-caches`) |
 //! | keys to reconcile, rate-limited retries, one worker per key | [`RateLimitingQueue`](crate::workqueue::RateLimitingQueue) |
 //!
 //! # How they differ for a handler
@@ -77,6 +78,7 @@
 mod core;
 mod delta;
 mod delta_fifo;
+#[cfg(feature = "client-go-caches")]
 mod plain;
 mod real_fifo;
 pub(crate) mod sink;
@@ -86,9 +88,12 @@ use std::{future::Future, sync::Arc};
 pub use self::{
     delta::{DeletedObject, Delta, DeltaType, Deltas, deletion_handling_meta_namespace_key},
     delta_fifo::DeltaFifo,
-    plain::Fifo,
     real_fifo::RealFifo,
 };
+
+/// client-go's plain `FIFO` (feature `client-go-caches`).
+#[cfg(feature = "client-go-caches")]
+pub use self::plain::Fifo;
 use crate::{KeyError, ObjectKey};
 
 /// What the FIFOs need to know of the cache they feed: which objects it holds. `replace`

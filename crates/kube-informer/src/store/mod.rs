@@ -17,9 +17,9 @@
 //! - **User code cannot corrupt it**: an index function that panics is caught; the object is
 //!   kept, in no bucket of that index, and the failure is logged and kept for
 //!   [`Store::take_index_failures`] (the informer reports it to its error handler).
-//! - **A resourceVersion that follows the writes**: [`Store::resource_version`] is the
+//! - **A resourceVersion that follows the writes**: [`Store::resource_version`](crate::ReadOnlyStore::resource_version) is the
 //!   version of the newest write (an object's own, a relist's, a bookmark's), as client-go
-//!   1.36's `LastStoreSyncResourceVersion`; [`Store::wait_for_resource_version`] waits until
+//!   1.36's `LastStoreSyncResourceVersion`; [`Store::wait_for_resource_version`](crate::ReadOnlyStore::wait_for_resource_version) waits until
 //!   the cache has reached a version, so code can read its own writes. A cache fed by one
 //!   watch per namespace keeps each namespace's version and reports their minimum, never
 //!   a version one namespace has not reached (the table below).
@@ -31,7 +31,7 @@
 //! version ([`Store::track_namespaces`]; the informer does this for an
 //! `InformerSpec` over several namespaces) and reports their **minimum**.
 //!
-//! | informer | what moves [`Store::resource_version`] | its value | [`Store::wait_for_resource_version`] | [`Store::wait_for_resource_version_in`] |
+//! | informer | what moves [`Store::resource_version`](crate::ReadOnlyStore::resource_version) | its value | [`Store::wait_for_resource_version`](crate::ReadOnlyStore::wait_for_resource_version) | [`Store::wait_for_resource_version_in`](crate::ReadOnlyStore::wait_for_resource_version_in) |
 //! |---|---|---|---|---|
 //! | cluster-wide, or one namespace; `RealFifo` (the default) | each applied event; a LIST's version or a streaming list's closing bookmark, once the relist is applied; each bookmark | the newest applied | returns once the cache holds every change up to the version | the same as the cache's, for any namespace |
 //! | the same with `DeltaFifo` | relists and bookmarks only (its events are merged per key, so one event's version says nothing of the others queued before it) | the last relist's or bookmark's | correct; waits for the next bookmark (about one a minute on kube-apiserver) | as the cache's |
@@ -88,7 +88,17 @@ use crate::{
 /// ```
 #[doc(alias = "ThreadSafeStore")]
 pub struct Store<K> {
-    inner: Arc<Inner<K>>,
+    reader: ReadOnlyStore<K>,
+}
+
+/// Every read of a [`ReadOnlyStore`] works on a `Store` too: a store is its read-only
+/// handle plus the writes.
+impl<K> std::ops::Deref for Store<K> {
+    type Target = ReadOnlyStore<K>;
+
+    fn deref(&self) -> &ReadOnlyStore<K> {
+        &self.reader
+    }
 }
 
 /// client-go's name for a store with indexes. In kube-informer every [`Store`] can carry
@@ -101,7 +111,7 @@ struct Inner<K> {
     version_changed: Notify,
 }
 
-/// Why [`Store::wait_for_resource_version`] could not wait.
+/// Why [`Store::wait_for_resource_version`](crate::ReadOnlyStore::wait_for_resource_version) could not wait.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum VersionError {
@@ -118,7 +128,7 @@ pub enum VersionError {
 impl<K> Clone for Store<K> {
     fn clone(&self) -> Self {
         Self {
-            inner: self.inner.clone(),
+            reader: self.reader.clone(),
         }
     }
 }
@@ -149,59 +159,18 @@ impl<K> Store<K> {
     /// An empty store maintaining the given indexes.
     pub fn new(indexers: Indexers<K>) -> Self {
         Self {
-            inner: Arc::new(Inner {
-                state: RwLock::new(State::build(Vec::new(), indexers)),
-                version_changed: Notify::new(),
-            }),
+            reader: ReadOnlyStore {
+                inner: Arc::new(Inner {
+                    state: RwLock::new(State::build(Vec::new(), indexers)),
+                    version_changed: Notify::new(),
+                }),
+            },
         }
     }
 
     /// A read-only handle on this cache.
     pub fn read_only(&self) -> ReadOnlyStore<K> {
-        ReadOnlyStore::new(self.clone())
-    }
-
-    /// The object stored under `key`.
-    #[doc(alias = "GetByKey")]
-    pub fn get_by_key(&self, key: &str) -> Option<Arc<K>> {
-        self.inner.state.read().get(key).cloned()
-    }
-
-    /// Whether an object is stored under `key`.
-    pub fn contains_key(&self, key: &str) -> bool {
-        self.inner.state.read().slots.contains_key(key)
-    }
-
-    /// Every cached object, in no particular order.
-    pub fn list(&self) -> Vec<Arc<K>> {
-        let state = self.inner.state.read();
-        let mut out = Vec::with_capacity(state.slots.len());
-        out.extend(state.slab.iter().map(|(_, _, obj)| obj.clone()));
-        out
-    }
-
-    /// Every key, in no particular order.
-    #[doc(alias = "ListKeys")]
-    pub fn list_keys(&self) -> Vec<ObjectKey> {
-        let state = self.inner.state.read();
-        state.slab.iter().map(|(_, key, _)| key.clone()).collect()
-    }
-
-    /// Every `(key, object)` pair, taken at one instant.
-    pub fn entries(&self) -> Vec<(ObjectKey, Arc<K>)> {
-        let state = self.inner.state.read();
-        let entries = state.slab.iter();
-        entries.map(|(_, k, o)| (k.clone(), o.clone())).collect()
-    }
-
-    /// How many objects are cached.
-    pub fn len(&self) -> usize {
-        self.inner.state.read().slots.len()
-    }
-
-    /// Whether the cache is empty.
-    pub fn is_empty(&self) -> bool {
-        self.inner.state.read().slots.is_empty()
+        self.reader.clone()
     }
 
     /// Removes the object stored under `key` from the map and from every index. Returns it.
@@ -226,46 +195,6 @@ impl<K> Store<K> {
         result
     }
 
-    /// The objects whose index function `index_name` produced `value`.
-    #[doc(alias = "ByIndex")]
-    pub fn by_index(&self, index_name: &str, value: &str) -> Result<Vec<Arc<K>>, IndexError> {
-        let state = self.inner.state.read();
-        let Some(bucket) = state.indices.bucket(index_name, value)? else {
-            return Ok(Vec::new());
-        };
-        Ok(bucket
-            .iter()
-            .map(|&slot| state.slab.get(slot).1.clone())
-            .collect())
-    }
-
-    /// The keys of the objects whose index function `index_name` produced `value`.
-    #[doc(alias = "IndexKeys")]
-    pub fn index_keys(&self, index_name: &str, value: &str) -> Result<Vec<ObjectKey>, IndexError> {
-        let state = self.inner.state.read();
-        let Some(bucket) = state.indices.bucket(index_name, value)? else {
-            return Ok(Vec::new());
-        };
-        Ok(bucket
-            .iter()
-            .map(|&slot| state.slab.get(slot).0.clone())
-            .collect())
-    }
-
-    /// Every value of index `index_name` that at least one cached object has.
-    #[doc(alias = "ListIndexFuncValues")]
-    pub fn list_index_func_values(&self, index_name: &str) -> Result<Vec<String>, IndexError> {
-        self.inner.state.read().indices.values(index_name)
-    }
-
-    /// The names of the registered index functions.
-    #[doc(alias = "GetIndexers")]
-    pub fn indexer_names(&self) -> Vec<String> {
-        let state = self.inner.state.read();
-        let names = state.indices.indexers().names();
-        names.map(str::to_owned).collect()
-    }
-
     /// Registers more index functions. Allowed at any time: when the store already holds
     /// objects, the new indexes are built over them before this returns. A name that is
     /// already registered (or given twice) is refused and nothing is added.
@@ -278,12 +207,6 @@ impl<K> Store<K> {
         state.record_built(failed);
         state.indexers_generation += 1;
         Ok(())
-    }
-
-    /// The values the index function `index_name` gives for `obj` (which need not be
-    /// cached); a panicking function gives none.
-    pub fn index_values(&self, index_name: &str, obj: &K) -> Result<Vec<String>, IndexError> {
-        self.inner.state.read().indices.values_of(index_name, obj)
     }
 
     /// The index functions that panicked since the last call (the newest 256 are kept).
@@ -300,10 +223,6 @@ impl<K> Store<K> {
     pub(crate) fn has_index_failures(&self) -> bool {
         !self.inner.state.read().failures.is_empty()
     }
-
-    /// Client-go's `Resync` on a store: there is nothing to do for an in-memory cache (the
-    /// FIFO's resync is the one that replays objects). Kept so the API reads the same.
-    pub fn resync(&self) {}
 }
 
 impl<K: Resource> Store<K> {
@@ -388,15 +307,15 @@ impl<K: Resource> Store<K> {
 
 impl<K: Send + Sync> KnownObjects<K> for Store<K> {
     fn list_keys(&self) -> Vec<ObjectKey> {
-        Store::list_keys(self)
+        ReadOnlyStore::list_keys(self)
     }
 
     fn get_by_key(&self, key: &str) -> Option<Arc<K>> {
-        Store::get_by_key(self, key)
+        ReadOnlyStore::get_by_key(self, key)
     }
 
     fn entries(&self) -> Vec<(ObjectKey, Arc<K>)> {
-        Store::entries(self)
+        ReadOnlyStore::entries(self)
     }
 
     fn bookmark(&self, resource_version: &str) {

@@ -36,7 +36,7 @@ impl<'a, K> Transaction<'a, K> {
         self.state.delete(key)
     }
 
-    /// As [`Store::get_by_key`](super::Store::get_by_key).
+    /// As [`Store::get_by_key`](crate::ReadOnlyStore::get_by_key).
     pub fn get_by_key(&self, key: &str) -> Option<Arc<K>> {
         self.state.get(key).cloned()
     }

@@ -4,12 +4,12 @@
 
 use std::collections::BTreeMap;
 
-use super::{Store, VersionError, numeric_version};
+use super::{ReadOnlyStore, Store, VersionError, numeric_version};
 
 /// The versions a cache has reached.
 #[derive(Debug, Default, Clone)]
 pub(super) struct Versions {
-    /// What [`Store::resource_version`] returns.
+    /// What [`Store::resource_version`](crate::ReadOnlyStore::resource_version) returns.
     current: String,
     /// Per namespace, when the cache is fed by one watch per namespace ("" = none yet).
     namespaces: Option<BTreeMap<String, String>>,
@@ -105,31 +105,11 @@ fn minimum<'a>(versions: impl Iterator<Item = &'a String>) -> Result<String, Str
 impl<K> Store<K> {
     /// Makes this cache keep one resourceVersion per namespace in `namespaces`, for a cache
     /// fed by one watch per namespace (the informer does this for several namespaces): its
-    /// [`resource_version`](Self::resource_version) is then their minimum, empty until
+    /// [`resource_version`](ReadOnlyStore::resource_version) is then their minimum, empty until
     /// each has one. See the table in the [module docs](crate::store).
     pub fn track_namespaces(&self, namespaces: impl IntoIterator<Item = String>) {
         self.inner.state.write().versions.track(namespaces);
         self.inner.version_changed.notify_waiters();
-    }
-
-    /// The resourceVersion the cache has reached: the newest write's (an object's own, a
-    /// relist's, a bookmark's; empty before any), or, for a cache fed by one watch per
-    /// namespace, the minimum every namespace has reached.
-    #[doc(alias = "LastStoreSyncResourceVersion")]
-    pub fn resource_version(&self) -> String {
-        self.inner.state.read().versions.current().to_owned()
-    }
-
-    /// The resourceVersion `namespace` has reached: its own for a cache fed by one watch
-    /// per namespace, the cache's otherwise. `None` for a namespace this cache does not
-    /// watch.
-    pub fn resource_version_in(&self, namespace: &str) -> Option<String> {
-        self.inner
-            .state
-            .read()
-            .versions
-            .of(namespace)
-            .map(str::to_owned)
     }
 
     /// Records that the cache has reached `resource_version` without any object changing
@@ -154,6 +134,28 @@ impl<K> Store<K> {
         if changed {
             self.inner.version_changed.notify_waiters();
         }
+    }
+}
+
+impl<K> ReadOnlyStore<K> {
+    /// The resourceVersion the cache has reached: the newest write's (an object's own, a
+    /// relist's, a bookmark's; empty before any), or, for a cache fed by one watch per
+    /// namespace, the minimum every namespace has reached.
+    #[doc(alias = "LastStoreSyncResourceVersion")]
+    pub fn resource_version(&self) -> String {
+        self.inner.state.read().versions.current().to_owned()
+    }
+
+    /// The resourceVersion `namespace` has reached: its own for a cache fed by one watch
+    /// per namespace, the cache's otherwise. `None` for a namespace this cache does not
+    /// watch.
+    pub fn resource_version_in(&self, namespace: &str) -> Option<String> {
+        self.inner
+            .state
+            .read()
+            .versions
+            .of(namespace)
+            .map(str::to_owned)
     }
 
     /// Waits until the cache's resourceVersion is at least `resource_version`: every change
