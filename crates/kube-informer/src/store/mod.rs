@@ -135,12 +135,7 @@ impl<K> Clone for Store<K> {
 
 impl<K> fmt::Debug for Store<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let state = self.inner.state.read();
-        f.debug_struct("Store")
-            .field("len", &state.slots.len())
-            .field("indexers", state.indices.indexers())
-            .field("resource_version", &state.versions.current())
-            .finish()
+        f.debug_tuple("Store").field(&self.reader).finish()
     }
 }
 
