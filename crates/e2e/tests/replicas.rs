@@ -15,7 +15,7 @@ use std::{
 use e2e::{Backend, both, ensure_namespace};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{Api, api::PostParams};
-use kube_informer::factory::FactoryOptions;
+use kube_informer::{FactoryOptions, Selectors};
 use kube_informer_runtime::{
     controller::{Action, Cached, ControllerOptions},
     leader_election::LeaderElectionConfig,
@@ -88,7 +88,7 @@ async fn start(
         .no_endpoints()
         .shutdown_timeout(Duration::from_secs(3))
         .leader_election(election)
-        .factory(FactoryOptions::default().namespace(NAMESPACE));
+        .factory(FactoryOptions::default().selectors(Selectors::default().in_namespace(NAMESPACE)));
     let mut manager = Manager::new(client, options).await.unwrap();
     let controller = manager
         .controller::<ConfigMap>(ControllerOptions::default().name("replicas").workers(2))

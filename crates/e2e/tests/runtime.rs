@@ -94,7 +94,8 @@ fn elector(backend: &Backend, identity: &str) -> LeaderElector {
         .lease_duration(Duration::from_secs(4))
         .renew_deadline(Duration::from_secs(3))
         .retry_period(Duration::from_millis(500));
-    LeaderElector::new(backend.client(), config).expect("a valid config")
+    let leases: Api<Lease> = Api::namespaced(backend.client(), "rt-lease");
+    LeaderElector::new(leases, config).expect("a valid config")
 }
 
 async fn a_released_lease_passes_to_the_other_candidate(backend: Backend) {

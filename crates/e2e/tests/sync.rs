@@ -92,15 +92,16 @@ both!(first_sync_by_paged_list);
 /// a has moved past it) means the write is cached; the cache's version is never one a
 /// namespace has not reached.
 async fn read_your_writes_across_two_namespaces(backend: Backend) {
-    use kube_informer::factory::{FactoryOptions, InformerSpec, SharedInformerFactory};
+    use kube_informer::{FactoryOptions, InformerSpec, Selectors, SharedInformerFactory};
     let name = backend.name();
     let (a, b) = (
         seed(&backend, "ryw-a", 3).await,
         seed(&backend, "ryw-b", 3).await,
     );
     let factory = SharedInformerFactory::new(backend.informer_client(), FactoryOptions::default());
-    let informer =
-        factory.informer_with::<ConfigMap>(InformerSpec::new().namespaces(["ryw-a", "ryw-b"]));
+    let informer = factory.informer_with::<ConfigMap>(
+        InformerSpec::new().selectors(Selectors::default().in_namespaces(["ryw-a", "ryw-b"])),
+    );
     factory.start();
     factory
         .wait_for_sync(std::time::Duration::from_secs(60))

@@ -11,7 +11,7 @@ use std::time::Duration;
 use fake_apiserver::{FakeApiServer, ServerConfig};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::{Api, api::PostParams, core::Selector};
-use kube_informer::{FactoryOptions, Indexers, InformerSpec, SharedInformerFactory};
+use kube_informer::{FactoryOptions, Indexers, InformerSpec, Selectors, SharedInformerFactory};
 use serde_json::json;
 
 const NAMESPACE: &str = "indexed-example";
@@ -57,7 +57,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let factory = SharedInformerFactory::new(client, FactoryOptions::default());
     // The factory adds the namespace index to every namespaced informer; add ours.
     let spec = InformerSpec::new()
-        .namespace(NAMESPACE)
+        .selectors(Selectors::default().in_namespace(NAMESPACE))
         .indexers(Indexers::new().index("by-node", node_of));
     let pods = factory.informer_with::<Pod>(spec);
     factory.start();

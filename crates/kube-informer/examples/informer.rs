@@ -16,7 +16,8 @@ use kube::{
     api::{DeleteParams, PostParams},
 };
 use kube_informer::{
-    FactoryOptions, HandlerFuncs, InformerSpec, SharedInformerFactory, informer::HandlerOptions,
+    FactoryOptions, HandlerFuncs, InformerSpec, Selectors, SharedInformerFactory,
+    informer::HandlerOptions,
 };
 use serde_json::json;
 
@@ -42,7 +43,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let factory = SharedInformerFactory::new(client.clone(), FactoryOptions::default());
     factory.on_error(|informer, failure| eprintln!("{informer}: {failure}"));
-    let config_maps = factory.informer_with::<ConfigMap>(InformerSpec::new().namespace(NAMESPACE));
+    let config_maps = factory.informer_with::<ConfigMap>(
+        InformerSpec::new().selectors(Selectors::default().in_namespace(NAMESPACE)),
+    );
     config_maps.add_event_handler(
         HandlerFuncs::new()
             .on_add(|cm: std::sync::Arc<ConfigMap>, initial| {

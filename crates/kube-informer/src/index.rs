@@ -83,7 +83,7 @@ impl<K> Indexers<K> {
 
     /// These index functions but those named in `names`.
     #[must_use]
-    pub fn without(&self, names: &[String]) -> Self {
+    pub(crate) fn without(&self, names: &[String]) -> Self {
         let mut rest = self.clone();
         rest.funcs
             .retain(|(n, _)| !names.iter().any(|m| **m == **n));
@@ -91,23 +91,13 @@ impl<K> Indexers<K> {
     }
 
     /// The names of the index functions, in the order they were added.
-    pub fn names(&self) -> impl Iterator<Item = &str> {
+    pub(crate) fn names(&self) -> impl Iterator<Item = &str> {
         self.funcs.iter().map(|(n, _)| &**n)
     }
 
     /// Whether an index function of this name is present.
-    pub fn contains(&self, name: &str) -> bool {
+    pub(crate) fn contains(&self, name: &str) -> bool {
         self.funcs.iter().any(|(n, _)| &**n == name)
-    }
-
-    /// How many index functions there are.
-    pub fn len(&self) -> usize {
-        self.funcs.len()
-    }
-
-    /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
-        self.funcs.is_empty()
     }
 }
 

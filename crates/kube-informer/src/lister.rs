@@ -12,15 +12,6 @@ use kube::{
 
 use crate::{NAMESPACE_INDEX, ObjectKey, ReadOnlyStore};
 
-// Here rather than beside the store: the lister reads the store, never the other way
-// round (no import loop between `store` and `lister`).
-impl<K: Resource> ReadOnlyStore<K> {
-    /// A lister over this cache.
-    pub fn lister(&self) -> Lister<K> {
-        Lister::new(self.clone())
-    }
-}
-
 fn labels_match<K: Resource>(obj: &K, selector: &Selector) -> bool {
     static EMPTY: BTreeMap<String, String> = BTreeMap::new();
     selector.matches(obj.meta().labels.as_ref().unwrap_or(&EMPTY))

@@ -11,6 +11,7 @@ use kube::{api::ApiResource, core::Selector, discovery::Scope};
 use kube_informer::{
     factory::{FactoryOptions, SharedInformerFactory},
     informer::{HandlerFuncs, HandlerOptions},
+    list_watch::Selectors,
     reflector::ReflectorOptions,
 };
 use serde_json::json;
@@ -48,7 +49,9 @@ async fn one_informer_per_type_shared_synced_listed_and_shut_down() {
     );
     let factory = SharedInformerFactory::new(
         server.client().unwrap(),
-        FactoryOptions::default().namespace("shop").reflector(fast),
+        FactoryOptions::default()
+            .selectors(Selectors::default().in_namespace("shop"))
+            .reflector(fast),
     );
     // Two controllers ask for config maps: one informer.
     let a = factory.informer::<ConfigMap>();
@@ -172,7 +175,9 @@ async fn a_failing_list_is_reported_and_the_sync_wait_says_so(
     );
     let factory = SharedInformerFactory::new(
         server.client().unwrap(), // kube's default Config: its retry layer is on
-        FactoryOptions::default().namespace("shop").reflector(fast),
+        FactoryOptions::default()
+            .selectors(Selectors::default().in_namespace("shop"))
+            .reflector(fast),
     );
     let heard = std::sync::Arc::new(parking_lot::Mutex::new(Vec::new()));
     let h = heard.clone();
@@ -247,17 +252,17 @@ async fn an_informer_of_some_namespaces_with_its_own_options() {
         server.client().unwrap(),
         FactoryOptions::default().strip_managed_fields(),
     );
+    let keep = Selectors::default().labels("keep=yes");
     let spec = || {
         kube_informer::factory::InformerSpec::<ConfigMap>::new()
-            .namespaces(["b", "a"])
-            .selectors(kube_informer::list_watch::Selectors::default().labels("keep=yes"))
+            .selectors(keep.clone().in_namespaces(["b", "a"]))
             .transform(|mut cm| {
                 cm.data = Some([("seen".to_owned(), "yes".to_owned())].into());
                 cm
             })
     };
     let two = factory.informer_with(spec());
-    let again = factory.informer_with(spec().namespaces(["a", "b"]));
+    let again = factory.informer_with(spec().selectors(keep.clone().in_namespaces(["a", "b"])));
     let everything = factory.informer::<ConfigMap>();
     factory.start();
     factory
@@ -301,7 +306,7 @@ async fn an_informer_of_some_namespaces_with_its_own_options() {
 /// informer; the same spec shares one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metadata_and_dynamic_informers_follow_their_spec() {
-    use kube_informer::{factory::InformerSpec, list_watch::Selectors};
+    use kube_informer::factory::InformerSpec;
     let server = FakeApiServer::start(ServerConfig::default()).await.unwrap();
     let pods = Gvr::core("pods");
     for (ns, name, team) in [
@@ -318,9 +323,11 @@ async fn metadata_and_dynamic_informers_follow_their_spec() {
     }
     let factory = SharedInformerFactory::new(server.client().unwrap(), FactoryOptions::default());
     let payments = || {
-        InformerSpec::new()
-            .namespaces(["shop"])
-            .selectors(Selectors::default().labels("team=payments"))
+        InformerSpec::new().selectors(
+            Selectors::default()
+                .in_namespaces(["shop"])
+                .labels("team=payments"),
+        )
     };
     let meta = factory.metadata_informer_with::<Pod>(payments());
     let again = factory.metadata_informer_with::<Pod>(payments());
@@ -328,7 +335,7 @@ async fn metadata_and_dynamic_informers_follow_their_spec() {
     let dynamic = factory.dynamic_informer_with(
         &ApiResource::erase::<Pod>(&()),
         Scope::Namespaced,
-        InformerSpec::new().namespaces(["ops"]),
+        InformerSpec::new().selectors(Selectors::default().in_namespace("ops")),
     );
     factory.start();
     factory

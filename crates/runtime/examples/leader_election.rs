@@ -12,7 +12,7 @@ use std::{sync::Arc, time::Duration};
 use fake_apiserver::{FakeApiServer, ServerConfig};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::{Api, ResourceExt, api::PostParams};
-use kube_informer::FactoryOptions;
+use kube_informer::{FactoryOptions, Selectors};
 use kube_informer_runtime::{
     controller::{Action, Cached, ControllerOptions},
     leader_election::LeaderElectionConfig,
@@ -39,7 +39,7 @@ async fn replica(
     let options = ManagerOptions::default()
         .no_endpoints()
         .leader_election(election)
-        .factory(FactoryOptions::default().namespace(NAMESPACE));
+        .factory(FactoryOptions::default().selectors(Selectors::default().in_namespace(NAMESPACE)));
     let mut manager = Manager::new(client, options).await?;
     let controller = manager
         .controller::<ConfigMap>(ControllerOptions::default().name("greeter"))

@@ -20,7 +20,7 @@ use kube::{
     Api, Resource, ResourceExt,
     api::{DeleteParams, PostParams},
 };
-use kube_informer::FactoryOptions;
+use kube_informer::{FactoryOptions, Selectors};
 use kube_informer_runtime::{
     controller::{Action, Cached, ControllerOptions},
     manager::{Manager, ManagerOptions},
@@ -90,7 +90,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Endpoints on a free loopback port; caches of this namespace only.
     let options = ManagerOptions::default()
         .bind(([127, 0, 0, 1], 0).into())
-        .factory(FactoryOptions::default().namespace(NAMESPACE));
+        .factory(FactoryOptions::default().selectors(Selectors::default().in_namespace(NAMESPACE)));
     let mut manager = Manager::new(client.clone(), options).await?;
     let controller = manager
         .controller::<ConfigMap>(ControllerOptions::default().name("copies"))

@@ -109,7 +109,7 @@ fn config(identity: &str) -> LeaderElectionConfig {
 type Terms = Arc<Mutex<Vec<(Instant, Option<Instant>)>>>;
 
 fn start(store: Arc<Slow>, identity: &str) -> (LeaderElector, Terms, CancellationToken) {
-    let elector = LeaderElector::with_store(store, config(identity)).unwrap();
+    let elector = LeaderElector::new(store, config(identity)).unwrap();
     let terms = Terms::default();
     let mut leading = elector.leading();
     let log = terms.clone();
@@ -207,7 +207,7 @@ async fn a_starved_elector_reports_itself_stalled() {
         .lease_duration(Duration::from_millis(1600))
         .renew_deadline(Duration::from_millis(600))
         .retry_period(Duration::from_millis(200));
-    let elector = LeaderElector::with_store(leases, config).unwrap();
+    let elector = LeaderElector::new(leases, config).unwrap();
     let mut leading = elector.leading();
     let cancel = CancellationToken::new();
     let campaign = {

@@ -18,7 +18,7 @@ fn object(name: &str) -> ConfigMap {
 
 fn recorder() -> (Recorder, Arc<MemoryEvents>) {
     let sink = Arc::new(MemoryEvents::default());
-    let recorder = Recorder::with_sink(sink.clone(), Reporter::new("tests", "replica-0"));
+    let recorder = Recorder::new(sink.clone(), Reporter::new("tests", "replica-0"));
     (recorder, sink)
 }
 

@@ -31,8 +31,7 @@ fn config(identity: &str) -> LeaderElectionConfig {
 /// Starts a candidate whose terms are recorded into `terms`.
 fn candidate(store: &Arc<MemoryLeases>, identity: &str, terms: &Terms, release: bool) -> Candidate {
     let store: Arc<dyn LeaseStore> = store.clone();
-    let elector =
-        LeaderElector::with_store(store, config(identity).release_on_cancel(release)).unwrap();
+    let elector = LeaderElector::new(store, config(identity).release_on_cancel(release)).unwrap();
     let mut leading = elector.leading();
     let (terms, name) = (terms.clone(), identity.to_owned());
     tokio::spawn(async move {
@@ -332,7 +331,7 @@ async fn a_cancel_during_a_renewal_still_releases_at_once() {
         delay: Duration::from_millis(1500),
         writing: writing.clone(),
     });
-    let a = LeaderElector::with_store(slow, config("a")).unwrap();
+    let a = LeaderElector::new(slow, config("a")).unwrap();
     let cancel_a = CancellationToken::new();
     let task_a = tokio::spawn({
         let (a, cancel) = (a.clone(), cancel_a.clone());

@@ -2,10 +2,10 @@
 //! by every controller that asks for it.
 //!
 //! - `options.rs`: [`FactoryOptions`], the defaults of every informer (namespace,
-//!   selectors, resync, reflector options, stripping managedFields, metrics), and
-//!   [`FactoryScope`].
-//! - `spec.rs`: [`InformerSpec`], one informer's own options (namespaces, selectors,
-//!   transform, indexes, resync, source).
+//!   label and field selectors, resync, reflector options, stripping managedFields,
+//!   metrics), and [`FactoryScope`].
+//! - `spec.rs`: [`InformerSpec`], one informer's own options (selectors, transform,
+//!   indexes, resync, source).
 //!
 //! # Which setting applies
 //!
@@ -14,12 +14,11 @@
 //!
 //! | knob | factory default ([`FactoryOptions`]) | per informer ([`InformerSpec`]) | what applies |
 //! |---|---|---|---|
-//! | namespaces | `namespace` (namespaced types only) | `namespace`, `namespaces` | the spec's, else the factory's, else all |
-//! | label / field selector | `selectors` | `selectors` | each: the spec's, else the factory's |
+//! | namespaces, label / field selector ([`Selectors`]) | `selectors` | `selectors` | each part: the spec's, else the factory's, else all (namespaces apply to namespaced types only) |
 //! | resync period | `default_resync` | `resync` | the spec's, else the factory's, else none |
 //! | transform | `strip_managed_fields` | `transform` | both: the factory's first, then the spec's |
 //! | indexes | the namespace index (namespaced types) | `indexers` | both |
-//! | list/watch tuning, metrics | `reflector`, `metrics` | — | the factory's |
+//! | list/watch tuning, metrics | `reflector`, `metrics` | — | the factory's (a reflector's own name, selectors and metrics are replaced) |
 //! | source | the factory's client | `list_watcher` | the spec's, else the client |
 //!
 //! Informers are shared by type, namespaces and selectors: two specs that differ only in
@@ -63,10 +62,11 @@ use crate::{
 /// ```no_run
 /// use std::time::Duration;
 /// use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
-/// use kube_informer::factory::{FactoryOptions, SharedInformerFactory};
+/// use kube_informer::{factory::{FactoryOptions, SharedInformerFactory}, list_watch::Selectors};
 ///
 /// # async fn demo(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
-/// let factory = SharedInformerFactory::new(client, FactoryOptions::default().namespace("shop"));
+/// let shop = Selectors::default().in_namespace("shop");
+/// let factory = SharedInformerFactory::new(client, FactoryOptions::default().selectors(shop));
 /// factory.on_error(|informer, failure| eprintln!("{informer}: {failure}"));
 /// let pods = factory.informer::<Pod>();       // controller A
 /// let same_pods = factory.informer::<Pod>();  // controller B: the same informer
@@ -185,7 +185,8 @@ impl SharedInformerFactory {
         spec: &InformerSpec<K>,
     ) -> InformerOptions<K> {
         let defaults = &self.inner.options;
-        let mut reflector = defaults.reflector.clone().selectors(self.selectors(spec));
+        let selectors = self.selectors(spec).without_namespaces();
+        let mut reflector = defaults.reflector.clone().selectors(selectors);
         // Named after each informer (one name for all would merge their metrics), and
         // recorded as the factory says.
         reflector.name = None;
@@ -232,27 +233,23 @@ impl SharedInformerFactory {
         }
     }
 
-    /// The namespaces the factory watches for a type of this scope (empty: all).
-    fn namespaces_for(
-        &self,
-        namespaced: bool,
-        spec_namespaces: Option<&Vec<String>>,
-    ) -> Vec<String> {
-        if !namespaced {
-            return Vec::new();
-        }
-        match spec_namespaces {
-            Some(namespaces) => namespaces.clone(),
-            None => self.inner.options.namespace.clone().into_iter().collect(),
+    /// The namespaces the factory watches for `spec`'s informer of a type of this scope
+    /// (empty: all).
+    fn namespaces_for<K>(&self, namespaced: bool, spec: &InformerSpec<K>) -> Vec<String> {
+        match namespaced {
+            true => self
+                .selectors(spec)
+                .namespaces()
+                .unwrap_or_default()
+                .to_vec(),
+            false => Vec::new(),
         }
     }
 
-    /// The selectors of `spec`'s informer: its own, else the factory's.
+    /// The label and field selectors of `spec`'s informer, each its own or else the
+    /// factory's (the namespaces are [`namespaces_for`](Self::namespaces_for)).
     fn selectors<K>(&self, spec: &InformerSpec<K>) -> Selectors {
-        let defaults = &self.inner.options;
-        spec.selectors
-            .or(&defaults.selectors)
-            .or(&defaults.reflector.selectors)
+        spec.selectors.or(&self.inner.options.selectors)
     }
 
     fn key<K: 'static>(
@@ -265,7 +262,7 @@ impl SharedInformerFactory {
             objects: TypeId::of::<K>(),
             what: what.to_owned(),
             namespaces,
-            selectors: self.selectors(spec),
+            selectors: self.selectors(spec).without_namespaces(),
         }
     }
 
@@ -335,7 +332,7 @@ impl SharedInformerFactory {
         K::Scope: FactoryScope,
     {
         let namespaced = K::Scope::NAMESPACED;
-        let namespaces = self.namespaces_for(namespaced, spec.namespaces.as_ref());
+        let namespaces = self.namespaces_for(namespaced, &spec);
         let key = self.key("typed", namespaces.clone(), &spec);
         let client = self.inner.client.clone();
         self.get_or_make(key, short_name::<K>(), namespaced, spec, move |options| {
@@ -364,7 +361,7 @@ impl SharedInformerFactory {
         spec: InformerSpec<DynamicObject>,
     ) -> SharedIndexInformer<DynamicObject> {
         let namespaced = matches!(scope, Scope::Namespaced);
-        let namespaces = self.namespaces_for(namespaced, spec.namespaces.as_ref());
+        let namespaces = self.namespaces_for(namespaced, &spec);
         let what = format!("{}/{}", resource.api_version, resource.plural);
         let key = self.key(&what, namespaces.clone(), &spec);
         let client = self.inner.client.clone();
@@ -398,8 +395,7 @@ impl SharedInformerFactory {
     /// // Names and labels of the team's Secrets only: no Secret data in memory.
     /// let secrets = factory.metadata_informer_with::<Secret>(
     ///     InformerSpec::new()
-    ///         .namespaces(["shop"])
-    ///         .selectors(Selectors::default().labels("team=payments")),
+    ///         .selectors(Selectors::default().in_namespace("shop").labels("team=payments")),
     /// );
     /// # let _ = secrets;
     /// # }
@@ -413,7 +409,7 @@ impl SharedInformerFactory {
         K::Scope: FactoryScope,
     {
         let namespaced = K::Scope::NAMESPACED;
-        let namespaces = self.namespaces_for(namespaced, spec.namespaces.as_ref());
+        let namespaces = self.namespaces_for(namespaced, &spec);
         let key = self.key("metadata", namespaces.clone(), &spec);
         let name = format!("{} metadata", short_name::<K>());
         let client = self.inner.client.clone();

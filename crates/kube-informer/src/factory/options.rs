@@ -15,15 +15,13 @@ use crate::{list_watch::Selectors, reflector::ReflectorOptions};
 ///
 /// // Every informer of this factory: one namespace, a selector, no managedFields.
 /// let options = FactoryOptions::default()
-///     .namespace("shop")
-///     .selectors(Selectors::default().labels("team=payments"))
+///     .selectors(Selectors::default().in_namespace("shop").labels("team=payments"))
 ///     .default_resync(Duration::from_secs(300))
 ///     .strip_managed_fields();
 /// # let _ = options;
 /// ```
 #[derive(Clone, Default)]
 pub struct FactoryOptions {
-    pub(super) namespace: Option<String>,
     pub(super) selectors: Selectors,
     pub(super) default_resync: Option<Duration>,
     pub(super) reflector: ReflectorOptions,
@@ -35,7 +33,6 @@ pub struct FactoryOptions {
 impl std::fmt::Debug for FactoryOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FactoryOptions")
-            .field("namespace", &self.namespace)
             .field("selectors", &self.selectors)
             .field("default_resync", &self.default_resync)
             .field("strip_managed_fields", &self.strip_managed_fields)
@@ -44,16 +41,10 @@ impl std::fmt::Debug for FactoryOptions {
 }
 
 impl FactoryOptions {
-    /// Watch only this namespace. Applies to namespaced types; informers of cluster-scoped
-    /// types (nodes, namespaces) are cluster-wide whatever this says, as in client-go.
-    #[must_use]
-    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
-        self.namespace = Some(namespace.into());
-        self
-    }
-
-    /// Which objects every informer lists and watches, unless its
-    /// [`InformerSpec`](super::InformerSpec) sets its own.
+    /// Which objects every informer lists and watches (namespaces, labels, fields), each
+    /// part unless the informer's [`InformerSpec`](super::InformerSpec) sets its own.
+    /// Namespaces apply to namespaced types; informers of cluster-scoped types (nodes,
+    /// namespaces) are cluster-wide whatever they say, as in client-go.
     #[must_use]
     pub fn selectors(mut self, selectors: Selectors) -> Self {
         self.selectors = selectors;
@@ -78,10 +69,9 @@ impl FactoryOptions {
     }
 
     /// How every reflector lists and watches (backoff, timeouts, streaming lists). The
-    /// factory names each reflector after its informer and records metrics as
-    /// [`metrics`](Self::metrics) says: a name or metrics set on `options` are not used.
-    /// Selectors set on `options` apply only where neither the factory's nor the
-    /// informer's own [`selectors`](Self::selectors) say anything.
+    /// factory names each reflector after its informer, gives it the informer's
+    /// selectors and records metrics as [`metrics`](Self::metrics) says: a name,
+    /// selectors or metrics set on `options` are not used.
     #[must_use]
     pub fn reflector(mut self, options: ReflectorOptions) -> Self {
         self.reflector = options;

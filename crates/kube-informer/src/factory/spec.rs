@@ -12,7 +12,8 @@ use crate::{
 type Make<K> = Box<dyn FnOnce(InformerOptions<K>) -> SharedIndexInformer<K> + Send>;
 
 /// How the factory's informer of `K` is made, where it differs from the factory's
-/// defaults: its namespaces, selectors, transform, indexes, resync, or its whole source.
+/// defaults: its selectors (namespaces, labels, fields), transform, indexes, resync, or
+/// its whole source.
 ///
 /// Informers are shared by what they watch: the same type, namespaces and selectors give
 /// the same informer, whoever asks. The first request that creates an informer sets its
@@ -27,8 +28,7 @@ type Make<K> = Box<dyn FnOnce(InformerOptions<K>) -> SharedIndexInformer<K> + Se
 /// // Pods of two namespaces (one watch each, one cache), only the app's, without managedFields.
 /// let pods = factory.informer_with::<Pod>(
 ///     InformerSpec::new()
-///         .namespaces(["shop", "checkout"])
-///         .selectors(Selectors::default().labels("app=web"))
+///         .selectors(Selectors::default().in_namespaces(["shop", "checkout"]).labels("app=web"))
 ///         .transform(kube_informer::informer::strip_managed_fields)
 ///         .indexers(Indexers::new().index("by-node", |p: &Pod| {
 ///             p.spec.as_ref().and_then(|s| s.node_name.clone()).into_iter().collect()
@@ -38,7 +38,6 @@ type Make<K> = Box<dyn FnOnce(InformerOptions<K>) -> SharedIndexInformer<K> + Se
 /// # }
 /// ```
 pub struct InformerSpec<K> {
-    pub(super) namespaces: Option<Vec<String>>,
     pub(super) selectors: Selectors,
     pub(super) transform: Option<Arc<dyn Fn(K) -> K + Send + Sync>>,
     pub(super) indexers: Indexers<K>,
@@ -49,7 +48,6 @@ pub struct InformerSpec<K> {
 impl<K> Default for InformerSpec<K> {
     fn default() -> Self {
         Self {
-            namespaces: None,
             selectors: Selectors::default(),
             transform: None,
             indexers: Indexers::new(),
@@ -62,7 +60,6 @@ impl<K> Default for InformerSpec<K> {
 impl<K> std::fmt::Debug for InformerSpec<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("InformerSpec")
-            .field("namespaces", &self.namespaces)
             .field("selectors", &self.selectors)
             .field("transform", &self.transform.is_some())
             .field("resync", &self.resync)
@@ -78,25 +75,8 @@ impl<K: kube::Resource + Clone + Send + Sync + 'static> InformerSpec<K> {
         Self::default()
     }
 
-    /// Watch only `namespace` (instead of the factory's).
-    #[must_use]
-    pub fn namespace(self, namespace: impl Into<String>) -> Self {
-        self.namespaces([namespace.into()])
-    }
-
-    /// Watch these namespaces: one watch each, merged into one cache (for an operator that
-    /// watches N namespaces, not all and not one). An empty set means all namespaces.
-    #[must_use]
-    pub fn namespaces<S: Into<String>>(mut self, namespaces: impl IntoIterator<Item = S>) -> Self {
-        let mut namespaces: Vec<String> = namespaces.into_iter().map(Into::into).collect();
-        namespaces.sort();
-        namespaces.dedup();
-        self.namespaces = Some(namespaces);
-        self
-    }
-
-    /// Which objects this informer lists and watches; each selector it leaves unset is
-    /// the factory's.
+    /// Which objects this informer lists and watches (namespaces, labels, fields); each
+    /// part it leaves unset is the factory's.
     #[must_use]
     pub fn selectors(mut self, selectors: Selectors) -> Self {
         self.selectors = selectors;

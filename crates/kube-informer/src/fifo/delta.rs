@@ -179,10 +179,9 @@ impl<K> Deltas<K> {
         }
     }
 
-    /// The resourceVersion the consumer has reached once these deltas are applied, when
-    /// the queue knows it: the last entry of a relist carries the list's version, and the
-    /// newest entry queued before a bookmark carries the bookmark's.
-    pub fn reached_resource_version(&self) -> Option<&str> {
+    /// The resourceVersion reached for the whole cache once these deltas are applied.
+    #[cfg(test)]
+    pub(crate) fn reached_resource_version(&self) -> Option<&str> {
         let everything = self.reached.iter().find(|(ns, _)| ns.is_none());
         everything.map(|(_, rv)| rv.as_ref())
     }
@@ -190,7 +189,7 @@ impl<K> Deltas<K> {
     /// Every resourceVersion reached once these deltas are applied, with its scope: `None`
     /// for the whole cache, or the namespace whose watch reached it (a cache fed by one
     /// watch per namespace).
-    pub fn reached(&self) -> impl Iterator<Item = (Option<&str>, &str)> {
+    pub(crate) fn reached(&self) -> impl Iterator<Item = (Option<&str>, &str)> {
         self.reached
             .iter()
             .map(|(ns, rv)| (ns.as_deref(), rv.as_ref()))
@@ -243,11 +242,6 @@ impl<K> Deltas<K> {
     /// Always false: a `Deltas` holds at least one delta. Present for API convention.
     pub fn is_empty(&self) -> bool {
         self.deltas.is_empty()
-    }
-
-    /// Splits into the key and the deltas, oldest first.
-    pub fn into_parts(self) -> (ObjectKey, impl ExactSizeIterator<Item = Delta<K>>) {
-        (self.key, self.deltas.into_iter())
     }
 
     /// Appends `delta` as it is.

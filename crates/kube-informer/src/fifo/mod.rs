@@ -45,8 +45,8 @@
 //!
 //! client-go 1.36's `RealFIFO` queues a `Bookmark` delta and its atomic relists a
 //! `ReplacedAll` entry carrying the list's version, so the store can report the newest
-//! version applied. Here a queue entry may carry the version reached once it is applied
-//! ([`Deltas::reached_resource_version`]): the last entry of a relist carries the list's
+//! version applied. Here a queue entry (a `Deltas`) may carry the version reached once
+//! it is applied: the last entry of a relist carries the list's
 //! version, and a bookmark marks the newest queued entry (or, with nothing queued, goes
 //! straight to the store). The informer sets the store's version from those marks and, with
 //! a `RealFifo` (strict event order), from each event's own version; handlers never see a
@@ -61,7 +61,7 @@
 //! | client-go | here |
 //! |---|---|
 //! | one `ReplacedAll` entry per relist, applied under one lock | the entries of one `replace` share a group that `pop_batch` never splits; the informer applies a batch under one store lock |
-//! | `ReplacedAll` carries the list's resourceVersion | the group's last entry carries it ([`Deltas::reached_resource_version`]) |
+//! | `ReplacedAll` carries the list's resourceVersion | the group's last entry carries it |
 //! | one `SyncAll` entry per resync | one `Sync` entry per cached object with nothing queued (a resync is not atomic in client-go's non-atomic mode either; handlers see per-object updates in both) |
 //! | `Bookmark` delta | a mark on the newest queued entry, or the store directly when empty |
 //! | tombstones for missing keys | the same, as typed [`DeletedObject::FinalStateUnknown`] |
@@ -126,8 +126,7 @@ pub trait DeltaSink<K>: Send + Sync {
     fn delete(&self, obj: Arc<K>) -> Result<(), KeyError>;
     /// A relist at `resource_version`: queues [`Delta::Replaced`] for every item of `list`
     /// and a [`DeletedObject::FinalStateUnknown`] tombstone for every known key missing from
-    /// it; the last entry carries `resource_version` (see
-    /// [`Deltas::reached_resource_version`]).
+    /// it; the last entry carries `resource_version`.
     ///
     /// All or nothing: if an item has no key, nothing is queued and the error names it.
     fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> Result<(), KeyError>;
@@ -146,14 +145,14 @@ pub trait DeltaSink<K>: Send + Sync {
     /// Queues a [`Delta::Sync`] for every known object that has nothing queued.
     fn resync(&self);
     /// A watch bookmark: the server has sent everything up to `resource_version`. The
-    /// newest queued entry carries it (see [`Deltas::reached_resource_version`]); with
+    /// newest queued entry carries it; with
     /// nothing queued it goes straight to the known objects
     /// ([`KnownObjects::bookmark`]). Nothing is handed to handlers. The default does
     /// nothing.
     fn bookmark(&self, _resource_version: &str) {}
     /// A bookmark of the watch of one namespace, of several watched into the same cache:
     /// the mark says which namespace reached the version
-    /// ([`Deltas::reached`], [`KnownObjects::bookmark_in_namespace`]). The default is
+    /// (per namespace, see [`KnownObjects::bookmark_in_namespace`]). The default is
     /// [`bookmark`](Self::bookmark) (for sinks not shared by namespaces).
     fn bookmark_in_namespace(&self, namespace: &str, resource_version: &str) {
         let _ = namespace;

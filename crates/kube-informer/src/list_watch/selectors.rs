@@ -1,26 +1,58 @@
-//! [`Selectors`]: which objects of a type are listed and watched, by label and by field.
-//! One type for every level that sets them (the factory's default, an informer's
-//! [`InformerSpec`](crate::InformerSpec), the [`Reflector`](crate::reflector::Reflector)
-//! that sends them).
+//! [`Selectors`]: which objects of a type are listed and watched: by namespace, by label
+//! and by field. One type for every level that sets them (the factory's default, an
+//! informer's [`InformerSpec`](crate::InformerSpec), the
+//! [`Reflector`](crate::reflector::Reflector) that sends them).
 
-/// Label and field selectors, as the API server takes them (`app=web,tier!=db`,
-/// `status.phase=Running`). Either may be absent.
+/// Namespaces, label and field selectors, as the API server takes them (`shop`,
+/// `app=web,tier!=db`, `status.phase=Running`). Each may be absent; at every level, what
+/// is absent is taken from the level above (an informer's from the factory's).
 ///
 /// ```
 /// use kube_informer::{FactoryOptions, list_watch::Selectors};
 ///
-/// let web = Selectors::default().labels("app=web").fields("status.phase=Running");
+/// let web = Selectors::default()
+///     .in_namespaces(["shop", "checkout"])
+///     .labels("app=web")
+///     .fields("status.phase=Running");
 /// assert_eq!(web.label_selector(), Some("app=web"));
+/// assert_eq!(web.namespaces(), Some(&["checkout".to_owned(), "shop".to_owned()][..]));
 /// let options = FactoryOptions::default().selectors(web);
 /// # let _ = options;
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Selectors {
+    namespaces: Option<Vec<String>>,
     label: Option<String>,
     field: Option<String>,
 }
 
 impl Selectors {
+    /// Only objects of `namespace` (for namespaced types; cluster-scoped ones, such as
+    /// nodes and namespaces, are listed cluster-wide whatever this says, as in client-go).
+    #[must_use]
+    pub fn in_namespace(self, namespace: impl Into<String>) -> Self {
+        self.in_namespaces([namespace.into()])
+    }
+
+    /// Only objects of these namespaces: an informer watches each (one watch per
+    /// namespace, merged into one cache: for an operator that watches N namespaces, not
+    /// all and not one). An empty set means all namespaces.
+    ///
+    /// A [`Reflector`](crate::reflector::Reflector) watches the one namespace of its
+    /// source (a `kube::Api` of that namespace); the factory, which makes the sources,
+    /// is where several namespaces are set.
+    #[must_use]
+    pub fn in_namespaces<S: Into<String>>(
+        mut self,
+        namespaces: impl IntoIterator<Item = S>,
+    ) -> Self {
+        let mut namespaces: Vec<String> = namespaces.into_iter().map(Into::into).collect();
+        namespaces.sort();
+        namespaces.dedup();
+        self.namespaces = Some(namespaces);
+        self
+    }
+
     /// Only objects whose labels match `selector`.
     #[must_use]
     pub fn labels(mut self, selector: impl Into<String>) -> Self {
@@ -45,9 +77,26 @@ impl Selectors {
         self.field.as_deref()
     }
 
+    /// The namespaces, sorted, if set (empty: all namespaces).
+    pub fn namespaces(&self) -> Option<&[String]> {
+        self.namespaces.as_deref()
+    }
+
+    /// The label and field selectors alone.
+    pub(crate) fn without_namespaces(&self) -> Self {
+        Self {
+            namespaces: None,
+            ..self.clone()
+        }
+    }
+
     /// These selectors, each falling back to `defaults`' where unset.
     pub(crate) fn or(&self, defaults: &Self) -> Self {
         Self {
+            namespaces: self
+                .namespaces
+                .clone()
+                .or_else(|| defaults.namespaces.clone()),
             label: self.label.clone().or_else(|| defaults.label.clone()),
             field: self.field.clone().or_else(|| defaults.field.clone()),
         }
@@ -60,11 +109,18 @@ mod tests {
 
     #[test]
     fn each_selector_falls_back_on_its_own() {
-        let factory = Selectors::default().labels("team=a").fields("f=1");
+        let factory = Selectors::default()
+            .in_namespace("shop")
+            .labels("team=a")
+            .fields("f=1");
         let spec = Selectors::default().labels("app=web");
         let merged = spec.or(&factory);
         assert_eq!(merged.label_selector(), Some("app=web"));
         assert_eq!(merged.field_selector(), Some("f=1"));
+        assert_eq!(merged.namespaces(), Some(&["shop".to_owned()][..]));
+        // An empty set (all namespaces) is a choice, not an absence.
+        let all = Selectors::default().in_namespaces(Vec::<String>::new());
+        assert_eq!(all.or(&factory).namespaces(), Some(&[][..]));
         assert_eq!(
             Selectors::default().or(&Selectors::default()),
             Selectors::default()

@@ -175,14 +175,21 @@ impl ReflectorOptions {
     }
 
     /// How often to check whether a resync is due (none by default). An informer sets it
-    /// from its handlers' resync periods.
+    /// from its handlers' resync periods (see [`HandlerOptions::resync`]); set it here
+    /// only for a reflector used on its own.
+    ///
+    /// [`HandlerOptions::resync`]: crate::HandlerOptions::resync
+    #[doc(hidden)]
     #[must_use]
     pub fn resync_period(mut self, period: Duration) -> Self {
         self.resync_period = Some(period);
         self
     }
 
-    /// Which objects are listed and watched (label and field selectors).
+    /// Which objects are listed and watched: the label and field selectors are sent with
+    /// every LIST and WATCH. The namespace is the source's (a `kube::Api` of one
+    /// namespace); namespaces named here are not used (the factory makes one reflector
+    /// per namespace).
     #[must_use]
     pub fn selectors(mut self, selectors: crate::list_watch::Selectors) -> Self {
         self.selectors = selectors;

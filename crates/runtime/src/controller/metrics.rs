@@ -48,17 +48,16 @@ fn reconcile_time() -> Histogram {
 /// manager does that for its controllers.
 ///
 /// ```
-/// use prometheus_client::{encoding::text::encode, registry::Registry};
+/// use prometheus_client::registry::Registry;
 /// use kube_informer::metrics::Metrics;
-/// use kube_informer_runtime::controller::ControllerMetrics;
+/// use kube_informer_runtime::controller::{ControllerMetrics, ControllerOptions};
 ///
-/// let mut registry = Registry::default();
+/// let mut registry = Registry::default(); // served on `/metrics`
 /// let core = Metrics::register(&mut registry); // informers, reflectors, work queues
 /// let metrics = ControllerMetrics::register(&mut registry, &core);
-/// metrics.set_workers("ready-pods", 4);
-/// let mut text = String::new();
-/// encode(&mut text, &registry).unwrap();
-/// assert!(text.contains(r#"controller_runtime_max_concurrent_reconciles{controller="ready-pods"} 4"#));
+/// // Each controller records `controller_runtime_*{controller="ready-pods"}` once it runs.
+/// let options = ControllerOptions::default().name("ready-pods").metrics(&metrics);
+/// # let _ = options;
 /// ```
 #[derive(Clone)]
 pub struct ControllerMetrics {
@@ -160,7 +159,7 @@ impl ControllerMetrics {
     }
 
     /// Records the number of workers of `controller`.
-    pub fn set_workers(&self, controller: &str, workers: usize) {
+    pub(crate) fn set_workers(&self, controller: &str, workers: usize) {
         let workers = i64::try_from(workers).unwrap_or(i64::MAX);
         self.max_concurrent
             .get_or_create(&Self::label(controller))

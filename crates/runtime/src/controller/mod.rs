@@ -179,7 +179,7 @@ where
     /// workers' (count, retries, drain deadline) and its name (in metrics, logs, spans).
     pub fn new(factory: &SharedInformerFactory, options: ControllerOptions) -> Self {
         let metrics = options.metrics.clone();
-        let name = options.controller_name().to_owned();
+        let name = options.name.clone();
         let mut config = kube_informer::workqueue::QueueConfig::default().name(name.clone());
         if let Some(metrics) = &metrics {
             config = config.metrics(metrics.core());
@@ -440,7 +440,7 @@ where
         P: Fn(&Cached<K>, &E, &Ctx) -> Action + Send + Sync + 'static,
     {
         if let Some(metrics) = &self.metrics {
-            metrics.set_workers(&self.name, self.options.worker_count());
+            metrics.set_workers(&self.name, self.options.workers);
         }
         let mut triggers = JoinSet::new();
         for trigger in self.triggers.drain(..) {
@@ -458,7 +458,7 @@ where
             error_policy: Arc::new(error_policy),
             ctx,
         };
-        let count = self.options.worker_count();
+        let count = self.options.workers;
         let mut workers = Workers::spawn(&self.queue, count, move |key| worker.call(key));
         tokio::select! {
             () = graceful.cancelled() => {

@@ -31,7 +31,6 @@ pub enum Action {
 ///     .workers(4)
 ///     .reconcile_timeout(Some(Duration::from_secs(60)))
 ///     .drain_timeout(Some(Duration::from_secs(20)));
-/// assert_eq!((options.controller_name(), options.worker_count()), ("ready-pods", 4));
 /// ```
 #[derive(Debug, Clone)]
 pub struct ControllerOptions {
@@ -79,16 +78,6 @@ impl ControllerOptions {
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.name = name.into();
         self
-    }
-
-    /// The controller's name.
-    pub fn controller_name(&self) -> &str {
-        &self.name
-    }
-
-    /// How many workers reconcile at once.
-    pub fn worker_count(&self) -> usize {
-        self.workers
     }
 
     /// How long stopping may wait for held and queued keys to be reconciled (default 30 s,

@@ -141,8 +141,8 @@ pub fn reference<K: Resource<DynamicType = ()>>(obj: &K) -> ObjectReference {
 /// use k8s_openapi::api::core::v1::ConfigMap;
 /// use kube_informer_runtime::events::{EventType, MemoryEvents, NewEvent, Recorder, Reporter};
 ///
-/// let sink = Arc::new(MemoryEvents::default()); // `Recorder::new(client, ..)` in production
-/// let recorder = Recorder::with_sink(sink.clone(), Reporter::new("example.com/configs", "pod-a"));
+/// let sink = Arc::new(MemoryEvents::default()); // a `kube::Client` in production
+/// let recorder = Recorder::new(sink.clone(), Reporter::new("example.com/configs", "pod-a"));
 /// let mut cm = ConfigMap::default();
 /// cm.metadata.name = Some("settings".into());
 /// cm.metadata.namespace = Some("shop".into());
@@ -168,14 +168,11 @@ impl std::fmt::Debug for Recorder {
 }
 
 impl Recorder {
-    /// A recorder writing through `client` (needs a tokio runtime: it starts the writer
-    /// task, which ends when every clone of the recorder is dropped).
-    pub fn new(client: kube::Client, reporter: Reporter) -> Self {
-        Self::with_sink(Arc::new(client), reporter)
-    }
-
-    /// A recorder writing to `sink` (e.g. [`MemoryEvents`] in tests).
-    pub fn with_sink(sink: Arc<dyn EventSink>, reporter: Reporter) -> Self {
+    /// A recorder writing to `sink`: a `kube::Client` (events.k8s.io/v1), or
+    /// [`MemoryEvents`] in tests. Needs a tokio runtime: it starts the writer task, which
+    /// ends when every clone of the recorder is dropped.
+    pub fn new(sink: impl EventSink, reporter: Reporter) -> Self {
+        let sink: Arc<dyn EventSink> = Arc::new(sink);
         let (queue, events) = mpsc::channel(QUEUE);
         let aggregator = Arc::new(Mutex::new(Aggregator::default()));
         tokio::spawn(write_events(events, sink, aggregator.clone()));

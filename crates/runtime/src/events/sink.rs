@@ -23,6 +23,21 @@ fn namespace(event: &Event) -> &str {
     event.metadata.namespace.as_deref().unwrap_or("default")
 }
 
+/// A shared sink (e.g. a [`MemoryEvents`] the test reads back).
+impl<T: EventSink + ?Sized> EventSink for std::sync::Arc<T> {
+    fn create<'a>(&'a self, event: &'a Event) -> BoxFuture<'a, Result<(), kube::Error>> {
+        (**self).create(event)
+    }
+
+    fn patch_series<'a>(
+        &'a self,
+        event: &'a Event,
+        series: &'a EventSeries,
+    ) -> BoxFuture<'a, Result<(), kube::Error>> {
+        (**self).patch_series(event, series)
+    }
+}
+
 impl EventSink for kube::Client {
     fn create<'a>(&'a self, event: &'a Event) -> BoxFuture<'a, Result<(), kube::Error>> {
         Box::pin(async move {

@@ -23,12 +23,11 @@ pub const MIN_MARGIN: Duration = Duration::from_secs(1);
 ///
 /// let config = LeaderElectionConfig::new("my-operator");
 /// assert!(config.validate().is_ok());
-/// assert!(config.identity_name().contains('_'), "hostname_suffix");
 /// // The renew deadline must leave room before the lease runs out: refused, not guessed.
 /// let bad = config.clone().renew_deadline(Duration::from_secs(20));
 /// assert!(bad.validate().is_err());
 /// let pinned = config.namespace("operators").identity("pod-a");
-/// assert_eq!((pinned.namespace_name(), pinned.identity_name()), (Some("operators"), "pod-a"));
+/// assert!(pinned.validate().is_ok());
 /// ```
 #[derive(Debug, Clone)]
 pub struct LeaderElectionConfig {
@@ -130,21 +129,6 @@ impl LeaderElectionConfig {
     pub fn identity(mut self, identity: impl Into<String>) -> Self {
         self.identity = identity.into();
         self
-    }
-
-    /// The namespace set, if any.
-    pub fn namespace_name(&self) -> Option<&str> {
-        self.namespace.as_deref()
-    }
-
-    /// The Lease's name.
-    pub fn lease_name(&self) -> &str {
-        &self.name
-    }
-
-    /// The candidate's identity.
-    pub fn identity_name(&self) -> &str {
-        &self.identity
     }
 
     /// Checks client-go's rules between the durations.

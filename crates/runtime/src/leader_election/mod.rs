@@ -26,12 +26,15 @@
 //!
 //! ```no_run
 //! use std::time::Duration;
-//! use kube_informer_runtime::leader_election::{LeaderElectionConfig, LeaderElector};
-//! use tokio_util::sync::CancellationToken;
+//! use k8s_openapi::api::coordination::v1::Lease;
+//! use kube_informer_runtime::{
+//!     CancellationToken,
+//!     leader_election::{LeaderElectionConfig, LeaderElector},
+//! };
 //!
 //! # async fn demo(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
-//! let config = LeaderElectionConfig::new("my-operator").namespace("operators");
-//! let elector = LeaderElector::new(client, config)?;
+//! let leases: kube::Api<Lease> = kube::Api::namespaced(client, "operators");
+//! let elector = LeaderElector::new(leases, LeaderElectionConfig::new("my-operator"))?;
 //! let mut leading = elector.leading();
 //! let cancel = CancellationToken::new();
 //! tokio::spawn({ let elector = elector.clone(); let cancel = cancel.clone(); async move { elector.run(cancel).await } });
@@ -44,8 +47,6 @@ mod config;
 
 use std::{sync::Arc, time::Duration};
 
-use k8s_openapi::api::coordination::v1::Lease;
-use kube::Api;
 use parking_lot::Mutex;
 use tokio::{sync::watch, time::Instant};
 use tokio_util::sync::CancellationToken;
@@ -64,9 +65,9 @@ use crate::lease::{Attempt, LeaseLock};
 /// };
 /// use tokio_util::sync::CancellationToken;
 ///
-/// let leases = Arc::new(MemoryLeases::default()); // `LeaderElector::new(client, ..)` in production
+/// let leases = MemoryLeases::default(); // a `kube::Api<Lease>` in production
 /// let config = LeaderElectionConfig::new("my-operator").identity("pod-a");
-/// let elector = LeaderElector::with_store(leases, config).unwrap();
+/// let elector = LeaderElector::new(leases, config).unwrap();
 /// let mut leading = elector.leading();
 /// let cancel = CancellationToken::new();
 /// tokio::spawn({ let e = elector.clone(); let c = cancel.clone(); async move { e.run(c).await } });
@@ -102,24 +103,16 @@ impl std::fmt::Debug for LeaderElector {
 }
 
 impl LeaderElector {
-    /// A candidate for the Lease of `config`, writing through `client` (in the client's
-    /// default namespace unless the config names one).
-    pub fn new(client: kube::Client, config: LeaderElectionConfig) -> Result<Self, ConfigError> {
-        let namespace = config
-            .namespace
-            .clone()
-            .unwrap_or_else(|| client.default_namespace().to_owned());
-        let api: Api<Lease> = Api::namespaced(client, &namespace);
-        Self::with_store(Arc::new(api), config.namespace(namespace))
-    }
-
-    /// A candidate reading and writing its Lease in `store` (e.g.
-    /// [`MemoryLeases`](crate::lease::MemoryLeases) in tests).
-    pub fn with_store(
-        store: Arc<dyn crate::lease::LeaseStore>,
+    /// A candidate for the Lease of `config`, reading and writing it in `store`: a
+    /// `kube::Api<Lease>` of the Lease's namespace (the [`Manager`](crate::Manager)
+    /// makes it from its client and [`LeaderElectionConfig::namespace`]), or
+    /// [`MemoryLeases`](crate::lease::MemoryLeases) in tests.
+    pub fn new(
+        store: impl crate::lease::LeaseStore,
         config: LeaderElectionConfig,
     ) -> Result<Self, ConfigError> {
         config.validate()?;
+        let store: Arc<dyn crate::lease::LeaseStore> = Arc::new(store);
         let lock = LeaseLock::new(store, &config.name, &config.identity, config.lease_duration);
         Ok(Self {
             inner: Arc::new(Inner {

@@ -20,10 +20,8 @@ use kube::api::ObjectMeta;
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
-pub use self::{
-    record::LeaseRecord,
-    store::{LeaseStore, MemoryLeases},
-};
+use self::record::LeaseRecord;
+pub use self::store::{LeaseStore, MemoryLeases};
 
 /// A Lease this process competes for (or holds), with what it last observed of it.
 ///

@@ -11,17 +11,17 @@ use k8s_openapi::{
 /// `LeaderElectionRecord`). Equality is what "the record changed" means when deciding
 /// whether the holder is alive.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct LeaseRecord {
+pub(super) struct LeaseRecord {
     /// Who holds it (empty: nobody).
-    pub holder: String,
+    pub(super) holder: String,
     /// How long the holder may go without renewing.
-    pub duration_seconds: i32,
+    pub(super) duration_seconds: i32,
     /// How many times the holder changed.
-    pub transitions: i32,
+    pub(super) transitions: i32,
     /// When the holder acquired it (informational).
-    pub acquire_time: Option<MicroTime>,
+    pub(super) acquire_time: Option<MicroTime>,
     /// When the holder last renewed it (informational: never used for decisions).
-    pub renew_time: Option<MicroTime>,
+    pub(super) renew_time: Option<MicroTime>,
 }
 
 fn now() -> MicroTime {
@@ -37,7 +37,7 @@ fn seconds(duration: Duration) -> i32 {
 
 impl LeaseRecord {
     /// The record of a Lease.
-    pub fn from_lease(lease: &Lease) -> Self {
+    pub(super) fn from_lease(lease: &Lease) -> Self {
         let spec = lease.spec.clone().unwrap_or_default();
         Self {
             holder: spec.holder_identity.unwrap_or_default(),
@@ -49,7 +49,7 @@ impl LeaseRecord {
     }
 
     /// `holder` acquiring it now, after `transitions` changes of holder.
-    pub fn acquired(holder: &str, duration: Duration, transitions: i32) -> Self {
+    pub(super) fn acquired(holder: &str, duration: Duration, transitions: i32) -> Self {
         Self {
             holder: holder.to_owned(),
             duration_seconds: seconds(duration),
@@ -60,7 +60,7 @@ impl LeaseRecord {
     }
 
     /// The same holder renewing it now.
-    pub fn renewed(&self, duration: Duration) -> Self {
+    pub(super) fn renewed(&self, duration: Duration) -> Self {
         Self {
             duration_seconds: seconds(duration),
             renew_time: Some(now()),
@@ -69,7 +69,7 @@ impl LeaseRecord {
     }
 
     /// Given up: no holder, a one-second duration.
-    pub fn released(&self) -> Self {
+    pub(super) fn released(&self) -> Self {
         Self {
             holder: String::new(),
             duration_seconds: 1,
@@ -80,7 +80,7 @@ impl LeaseRecord {
     }
 
     /// As a Lease spec.
-    pub fn to_spec(&self) -> LeaseSpec {
+    pub(super) fn to_spec(&self) -> LeaseSpec {
         LeaseSpec {
             holder_identity: Some(self.holder.clone()),
             lease_duration_seconds: Some(self.duration_seconds),

@@ -29,6 +29,33 @@ pub trait LeaseStore: Send + Sync + 'static {
     ) -> BoxFuture<'a, Result<Vec<Lease>, kube::Error>>;
 }
 
+/// A shared store (e.g. one [`MemoryLeases`] behind several candidates in a test).
+impl<T: LeaseStore + ?Sized> LeaseStore for std::sync::Arc<T> {
+    fn get<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<Lease>, kube::Error>> {
+        (**self).get(name)
+    }
+
+    fn create<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<Lease, kube::Error>> {
+        (**self).create(lease)
+    }
+
+    fn replace<'a>(
+        &'a self,
+        name: &'a str,
+        lease: &'a Lease,
+    ) -> BoxFuture<'a, Result<Lease, kube::Error>> {
+        (**self).replace(name, lease)
+    }
+
+    fn list<'a>(
+        &'a self,
+        label: &'a str,
+        value: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<Lease>, kube::Error>> {
+        (**self).list(label, value)
+    }
+}
+
 impl LeaseStore for Api<Lease> {
     fn get<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<Lease>, kube::Error>> {
         Box::pin(self.get_opt(name))

@@ -181,8 +181,16 @@ impl Manager {
         );
         let elector = match &options.leader_election {
             Some(config) => Some(match &options.lease_store {
-                Some(store) => LeaderElector::with_store(store.clone(), config.clone())?,
-                None => LeaderElector::new(client.clone(), config.clone())?,
+                Some(store) => LeaderElector::new(store.clone(), config.clone())?,
+                None => {
+                    let namespace = config
+                        .namespace
+                        .clone()
+                        .unwrap_or_else(|| client.default_namespace().to_owned());
+                    let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+                        kube::Api::namespaced(client.clone(), &namespace);
+                    LeaderElector::new(leases, config.clone().namespace(namespace))?
+                }
             }),
             None => None,
         };
@@ -263,7 +271,7 @@ impl Manager {
             .options
             .leader_election
             .as_ref()
-            .map(|c| c.identity_name().to_owned())
+            .map(|c| c.identity.clone())
             .or_else(|| std::env::var("HOSTNAME").ok())
             .unwrap_or_else(|| "unknown".to_owned());
         let reporter = Reporter::new(controller, instance);

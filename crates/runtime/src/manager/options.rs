@@ -106,10 +106,11 @@ impl ManagerOptions {
     /// registered on the manager's `/metrics` whatever these say.
     ///
     /// ```
-    /// use kube_informer::factory::FactoryOptions;
+    /// use kube_informer::{FactoryOptions, Selectors};
     /// use kube_informer_runtime::manager::ManagerOptions;
     ///
-    /// let options = ManagerOptions::default().factory(FactoryOptions::default().namespace("shop"));
+    /// let shop = Selectors::default().in_namespace("shop");
+    /// let options = ManagerOptions::default().factory(FactoryOptions::default().selectors(shop));
     /// # let _ = options;
     /// ```
     #[must_use]

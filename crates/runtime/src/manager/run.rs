@@ -64,7 +64,7 @@ fn leader_gauge(manager: &Manager) -> Option<Gauge> {
         "Whether this replica is the leader (1) or not (0) of its lease",
         family.clone(),
     );
-    let name = elector.config().lease_name().to_owned();
+    let name = elector.config().name.clone();
     Some(
         family
             .get_or_create(&vec![("name".to_owned(), name)])
