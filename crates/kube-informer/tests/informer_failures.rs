@@ -285,8 +285,7 @@ async fn handlers_resync_at_their_own_period_even_shorter_or_added_late() {
         |_| ListReply::Items(vec![cm("a", "5")], "5"),
         |_, _| WatchReply::Stay(vec![]),
     );
-    let informer =
-        SharedIndexInformer::new(source, options().default_resync(Duration::from_secs(60)));
+    let informer = SharedIndexInformer::new(source, options());
     let counter = || {
         let count = Arc::new(Mutex::new(0usize));
         let c = count.clone();

@@ -208,7 +208,7 @@ impl SharedInformerFactory {
             options = options.metrics(metrics);
         }
         if let Some(period) = spec.resync.or(defaults.default_resync) {
-            options = options.default_resync(period);
+            options.default_resync = Some(period);
         }
         options
     }

@@ -14,17 +14,17 @@ pub enum QueueKind {
     DeltaFifo,
 }
 
-/// Settings of a [`SharedIndexInformer`](super::SharedIndexInformer).
+/// Settings of a [`SharedIndexInformer`](super::SharedIndexInformer). A resync period is
+/// set per handler ([`HandlerOptions::resync`]); under a factory, its default is
+/// [`FactoryOptions::default_resync`](crate::FactoryOptions::default_resync).
 ///
 /// ```
-/// use std::time::Duration;
 /// use k8s_openapi::api::core::v1::Pod;
 /// use kube_informer::{Indexers, informer::{InformerOptions, QueueKind}};
 ///
 /// let options: InformerOptions<Pod> = InformerOptions::default()
 ///     .name("pods")
 ///     .queue(QueueKind::DeltaFifo)
-///     .default_resync(Duration::from_secs(600))
 ///     .indexers(Indexers::new().namespace());
 /// # let _ = options;
 /// ```
@@ -70,14 +70,6 @@ impl<K> InformerOptions<K> {
     #[must_use]
     pub fn queue(mut self, kind: QueueKind) -> Self {
         self.queue = kind;
-        self
-    }
-
-    /// The resync period of handlers that do not ask for one (default: none). A resync
-    /// replays the cache to the handlers as updates; it never calls the API server.
-    #[must_use]
-    pub fn default_resync(mut self, period: Duration) -> Self {
-        self.default_resync = Some(period);
         self
     }
 
