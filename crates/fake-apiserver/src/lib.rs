@@ -79,6 +79,16 @@ pub enum Error {
     /// The server could not bind or start.
     #[error("fake-apiserver could not start: {0}")]
     Start(#[source] std::io::Error),
+    /// The server could not listen on its address (a port in use, most often: pick
+    /// another with [`ServerConfig::port`], or 0 for a free one).
+    #[error("fake-apiserver could not listen on {addr}: {source}")]
+    Bind {
+        /// The address it tried.
+        addr: std::net::SocketAddr,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
     /// The kube client could not be built.
     #[error("fake-apiserver could not build a kube client: {0}")]
     Client(String),
@@ -177,9 +187,13 @@ impl FakeApiServer {
                 )
                 .map_err(|e| Error::Start(std::io::Error::other(format!("{e:?}"))))?;
         }
-        let listener = TcpListener::bind(("127.0.0.1", inner.config.port))
+        let wanted = std::net::SocketAddr::from(([127, 0, 0, 1], inner.config.port));
+        let listener = TcpListener::bind(wanted)
             .await
-            .map_err(Error::Start)?;
+            .map_err(|source| Error::Bind {
+                addr: wanted,
+                source,
+            })?;
         let addr = listener.local_addr().map_err(Error::Start)?;
         let (stop, accepting) = (CancellationToken::new(), CancellationToken::new());
         let handler = inner.clone();

@@ -189,3 +189,19 @@ fn which(program: &str) -> Result<std::path::PathBuf, ()> {
         .find(|p| p.is_file())
         .ok_or(())
 }
+
+/// A port in use is named in the error, with what to do about it.
+#[tokio::test]
+async fn a_port_in_use_is_named_in_the_error() {
+    let taken = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let err = fake_apiserver::FakeApiServer::start(ServerConfig::default().port(port))
+        .await
+        .expect_err("the port is taken");
+    assert!(
+        matches!(&err, fake_apiserver::Error::Bind { addr, .. } if addr.port() == port),
+        "{err:?}"
+    );
+    let text = err.to_string();
+    assert!(text.contains(&format!("127.0.0.1:{port}")), "{text}");
+}

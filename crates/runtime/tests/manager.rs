@@ -42,10 +42,11 @@ async fn get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
     (code, body)
 }
 
+/// Test options: endpoints on a free loopback port, so that the two replicas of
+/// `two_replicas_never_reconcile_at_once_and_the_standby_takes_over` (and every test
+/// running beside them) never collide.
 fn local() -> ManagerOptions {
-    ManagerOptions::default()
-        .bind(([127, 0, 0, 1], 0).into())
-        .max_watch_failures(3)
+    ManagerOptions::for_tests().max_watch_failures(3)
 }
 
 async fn count(_: Cached<ConfigMap>, done: Arc<AtomicUsize>) -> Result<Action, kube::Error> {

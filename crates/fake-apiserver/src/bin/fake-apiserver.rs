@@ -1,8 +1,8 @@
 //! Runs fake-apiserver standalone, for kubectl or any other client:
 //!
 //! ```text
-//! fake-apiserver --port 8080 --seed-pods 100 --namespaces 3
-//! kubectl --server http://127.0.0.1:8080 get pods -A
+//! fake-apiserver --port 8090 --seed-pods 100 --namespaces 3
+//! kubectl --server http://127.0.0.1:8090 get pods -A
 //! ```
 
 use std::{process::ExitCode, time::Duration};
@@ -16,8 +16,9 @@ use serde_json::json;
 #[derive(Debug, Parser)]
 #[command(name = "fake-apiserver", version)]
 struct Args {
-    /// The loopback port to listen on (0 picks a free one)
-    #[arg(long, default_value_t = 8080)]
+    /// The loopback port to listen on (0 picks a free one). Not 8080, where many
+    /// tools (and controllers' metrics) listen
+    #[arg(long, default_value_t = 8090)]
     port: u16,
     /// Pods to create at start, spread over the namespaces and nodes
     #[arg(long = "seed-pods", default_value_t = 0, value_name = "N")]

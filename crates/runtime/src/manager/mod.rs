@@ -140,7 +140,7 @@ pub enum ManagerError {
 /// let mut manager = Manager::new(client, ManagerOptions::default()).await?;
 /// let controller = manager.controller::<ConfigMap>(ControllerOptions::default().name("configs"));
 /// manager.add_controller(controller, reconcile, |_, _, _| Action::Retry, Arc::new(()));
-/// manager.run().await?; // caches, /healthz /readyz /metrics on :8080, until SIGTERM
+/// manager.run().await?; // caches, /healthz /readyz /metrics on :8081, until SIGTERM
 /// # Ok(()) }
 /// ```
 pub struct Manager {

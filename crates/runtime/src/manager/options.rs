@@ -44,7 +44,7 @@ impl std::fmt::Debug for ManagerOptions {
 impl Default for ManagerOptions {
     fn default() -> Self {
         Self {
-            bind: Some(SocketAddr::from(([0, 0, 0, 0], 8080))),
+            bind: Some(SocketAddr::from(([0, 0, 0, 0], DEFAULT_PORT))),
             shutdown_timeout: Duration::from_secs(30),
             leader_election: None,
             lease_store: None,
@@ -54,10 +54,32 @@ impl Default for ManagerOptions {
     }
 }
 
+/// The endpoints' default port: controller-runtime's health-probe port, so that the
+/// manifests of kubebuilder-made operators fit, and not 8080, where many tools listen.
+pub(crate) const DEFAULT_PORT: u16 = 8081;
+
 impl ManagerOptions {
-    /// Where `/healthz`, `/readyz` and `/metrics` are served (default `0.0.0.0:8080`;
-    /// port 0 picks a free one, see [`Manager::endpoints`](super::Manager::endpoints)).
-    /// The address is bound when the manager runs, not when it is built.
+    /// Options for a manager in a test: endpoints on a free loopback port (so that any
+    /// number of managers run side by side; read it from
+    /// [`Manager::endpoints`](super::Manager::endpoints)), a 5 s shutdown deadline, the
+    /// rest default.
+    ///
+    /// ```
+    /// use kube_informer_runtime::ManagerOptions;
+    ///
+    /// let options = ManagerOptions::for_tests();
+    /// # let _ = options;
+    /// ```
+    pub fn for_tests() -> Self {
+        Self::default()
+            .bind(SocketAddr::from(([127, 0, 0, 1], 0)))
+            .shutdown_timeout(Duration::from_secs(5))
+    }
+
+    /// Where `/healthz`, `/readyz` and `/metrics` are served (default `0.0.0.0:8081`:
+    /// every interface, since the kubelet probes the pod's IP; port 0 picks a free one,
+    /// see [`Manager::endpoints`](super::Manager::endpoints)). The address is bound when
+    /// the manager runs, not when it is built.
     #[must_use]
     pub fn bind(mut self, addr: SocketAddr) -> Self {
         self.bind = Some(addr);
