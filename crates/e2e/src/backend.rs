@@ -2,7 +2,9 @@
 
 use std::time::Duration;
 
-use fake_apiserver::{FakeApiServer, ServerConfig, Verb};
+use fake_apiserver::{FakeApiServer, Gvr, ResourceType, ServerConfig, Verb};
+
+use crate::crd;
 use kube_envtest::{Environment, EnvironmentOptions, TcpProxy};
 
 /// How a backend is set up.
@@ -14,6 +16,9 @@ pub struct BackendOptions {
     /// Resources served without the real server's watch cache, so that a compacted
     /// resourceVersion gets 410 at once (`--watch-cache-sizes=<resource>#0`).
     pub uncached: Vec<&'static str>,
+    /// Custom resources to serve, as `(group, plural, kind)`: namespaced, version `v1`, any
+    /// fields (a CRD on the real server, a registered type on the fake).
+    pub custom: Vec<(&'static str, &'static str, &'static str)>,
 }
 
 /// One request as the server saw it.
@@ -67,8 +72,18 @@ impl std::fmt::Debug for Backend {
 
 impl Backend {
     /// fake-apiserver, in this process.
-    pub async fn fake(_options: BackendOptions) -> Backend {
-        let server = FakeApiServer::start(ServerConfig::default())
+    pub async fn fake(options: BackendOptions) -> Backend {
+        let config =
+            options
+                .custom
+                .iter()
+                .fold(ServerConfig::default(), |config, (group, plural, kind)| {
+                    config.resource(ResourceType::namespaced(
+                        Gvr::new(group, "v1", plural),
+                        kind,
+                    ))
+                });
+        let server = FakeApiServer::start(config)
             .await
             .expect("fake-apiserver starts");
         let proxy = TcpProxy::start(server.addr().port())
@@ -107,6 +122,9 @@ impl Backend {
             }
             Err(err) => panic!("the real API server did not start: {err}"),
         };
+        for (group, plural, kind) in &options.custom {
+            crd::install(&env.client(), group, plural, kind).await;
+        }
         let proxy = TcpProxy::start(env.port()).await.expect("a free port");
         let mut config = env.config();
         config.cluster_url = format!("https://127.0.0.1:{}", proxy.port())

@@ -19,11 +19,14 @@
 mod backend;
 mod churn;
 mod compare;
+mod crd;
+mod raw;
 mod running;
 
 pub use backend::{Backend, BackendOptions, Request};
 pub use churn::{Churn, churn, config_map};
 pub use compare::{assert_cache_matches, ensure_namespace, server_state};
+pub use raw::{Answer, error, send};
 pub use running::{Running, quick};
 
 /// Instantiates a scenario `async fn name(backend: Backend)` as two tests, `name::fake` and

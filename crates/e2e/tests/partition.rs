@@ -17,6 +17,7 @@ fn options() -> BackendOptions {
     BackendOptions {
         compaction: Some(COMPACTION),
         uncached: vec!["configmaps"],
+        ..Default::default()
     }
 }
 

@@ -2,59 +2,8 @@
 //! subresource, JSON patches guarded by `test` (finalizer removal), bodies in unknown
 //! formats, namespaces that are missing or terminating, and deletes that finalizers hold.
 
-use e2e::{Backend, both, ensure_namespace};
-use kube::Client;
+use e2e::{Backend, both, ensure_namespace, error, send};
 use serde_json::{Value, json};
-
-/// What a request came back with: the object, or the error's code, reason and causes.
-#[derive(Debug, PartialEq)]
-enum Answer {
-    Object(Value),
-    Error {
-        code: u16,
-        reason: String,
-        causes: Vec<String>,
-    },
-}
-
-impl Answer {
-    fn object(self) -> Value {
-        match self {
-            Answer::Object(v) => v,
-            Answer::Error { .. } => panic!("expected an object, got {self:?}"),
-        }
-    }
-}
-
-async fn send(client: &Client, method: &str, path: &str, content_type: &str, body: &str) -> Answer {
-    let request = http::Request::builder()
-        .method(method)
-        .uri(path)
-        .header("content-type", content_type)
-        .body(body.as_bytes().to_vec())
-        .expect("a valid request");
-    match client.request::<Value>(request).await {
-        Ok(value) => Answer::Object(value),
-        Err(kube::Error::Api(status)) => Answer::Error {
-            code: status.code,
-            reason: status.reason.clone(),
-            causes: status
-                .details
-                .as_ref()
-                .map(|d| d.causes.iter().map(|c| c.reason.clone()).collect())
-                .unwrap_or_default(),
-        },
-        Err(other) => panic!("{method} {path}: {other}"),
-    }
-}
-
-fn error(code: u16, reason: &str, causes: &[&str]) -> Answer {
-    Answer::Error {
-        code,
-        reason: reason.to_owned(),
-        causes: causes.iter().map(|c| (*c).to_owned()).collect(),
-    }
-}
 
 const JSON: &str = "application/json";
 const MERGE: &str = "application/merge-patch+json";

@@ -6,7 +6,7 @@
 //! It answers like a real kube-apiserver 1.36 for what informers and simple controllers do —
 //! discovery, GET, LIST (paged, at consistent snapshots, with resourceVersion semantics and the
 //! real 410 answers), WATCH (bookmarks, replay, streaming lists, timeouts), create, update
-//! (409 on a stale resourceVersion), merge-patch and delete (finalizers, grace periods) — with
+//! (409 on a stale resourceVersion), merge, strategic-merge and JSON patches (with the `scale` subresource), and delete (finalizers, grace periods) — with
 //! one global revision, uids, creationTimestamp, generation and managedFields maintained as
 //! the real server does. The shapes (status codes, `Status` bodies, list metadata, watch
 //! framing, headers) follow responses recorded from a real server.
@@ -46,6 +46,7 @@ mod requests;
 mod selector;
 mod status;
 mod storage;
+mod strategic;
 mod util;
 
 use std::{
@@ -67,6 +68,7 @@ pub use self::{
     faults::{Fault, Verb},
     registry::{Gvr, ResourceType},
     requests::RequestRecord,
+    strategic::strategic_patch_table,
 };
 use self::{
     faults::Faults, ops::Part, requests::RequestLog, status::ApiError, storage::Storage, util::Rng,

@@ -58,6 +58,9 @@ pub struct ResourceType {
     /// Whether `status` is a subresource: writes to the object keep its status, and only
     /// writes to `.../status` change it (as for pods and deployments; not for configmaps).
     pub status_subresource: bool,
+    /// Whether `scale` is a subresource (`autoscaling/v1` `Scale` over `spec.replicas`, as
+    /// for Deployments, ReplicaSets and StatefulSets).
+    pub scale_subresource: bool,
 }
 
 impl ResourceType {
@@ -69,6 +72,7 @@ impl ResourceType {
             namespaced: true,
             short_names: Vec::new(),
             status_subresource: false,
+            scale_subresource: false,
         }
     }
 
@@ -99,6 +103,14 @@ impl ResourceType {
     #[must_use]
     pub fn with_status_subresource(mut self) -> Self {
         self.status_subresource = true;
+        self
+    }
+
+    /// Serves `scale` as a subresource (see [`ResourceType::scale_subresource`]); the
+    /// object's `spec.replicas` is what it scales.
+    #[must_use]
+    pub fn with_scale_subresource(mut self) -> Self {
+        self.scale_subresource = true;
         self
     }
 
@@ -134,10 +146,16 @@ pub(crate) fn builtins() -> Vec<ResourceType> {
             .with_status_subresource(),
         ResourceType::namespaced(Gvr::new("apps", "v1", "deployments"), "Deployment")
             .short_names(&["deploy"])
-            .with_status_subresource(),
+            .with_status_subresource()
+            .with_scale_subresource(),
         ResourceType::namespaced(Gvr::new("apps", "v1", "replicasets"), "ReplicaSet")
             .short_names(&["rs"])
-            .with_status_subresource(),
+            .with_status_subresource()
+            .with_scale_subresource(),
+        ResourceType::namespaced(Gvr::new("apps", "v1", "statefulsets"), "StatefulSet")
+            .short_names(&["sts"])
+            .with_status_subresource()
+            .with_scale_subresource(),
         ResourceType::namespaced(Gvr::new("coordination.k8s.io", "v1", "leases"), "Lease"),
         ResourceType::namespaced(Gvr::new("events.k8s.io", "v1", "events"), "Event"),
     ]

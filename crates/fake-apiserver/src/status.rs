@@ -2,6 +2,8 @@
 
 use serde_json::{Value, json};
 
+use crate::registry::Gvr;
+
 /// An API error: the HTTP status and the `Status` object that goes with it.
 #[derive(Debug, Clone)]
 pub(crate) struct ApiError {
@@ -13,6 +15,22 @@ pub(crate) struct ApiError {
     pub(crate) plain_text: bool,
     /// The server closes the connection after answering.
     pub(crate) close: bool,
+}
+
+/// `deployments.apps` (or `configmaps` in the core group) and the details naming the object,
+/// as the real server words errors about one object.
+fn qualified(gvr: &Gvr, name: &str) -> (String, Value) {
+    if gvr.group.is_empty() {
+        (
+            gvr.resource.clone(),
+            json!({"name": name, "kind": gvr.resource}),
+        )
+    } else {
+        (
+            format!("{}.{}", gvr.resource, gvr.group),
+            json!({"name": name, "group": gvr.group, "kind": gvr.resource}),
+        )
+    }
 }
 
 impl ApiError {
@@ -38,8 +56,8 @@ impl ApiError {
         }
     }
 
-    pub(crate) fn not_found(resource: &str, name: &str) -> Self {
-        let details = json!({"name": name, "kind": resource});
+    pub(crate) fn not_found(gvr: &Gvr, name: &str) -> Self {
+        let (resource, details) = qualified(gvr, name);
         Self::new(
             404,
             "NotFound",
@@ -57,8 +75,8 @@ impl ApiError {
         )
     }
 
-    pub(crate) fn already_exists(resource: &str, name: &str) -> Self {
-        let details = json!({"name": name, "kind": resource});
+    pub(crate) fn already_exists(gvr: &Gvr, name: &str) -> Self {
+        let (resource, details) = qualified(gvr, name);
         Self::new(
             409,
             "AlreadyExists",
@@ -67,8 +85,8 @@ impl ApiError {
         )
     }
 
-    pub(crate) fn conflict(resource: &str, name: &str) -> Self {
-        let details = json!({"name": name, "kind": resource});
+    pub(crate) fn conflict(gvr: &Gvr, name: &str) -> Self {
+        let (resource, details) = qualified(gvr, name);
         let message = format!(
             "Operation cannot be fulfilled on {resource} \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
         );
@@ -149,6 +167,44 @@ impl ApiError {
             "415: Unsupported Media Type".into(),
             Some(json!({})),
         )
+    }
+
+    /// A PATCH whose content type a custom resource does not take (strategic merge patch
+    /// among them): the apiextensions server's wording, which lists what it accepts.
+    pub(crate) fn unsupported_custom_patch_type() -> Self {
+        Self::new(
+            415,
+            "UnsupportedMediaType",
+            "the body of the request was in an unknown format - accepted media types include: \
+             application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
+                .into(),
+            None,
+        )
+    }
+
+    /// An error the real server reports as a bare 500: no reason, the message as the text
+    /// (strategic merge patches that cannot be applied, e.g. a list item without its key).
+    pub(crate) fn internal(message: impl Into<String>) -> Self {
+        let mut error = Self::new(500, "", message.into(), None);
+        error
+            .body
+            .as_object_mut()
+            .expect("a Status")
+            .remove("reason");
+        error
+    }
+
+    /// Adds a cause to the details (`reason` as the cause's type).
+    pub(crate) fn with_cause(mut self, reason: &str, message: &str) -> Self {
+        let cause = json!({"reason": reason, "message": message});
+        let details = self.body["details"].as_object_mut();
+        match details {
+            Some(details) => {
+                details.insert("causes".into(), json!([cause]));
+            }
+            None => self.body["details"] = json!({"causes": [cause]}),
+        }
+        self
     }
 
     /// A JSON patch that cannot be applied (a failed `test`, a missing path).

@@ -105,12 +105,9 @@ async fn kube_watch_decodes_events_and_bookmarks() {
 
 #[tokio::test]
 async fn kubectl_gets_creates_labels_and_deletes() {
-    let Ok(kubectl) = which("kubectl") else {
-        eprintln!(
-            "skipped: kubectl is not installed (Debian: apt-get install kubectl or kubernetes-client)"
-        );
+    if !kubectl_installed() {
         return;
-    };
+    }
     let server = server(ServerConfig::default()).await;
     server.create(&Gvr::core("pods"), Some("demo"), json!({"metadata": {"name": "web"}, "spec": {"containers": [{"name": "c", "image": "x"}]}})).unwrap();
     let manifest = std::env::temp_dir().join(format!(
@@ -119,29 +116,7 @@ async fn kubectl_gets_creates_labels_and_deletes() {
     ));
     std::fs::write(&manifest, json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "from-kubectl", "namespace": "demo"}, "data": {"a": "b"}}).to_string()).unwrap();
     let url = server.url().to_owned();
-    let run = move |args: Vec<String>| {
-        let kubectl = kubectl.clone();
-        let url = url.clone();
-        async move {
-            tokio::task::spawn_blocking(move || {
-                let out = std::process::Command::new(&kubectl)
-                    .arg(format!("--server={url}"))
-                    .args(&args)
-                    .env("KUBECONFIG", "/dev/null")
-                    .output()
-                    .expect("kubectl runs");
-                let text = format!(
-                    "{}{}",
-                    String::from_utf8_lossy(&out.stdout),
-                    String::from_utf8_lossy(&out.stderr)
-                );
-                assert!(out.status.success(), "kubectl {args:?} failed: {text}");
-                text
-            })
-            .await
-            .unwrap()
-        }
-    };
+    let run = |args: Vec<String>| kubectl(&url, args);
     let s = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
     assert!(run(s(&["get", "pods", "-n", "demo"])).await.contains("web"));
     let file = manifest.display().to_string();
@@ -179,6 +154,115 @@ async fn kubectl_gets_creates_labels_and_deletes() {
             .get(&Gvr::core("configmaps"), Some("demo"), "from-kubectl")
             .is_err()
     );
+    let _ = std::fs::remove_file(manifest);
+}
+
+/// Whether kubectl is on the PATH (a note when not: the test is skipped).
+fn kubectl_installed() -> bool {
+    let installed = which("kubectl").is_ok();
+    if !installed {
+        eprintln!(
+            "skipped: kubectl is not installed (Debian: apt-get install kubectl or kubernetes-client)"
+        );
+    }
+    installed
+}
+
+/// Runs kubectl against the server at `url`, and returns what it printed.
+///
+/// # Panics
+/// When kubectl fails.
+async fn kubectl(url: &str, args: Vec<String>) -> String {
+    let url = url.to_owned();
+    tokio::task::spawn_blocking(move || {
+        let out = std::process::Command::new("kubectl")
+            .arg(format!("--server={url}"))
+            .args(&args)
+            .env("KUBECONFIG", "/dev/null")
+            .output()
+            .expect("kubectl runs");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "kubectl {args:?} failed: {text}");
+        text
+    })
+    .await
+    .unwrap()
+}
+
+/// kubectl's everyday edits: `apply` after changing one image keeps the other container
+/// (client-side apply sends a strategic merge patch with `$setElementOrder`), `patch`
+/// (strategic by default) adds a container, and `scale` goes through the scale subresource.
+/// The results are the real server's (see crates/e2e/tests/strategic.rs).
+#[tokio::test]
+async fn kubectl_apply_patch_and_scale_keep_the_deployment_whole() {
+    if !kubectl_installed() {
+        return;
+    }
+    let server = server(ServerConfig::default()).await;
+    let url = server.url().to_owned();
+    let manifest =
+        std::env::temp_dir().join(format!("fake-apiserver-apply-{}.json", std::process::id()));
+    let file = manifest.display().to_string();
+    let deployment = |image: &str| {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "default"},
+            "spec": {"selector": {"matchLabels": {"app": "web"}}, "template": {"metadata": {"labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "a", "image": image}, {"name": "b", "image": "busybox"}]}}}})
+        .to_string()
+    };
+    let apply = || {
+        kubectl(
+            &url,
+            vec![
+                "apply".into(),
+                "--validate=false".into(),
+                "-f".into(),
+                file.clone(),
+            ],
+        )
+    };
+    std::fs::write(&manifest, deployment("nginx")).unwrap();
+    assert!(apply().await.contains("created"));
+    std::fs::write(&manifest, deployment("nginx:2")).unwrap();
+    assert!(apply().await.contains("configured"));
+    let patch =
+        r#"{"spec":{"template":{"spec":{"containers":[{"name":"sidecar","image":"busybox"}]}}}}"#;
+    kubectl(
+        &url,
+        ["patch", "deploy", "web", "-p", patch]
+            .map(String::from)
+            .to_vec(),
+    )
+    .await;
+    kubectl(
+        &url,
+        ["scale", "deploy", "web", "--replicas=3"]
+            .map(String::from)
+            .to_vec(),
+    )
+    .await;
+    let stored = server
+        .get(
+            &Gvr::new("apps", "v1", "deployments"),
+            Some("default"),
+            "web",
+        )
+        .unwrap();
+    let containers: Vec<(&str, &str)> = stored["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["name"].as_str().unwrap(), c["image"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        containers,
+        [("sidecar", "busybox"), ("a", "nginx:2"), ("b", "busybox")]
+    );
+    assert!(!stored.to_string().contains("$setElementOrder"), "{stored}");
+    assert_eq!(stored["spec"]["replicas"], 3);
     let _ = std::fs::remove_file(manifest);
 }
 

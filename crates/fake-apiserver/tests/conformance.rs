@@ -526,3 +526,81 @@ async fn custom_resources_are_served_like_built_in_ones() {
     let group = get(&server, "/apis/example.com").await.json();
     assert_eq!(group["versions"].as_array().unwrap().len(), 2);
 }
+
+/// Strategic merge patch and scale errors, body for body (captured from kube-apiserver 1.36
+/// with the requests below).
+#[tokio::test]
+async fn strategic_patch_and_scale_errors_match_the_real_ones() {
+    use fake_apiserver::ResourceType;
+    let widgets = Gvr::new("example.com", "v1", "widgets");
+    let server = server(
+        ServerConfig::default().resource(ResourceType::namespaced(widgets.clone(), "Widget")),
+    )
+    .await;
+    let smp = "application/strategic-merge-patch+json";
+    let same = |ours: &Resp, capture: &str| {
+        let real = capture_json(capture);
+        assert_eq!(
+            u64::from(ours.status),
+            real["code"].as_u64().unwrap(),
+            "{capture}"
+        );
+        assert_same_status(&ours.json(), &real);
+        assert_eq!(ours.json()["message"], real["message"], "{capture}");
+    };
+
+    let url = "/apis/example.com/v1/namespaces/demo/widgets";
+    call(
+        &server,
+        Method::POST,
+        url,
+        Some(&json!({"metadata": {"name": "w"}})),
+    )
+    .await;
+    let custom = call_with(
+        &server,
+        Method::PATCH,
+        &format!("{url}/w"),
+        smp,
+        Some(&json!({"spec": {"a": 2}})),
+    )
+    .await;
+    same(
+        &custom,
+        "status-415-strategic-merge-patch-custom-resource.json",
+    );
+
+    let deployments = "/apis/apps/v1/namespaces/demo/deployments";
+    let web = json!({"metadata": {"name": "web"}, "spec": {"selector": {"matchLabels": {"app": "web"}},
+        "template": {"spec": {"containers": [{"name": "a", "image": "nginx"}]}}}});
+    call(&server, Method::POST, deployments, Some(&web)).await;
+    let no_key = json!({"spec": {"template": {"spec": {"containers": [{"image": "x"}]}}}});
+    let no_key = call_with(
+        &server,
+        Method::PATCH,
+        &format!("{deployments}/web"),
+        smp,
+        Some(&no_key),
+    )
+    .await;
+    same(
+        &no_key,
+        "status-500-strategic-merge-patch-missing-merge-key.json",
+    );
+
+    let scale = format!("{deployments}/web/scale");
+    let negative = json!({"spec": {"replicas": -1}});
+    let negative = call_with(
+        &server,
+        Method::PATCH,
+        &scale,
+        "application/merge-patch+json",
+        Some(&negative),
+    )
+    .await;
+    same(&negative, "status-422-scale-negative-replicas.json");
+    let stale = json!({"kind": "Scale", "apiVersion": "autoscaling/v1",
+        "metadata": {"name": "web", "namespace": "demo", "resourceVersion": "1"}, "spec": {"replicas": 2}});
+    let stale = call(&server, Method::PUT, &scale, Some(&stale)).await;
+    same(&stale, "status-409-scale-stale-rv.json");
+}

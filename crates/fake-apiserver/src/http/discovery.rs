@@ -115,7 +115,18 @@ pub(crate) fn resources(types: &[Arc<ResourceType>], group: &str, version: &str)
                     "verbs": ["get", "patch", "update"],
                 })
             });
-            std::iter::once(main).chain(status)
+            let scale = t.scale_subresource.then(|| {
+                json!({
+                    "name": format!("{}/scale", t.gvr.resource),
+                    "singularName": "",
+                    "namespaced": t.namespaced,
+                    "group": "autoscaling",
+                    "version": "v1",
+                    "kind": "Scale",
+                    "verbs": ["get", "patch", "update"],
+                })
+            });
+            std::iter::once(main).chain(status).chain(scale)
         })
         .collect();
     let group_version = if group.is_empty() {

@@ -5,6 +5,7 @@ mod discovery;
 mod list;
 mod params;
 mod response;
+mod scale;
 mod table;
 mod watch;
 
@@ -282,7 +283,7 @@ fn apply(
         ));
     };
     let body = parse_body(call.body)?;
-    let patch = Patch::parse("application/merge-patch+json", call.body)?;
+    let patch = Patch::parse("application/merge-patch+json", call.body, ty)?;
     match inner.patch(&ty.gvr, ns, name, &patch, manager, part) {
         Err(e) if e.code == 404 && part == Part::Object => inner
             .create(&ty.gvr, ns, body, manager, part)
@@ -306,9 +307,11 @@ fn resource_reply(
     else {
         return Err(ApiError::not_found_path());
     };
+    // `None`: the scale subresource, served from the object's replicas.
     let part = match subresource.as_deref() {
-        None => Part::Object,
-        Some("status") if ty.status_subresource => Part::Status,
+        None => Some(Part::Object),
+        Some("status") if ty.status_subresource => Some(Part::Status),
+        Some("scale") if ty.scale_subresource => None,
         Some(_) => return Err(ApiError::not_found_path()),
     };
     let params = Params::parse(call.query)?;
@@ -331,6 +334,9 @@ fn resource_reply(
             product.to_owned()
         }
     });
+    let Some(part) = part else {
+        return scale::reply(inner, &ty, ns, name.as_deref(), verb, &call, &manager);
+    };
     match (verb, name) {
         (Verb::List, _) => {
             let filter = params.filter(&ty, ns)?;
@@ -383,7 +389,7 @@ fn resource_reply(
                 return apply(inner, &ty, ns, &name, &params, &call, part)
                     .map(|(code, object)| object_reply(code, &prefix, &object));
             }
-            let patch = Patch::parse(media, call.body)?;
+            let patch = Patch::parse(media, call.body, &ty)?;
             let object = inner.patch(gvr, ns, &name, &patch, &manager, part)?;
             Ok(object_reply(200, &prefix, &object))
         }

@@ -53,7 +53,7 @@ impl Inner {
                 .as_ref()
                 .is_some_and(|rv| *rv != current.resource_version.to_string());
         if precondition_failed {
-            return Err(ApiError::conflict(&gvr.resource, name));
+            return Err(ApiError::conflict(gvr, name));
         }
         if *gvr == namespaces() {
             return Ok(self.terminate_namespace(&mut storage, &ty, &current));

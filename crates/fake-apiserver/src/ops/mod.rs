@@ -12,6 +12,7 @@
 mod delete;
 mod managed;
 mod patch;
+mod scale;
 mod write;
 
 use std::sync::Arc;
@@ -154,7 +155,7 @@ pub(super) fn current(
     let key = key_for(&ty, namespace, name)?;
     let store = storage.resource(gvr).expect("type exists");
     let object = store.get(&key).cloned();
-    let object = object.ok_or_else(|| ApiError::not_found(&gvr.resource, name))?;
+    let object = object.ok_or_else(|| ApiError::not_found(gvr, name))?;
     Ok((ty, key, object))
 }
 

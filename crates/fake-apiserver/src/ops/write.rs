@@ -39,6 +39,18 @@ fn initial_status(ty: &ResourceType) -> Value {
     }
 }
 
+/// `spec.replicas: 1`, the real server's default for the workloads with a `scale`
+/// subresource (which shows it).
+fn default_replicas(ty: &ResourceType, value: &mut Value) {
+    let workload = matches!(
+        (ty.gvr.group.as_str(), ty.gvr.resource.as_str()),
+        ("apps", "deployments" | "replicasets" | "statefulsets")
+    );
+    if workload && value["spec"]["replicas"].is_null() {
+        value["spec"]["replicas"] = json!(1);
+    }
+}
+
 /// The label the real server puts on every Namespace (recorded as the writer's field).
 fn namespace_label(value: &mut Value, name: &str) {
     value["metadata"]["labels"]["kubernetes.io/metadata.name"] = json!(name);
@@ -63,7 +75,7 @@ fn check_namespace(
 ) -> Result<(), ApiError> {
     let namespaces = storage.resource(&Gvr::core("namespaces"));
     match namespaces.and_then(|r| r.get(&ObjKey::new(None, namespace))) {
-        None => Err(ApiError::not_found("namespaces", namespace)),
+        None => Err(ApiError::not_found(&Gvr::core("namespaces"), namespace)),
         Some(ns) if ns.meta.deleting => {
             Err(ApiError::namespace_terminating(resource, name, namespace))
         }
@@ -126,7 +138,7 @@ impl Inner {
         }
         let store = storage.resource(gvr).expect("type exists");
         if store.get(&key).is_some() {
-            return Err(ApiError::already_exists(&gvr.resource, &name));
+            return Err(ApiError::already_exists(gvr, &name));
         }
         let revision = storage.next_revision();
         let now = rfc3339(SystemTime::now());
@@ -152,6 +164,7 @@ impl Inner {
         if ty.status_subresource && (part != Part::All || value.get("status").is_none()) {
             value["status"] = initial_status(&ty);
         }
+        default_replicas(&ty, &mut value);
         if value.get("spec").is_some() && !namespace {
             value["metadata"]["generation"] = json!(1);
         }
@@ -194,7 +207,7 @@ impl Inner {
 
     /// The shared path of update and patch: `change` makes the new object from the current
     /// one (with kind and apiVersion).
-    fn write_existing(
+    pub(super) fn write_existing(
         self: &Arc<Self>,
         gvr: &Gvr,
         namespace: Option<&str>,
@@ -220,7 +233,7 @@ impl Inner {
         if let Some(rv) = meta.get("resourceVersion").and_then(Value::as_str)
             && rv != current.resource_version.to_string()
         {
-            return Err(ApiError::conflict(&gvr.resource, name));
+            return Err(ApiError::conflict(gvr, name));
         }
         let old_meta = &current_value["metadata"];
         for owned in SERVER_OWNED {
