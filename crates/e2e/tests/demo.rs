@@ -105,7 +105,7 @@ async fn the_demo_controllers_agree_with_the_server(backend: Backend) {
         .await
         .unwrap();
     let recorder = manager.recorder("e2e.kube-informer.io/ready-pods");
-    controllers::install(&mut manager, recorder);
+    controllers::install(&mut manager, recorder, controllers::Scope::default());
     let stop = CancellationToken::new();
     let run = tokio::spawn(manager.run_until(stop.clone(), CancellationToken::new()));
 
@@ -129,7 +129,7 @@ async fn the_demo_controllers_agree_with_the_server(backend: Backend) {
     let mut last = Vec::new();
     for _ in 0..600 {
         let [p, d, c, n] = objects(&client).await;
-        let verdict = verify::verify_objects(&p, &d, &c, &n);
+        let verdict = verify::verify_objects(&p, &d, &c, &n, |ns| ns.starts_with("team-"));
         if verdict.mismatches.is_empty() && verdict.deployments == 3 {
             stop.cancel();
             run.await.unwrap().unwrap();

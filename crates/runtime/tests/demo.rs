@@ -5,10 +5,15 @@
 mod cluster;
 #[path = "../examples/demo/controllers.rs"]
 mod controllers;
+#[path = "../examples/demo/failure.rs"]
+mod failure;
 #[path = "../examples/demo/replicas.rs"]
 mod replicas;
 #[path = "../examples/demo/verify.rs"]
 mod verify;
+
+use failure::Failure;
+use kube_informer_runtime::CancellationToken;
 
 async fn demo(pods: u64) {
     let plan = replicas::Plan {
@@ -16,7 +21,7 @@ async fn demo(pods: u64) {
         seconds: 2,
         seed: 7,
     };
-    if let Err(err) = replicas::simulated_cluster(plan).await {
+    if let Err(err) = replicas::simulated_cluster(plan, &CancellationToken::new()).await {
         panic!("the demo with {pods} pods failed: {err}");
     }
 }

@@ -8,7 +8,10 @@
 //!   per namespace with its pods per phase.
 #![allow(dead_code, unreachable_pub)]
 
-use std::{collections::BTreeMap, sync::Arc};
+use std::{
+    collections::BTreeMap,
+    sync::{Arc, Mutex},
+};
 
 use k8s_openapi::api::{
     apps::v1::Deployment,
@@ -35,6 +38,47 @@ pub const READY: &str = "demo.kube-informer.io/ready";
 pub const REPORT_FINALIZER: &str = "demo.kube-informer.io/report";
 /// The summary each namespace gets.
 pub const SUMMARY: &str = "pod-summary";
+/// The label on everything the demo creates (what `--cleanup` looks for).
+pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "kube-informer-demo");
+
+/// Reconcile errors per controller: how many, and the last one (printed at the end, so a
+/// 403 does not hide in a counter).
+#[derive(Clone, Default)]
+pub struct Errors(Arc<Mutex<BTreeMap<String, (u64, String)>>>);
+
+impl Errors {
+    /// Records `error` of `controller`.
+    pub fn record(&self, controller: &str, error: &dyn std::fmt::Display) {
+        let mut errors = self.0.lock().expect("never poisoned: no panics while held");
+        let entry = errors.entry(controller.to_owned()).or_default();
+        entry.0 += 1;
+        entry.1 = error.to_string();
+    }
+
+    /// Each controller's count and last error.
+    pub fn snapshot(&self) -> BTreeMap<String, (u64, String)> {
+        self.0
+            .lock()
+            .expect("never poisoned: no panics while held")
+            .clone()
+    }
+}
+
+/// Where the controllers may write, and where their errors go.
+#[derive(Clone, Default)]
+pub struct Scope {
+    /// Only these namespaces (`None`: every namespace, as on the simulated cluster).
+    pub namespaces: Option<Vec<String>>,
+    pub errors: Errors,
+}
+
+impl Scope {
+    fn allows(&self, namespace: &str) -> bool {
+        self.namespaces
+            .as_ref()
+            .is_none_or(|allowed| allowed.iter().any(|n| n == namespace))
+    }
+}
 
 /// Index function: `namespace/name` of the Deployment a pod belongs to. On a real cluster a
 /// Deployment's pods are owned by its ReplicaSet, named `<deployment>-<pod-template-hash>`
@@ -68,6 +112,7 @@ pub struct Context {
     pub client: kube::Client,
     pub pods: ReadOnlyStore<Pod>,
     pub recorder: Recorder,
+    pub scope: Scope,
 }
 
 /// `ready/total` for the Deployment `key`, from the pod index.
@@ -134,9 +179,9 @@ async fn write_report(
     {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 404 => {
-            let cm: ConfigMap =
-                serde_json::from_value(json!({"metadata": {"name": report}, "data": data}))
-                    .expect("a valid ConfigMap");
+            let metadata = json!({"name": report, "labels": {MANAGED_BY.0: MANAGED_BY.1}});
+            let cm: ConfigMap = serde_json::from_value(json!({"metadata": metadata, "data": data}))
+                .expect("a valid ConfigMap");
             match reports.create(&Default::default(), &cm).await {
                 Ok(_) => Ok(()),
                 Err(kube::Error::Api(s)) if s.code == 409 => Ok(()), // a retry patches it
@@ -178,6 +223,9 @@ pub async fn reconcile_namespace(
         return Ok(Action::Done);
     };
     let ns = namespace.name_any();
+    if !ctx.scope.allows(&ns) {
+        return Ok(Action::Done); // the Namespace cache is cluster-wide; writes are not
+    }
     let data = summary(&ctx.pods, &ns);
     let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &ns);
     let patch = json!({"data": data});
@@ -187,9 +235,9 @@ pub async fn reconcile_namespace(
     {
         Ok(_) => Ok(Action::Done),
         Err(kube::Error::Api(s)) if s.code == 404 => {
-            let cm: ConfigMap =
-                serde_json::from_value(json!({"metadata": {"name": SUMMARY}, "data": data}))
-                    .expect("a valid ConfigMap");
+            let metadata = json!({"name": SUMMARY, "labels": {MANAGED_BY.0: MANAGED_BY.1}});
+            let cm: ConfigMap = serde_json::from_value(json!({"metadata": metadata, "data": data}))
+                .expect("a valid ConfigMap");
             api.create(&Default::default(), &cm)
                 .await
                 .map(|_| Action::Done)
@@ -198,8 +246,9 @@ pub async fn reconcile_namespace(
     }
 }
 
-/// Adds both controllers to `manager` (run while this replica leads).
-pub fn install(manager: &mut Manager, recorder: Recorder) {
+/// Adds both controllers to `manager` (run while this replica leads), writing only where
+/// `scope` allows.
+pub fn install(manager: &mut Manager, recorder: Recorder, scope: Scope) {
     let pods = manager.factory().informer::<Pod>();
     pods.add_indexers(Indexers::new().index(BY_OWNER, by_owner))
         .expect("a fresh index name");
@@ -207,6 +256,7 @@ pub fn install(manager: &mut Manager, recorder: Recorder) {
         client: manager.client().clone(),
         pods: pods.store(),
         recorder,
+        scope,
     });
     let options = ControllerOptions::default();
     let ready: Controller<Deployment> = manager
@@ -225,7 +275,10 @@ pub fn install(manager: &mut Manager, recorder: Recorder) {
     manager.add_controller(
         ready,
         reconcile_deployment,
-        |_, _, _| Action::Retry,
+        |_, error, ctx: &Context| {
+            ctx.scope.errors.record("ready-pods", error);
+            Action::Retry
+        },
         ctx.clone(),
     );
     let summaries = manager
@@ -236,5 +289,13 @@ pub fn install(manager: &mut Manager, recorder: Recorder) {
                 .into_iter()
                 .collect()
         });
-    manager.add_controller(summaries, reconcile_namespace, |_, _, _| Action::Retry, ctx);
+    manager.add_controller(
+        summaries,
+        reconcile_namespace,
+        |_, error, ctx: &Context| {
+            ctx.scope.errors.record("namespace-summaries", error);
+            Action::Retry
+        },
+        ctx,
+    );
 }

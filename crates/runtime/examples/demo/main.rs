@@ -8,20 +8,37 @@
 //! cargo run --release --example demo -- --help
 //! ```
 
+mod cleanup;
 mod cluster;
 mod controllers;
+mod failure;
+mod real;
 mod replicas;
 mod verify;
 
-use std::{path::PathBuf, process::ExitCode};
+use std::{io::IsTerminal, path::PathBuf, process::ExitCode};
 
 use clap::Parser;
+use failure::Failure;
+use kube_informer_runtime::{CancellationToken, manager::shutdown_signals};
 
 /// Two leader-elected replicas of a controller manager on a churning cluster: the leader is
 /// killed a third of the way in, the other takes over, and at the end what the controllers wrote is
 /// checked against the server.
 #[derive(Debug, Parser)]
-#[command(name = "demo", version)]
+#[command(
+    name = "demo",
+    version,
+    after_help = "Logs: warnings and errors go to stderr; RUST_LOG=info (or debug, or \
+                  kube_informer=debug) shows more.\n\
+                  Ctrl-C (or SIGTERM) shuts the replicas down gracefully: reconciles drain, \
+                  the Lease is released, --write's finalizers are removed. A second Ctrl-C \
+                  exits at once.\n\
+                  Exit status: 0 when the verdict holds; 1 when the cluster cannot be \
+                  reached, refuses the credentials or the RBAC, a cache never syncs, no \
+                  replica leads, or what was written disagrees with the server; 130 when \
+                  interrupted."
+)]
 pub struct Args {
     /// Use the real cluster of this kubeconfig [default: $KUBECONFIG, if set; else a
     /// simulated cluster]
@@ -31,7 +48,7 @@ pub struct Args {
     #[arg(long)]
     fake: bool,
     /// How long to run
-    #[arg(long, default_value_t = 16, value_name = "N", value_parser = clap::value_parser!(u64).range(2..))]
+    #[arg(long, default_value_t = 16, value_name = "N", value_parser = at_least_two_seconds)]
     seconds: u64,
     /// Pods in the simulated cluster (in Deployments of about ten)
     #[arg(long, default_value_t = 2000, value_name = "N")]
@@ -39,13 +56,38 @@ pub struct Args {
     /// The simulated churn's seed
     #[arg(long, default_value_t = 1, value_name = "S")]
     seed: u64,
-    /// On a real cluster, run the controllers: they write annotations and finalizers on
-    /// Deployments, ConfigMaps, Events and a Lease (without it, the demo only reads)
+    /// On a real cluster, run two leader-elected replicas of the controllers and kill the
+    /// leader: they write annotations, finalizers, ConfigMaps, Events and a Lease, only in
+    /// the demo's own namespace (created, with three Deployments) and those named with
+    /// --namespace (without --write, the demo only reads)
     #[arg(long)]
     write: bool,
-    /// The namespace of the leader-election Lease on a real cluster
-    #[arg(long, default_value = "default", value_name = "NS")]
-    lease_namespace: String,
+    /// With --write, also work in this existing namespace (repeatable; never kube-*)
+    #[arg(long = "namespace", value_name = "NS", value_parser = not_a_system_namespace)]
+    namespaces: Vec<String>,
+    /// Remove everything any run of the demo wrote on the cluster (its namespace, finalizers,
+    /// annotations, ConfigMaps, Events, the Lease), then exit
+    #[arg(long, conflicts_with = "write")]
+    cleanup: bool,
+}
+
+fn at_least_two_seconds(text: &str) -> Result<u64, String> {
+    match text.parse::<u64>() {
+        Ok(n) if n >= 2 => Ok(n),
+        Ok(_) => Err(
+            "the demo needs at least 2 seconds (the leader is killed a third of the way in)".into(),
+        ),
+        Err(e) => Err(format!("not a number of seconds: {e}")),
+    }
+}
+
+fn not_a_system_namespace(text: &str) -> Result<String, String> {
+    if text.starts_with("kube-") {
+        return Err(format!(
+            "{text}: the demo never writes into kube-* namespaces"
+        ));
+    }
+    Ok(text.to_owned())
 }
 
 impl Args {
@@ -65,36 +107,59 @@ impl Args {
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Args::parse();
+    // Warnings and errors by default (a 403 on a reconcile or on the Lease shows); colours
+    // only on a terminal.
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                // The demo prints every failure itself; RUST_LOG=info (or debug) shows logs.
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("off")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .init();
-    let outcome = match args.kubeconfig() {
-        Some(path) => {
-            let plan = replicas::RealPlan {
-                seconds: args.seconds,
-                write: args.write,
-                lease_namespace: args.lease_namespace.clone(),
-            };
-            replicas::real_cluster(plan, &path).await
+    // The first Ctrl-C/SIGTERM cancels `graceful` (the run winds down and says so), the
+    // second `force` (exit at once).
+    let (graceful, force) = (CancellationToken::new(), CancellationToken::new());
+    let run = async {
+        match args.kubeconfig() {
+            Some(path) if args.cleanup => cleanup::run(&path).await,
+            Some(path) => {
+                let plan = real::Plan {
+                    seconds: args.seconds,
+                    write: args.write,
+                    namespaces: args.namespaces.clone(),
+                };
+                real::run(plan, &path, &graceful).await
+            }
+            None if args.cleanup => {
+                Err("--cleanup needs a real cluster (--kubeconfig or KUBECONFIG)".into())
+            }
+            None => {
+                let plan = replicas::Plan {
+                    pods: args.pods,
+                    seconds: args.seconds,
+                    seed: args.seed,
+                };
+                replicas::simulated_cluster(plan, &graceful).await
+            }
         }
-        None => {
-            let plan = replicas::Plan {
-                pods: args.pods,
-                seconds: args.seconds,
-                seed: args.seed,
-            };
-            replicas::simulated_cluster(plan).await
+    };
+    let outcome = tokio::select! {
+        outcome = run => outcome,
+        () = shutdown_signals(graceful.clone(), force.clone()) => unreachable!("it never returns"),
+        () = force.cancelled() => {
+            eprintln!("second interrupt: exiting at once");
+            return ExitCode::from(130);
         }
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
-        Err(msg) => {
-            eprintln!("error: {msg}");
+        Err(Failure::Interrupted) => {
+            eprintln!("interrupted: the replicas shut down gracefully");
+            ExitCode::from(130)
+        }
+        Err(Failure::Error(message)) => {
+            eprintln!("error: {message}");
             ExitCode::FAILURE
         }
     }

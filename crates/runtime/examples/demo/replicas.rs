@@ -1,18 +1,23 @@
 //! The demo's replicas: managers with leader election and the two controllers, their
-//! endpoints polled for the progress lines, the leader killed halfway.
+//! endpoints polled for the progress lines, the leader killed a third of the way in; and
+//! the simulated cluster's run.
 #![allow(dead_code, unreachable_pub)]
 
-use std::{net::SocketAddr, path::Path, time::Duration};
+use std::{net::SocketAddr, time::Duration};
 
-use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
+use k8s_openapi::api::{
+    apps::v1::Deployment,
+    core::v1::{Namespace, Pod},
+};
+use kube_informer::{FactoryOptions, SharedIndexInformer, list_watch::Selectors};
 use kube_informer_runtime::{
+    CancellationToken,
     leader_election::{LeaderElectionConfig, LeaderElector},
     manager::{Manager, ManagerOptions},
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio_util::sync::CancellationToken;
 
-use super::{cluster, controllers, verify};
+use super::{Failure, cluster, controllers, verify};
 
 /// What a simulated run does.
 #[derive(Debug, Clone, Copy)]
@@ -22,58 +27,75 @@ pub struct Plan {
     pub seed: u64,
 }
 
-/// What a real-cluster run does.
-#[derive(Debug, Clone)]
-pub struct RealPlan {
-    pub seconds: u64,
-    pub write: bool,
-    pub lease_namespace: String,
-}
+/// The Lease the replicas elect a leader with.
+pub const LEASE: &str = "demo";
+/// How long a killed leader's Lease holds before the standby takes over.
+pub const LEASE_SECONDS: u64 = 4;
 
-/// One replica: its manager's task, endpoints and elector.
+/// One replica: its manager's task, endpoints, elector and caches.
 pub struct Replica {
     pub name: String,
     pub addr: SocketAddr,
     pub elector: Option<LeaderElector>,
     pub stop: CancellationToken,
     pub task: tokio::task::JoinHandle<Result<(), kube_informer_runtime::manager::ManagerError>>,
+    pub pods: SharedIndexInformer<Pod>,
+    pub deployments: SharedIndexInformer<Deployment>,
+    pub namespaces: SharedIndexInformer<Namespace>,
+    pub errors: controllers::Errors,
 }
 
-/// Starts replica `name`: a manager (endpoints on a free loopback port), leader election on
-/// the Lease `demo` in `lease_namespace`, both controllers when `controllers`.
+/// What a replica runs.
+#[derive(Debug, Clone, Default)]
+pub struct Spec {
+    /// Run the controllers, leader-elected on the Lease [`LEASE`] in this namespace.
+    pub lease_namespace: Option<String>,
+    /// Cache (and write) only these namespaces; `None`: the whole cluster.
+    pub namespaces: Option<Vec<String>>,
+}
+
+/// Starts replica `name`: a manager (endpoints on a free loopback port) with the caches the
+/// progress lines read and, when `spec` has a Lease, both controllers under leader election.
+/// It stops when `graceful` (or its own `stop`) is cancelled.
 pub async fn start(
     client: kube::Client,
     name: &str,
-    lease_namespace: &str,
-    controllers: bool,
+    spec: &Spec,
+    graceful: &CancellationToken,
 ) -> Result<Replica, String> {
-    let election = LeaderElectionConfig::new("demo")
-        .namespace(lease_namespace)
-        .identity(name)
-        .lease_duration(Duration::from_secs(4))
-        .renew_deadline(Duration::from_secs(3))
-        .retry_period(Duration::from_millis(500));
     let mut options = ManagerOptions::default().bind(([127, 0, 0, 1], 0).into());
-    if controllers {
+    if let Some(namespaces) = &spec.namespaces {
+        let selectors = Selectors::default().in_namespaces(namespaces.iter().cloned());
+        options = options.factory(FactoryOptions::default().selectors(selectors));
+    }
+    if let Some(lease_namespace) = &spec.lease_namespace {
+        let election = LeaderElectionConfig::new(LEASE)
+            .namespace(lease_namespace)
+            .identity(name)
+            .lease_duration(Duration::from_secs(LEASE_SECONDS))
+            .renew_deadline(Duration::from_secs(3))
+            .retry_period(Duration::from_millis(500));
         options = options.leader_election(election);
     }
     let mut manager = Manager::new(client, options)
         .await
         .map_err(|e| e.to_string())?;
-    let who = name.to_owned();
-    manager
-        .factory()
-        .on_error(move |informer, failure| eprintln!("{who}: {informer}: {failure}"));
     // The caches the progress lines read exist on every replica, leading or not.
-    let _ = manager.factory().informer::<Pod>();
-    let _ = manager.factory().informer::<Deployment>();
-    if controllers {
+    let pods = manager.factory().informer::<Pod>();
+    let deployments = manager.factory().informer::<Deployment>();
+    let namespaces = manager.factory().informer::<Namespace>();
+    let errors = controllers::Errors::default();
+    if spec.lease_namespace.is_some() {
         let recorder = manager.recorder("demo.kube-informer.io/ready-pods");
-        controllers::install(&mut manager, recorder);
+        let scope = controllers::Scope {
+            namespaces: spec.namespaces.clone(),
+            errors: errors.clone(),
+        };
+        controllers::install(&mut manager, recorder, scope);
     }
     let mut endpoints = manager.endpoints();
     let elector = manager.elector().cloned();
-    let stop = CancellationToken::new();
+    let stop = graceful.child_token();
     let task = tokio::spawn(manager.run_until(stop.clone(), CancellationToken::new()));
     let addr = endpoints
         .wait_for(Option::is_some)
@@ -87,7 +109,94 @@ pub async fn start(
         elector,
         stop,
         task,
+        pods,
+        deployments,
+        namespaces,
+        errors,
     })
+}
+
+/// Waits up to `timeout` for the replica's caches, naming the one that did not sync and why.
+pub async fn wait_for_caches(replica: &Replica, timeout: Duration) -> Result<(), String> {
+    let failed = |e: kube_informer::informer::SyncError| {
+        format!("{}: a cache did not sync: {e}", replica.name)
+    };
+    replica.pods.wait_for_sync(timeout).await.map_err(failed)?;
+    replica
+        .deployments
+        .wait_for_sync(timeout)
+        .await
+        .map_err(failed)?;
+    replica
+        .namespaces
+        .wait_for_sync(timeout)
+        .await
+        .map_err(failed)?;
+    Ok(())
+}
+
+/// What the replica's caches hold.
+pub fn cached(replica: &Replica) -> String {
+    format!(
+        "{} pods, {} deployments, {} namespaces",
+        replica.pods.store().len(),
+        replica.deployments.store().len(),
+        replica.namespaces.store().len()
+    )
+}
+
+/// Sleeps a second, or returns [`Failure::Interrupted`] (after saying so) on Ctrl-C.
+pub async fn tick(graceful: &CancellationToken) -> Result<(), Failure> {
+    tokio::select! {
+        () = tokio::time::sleep(Duration::from_secs(1)) => Ok(()),
+        () = graceful.cancelled() => {
+            eprintln!("\ninterrupt: shutting down gracefully (Ctrl-C again to exit at once)");
+            Err(Failure::Interrupted)
+        }
+    }
+}
+
+/// Which replica leads, if any.
+pub fn leader(replicas: &[Replica]) -> Option<&Replica> {
+    replicas.iter().find(|r| {
+        !r.task.is_finished() && r.elector.as_ref().is_some_and(LeaderElector::is_leading)
+    })
+}
+
+/// Kills the leader (its task aborted: no release), as a crashed pod would stop.
+pub fn kill_leader(replicas: &[Replica]) {
+    if let Some(leader) = leader(replicas) {
+        leader.task.abort();
+        println!(
+            "       killed {} (the leader): no release; the standby takes over once its {LEASE_SECONDS} s lease runs out",
+            leader.name
+        );
+    }
+}
+
+/// Prints each controller's reconcile errors (count and the last one) seen on `replicas`.
+pub fn print_errors(replicas: &[Replica]) {
+    for r in replicas {
+        for (controller, (count, last)) in r.errors.snapshot() {
+            println!(
+                "  {}: {controller}: {count} reconcile errors, the last: {last}",
+                r.name
+            );
+        }
+    }
+}
+
+/// Stops every replica gracefully (reconciles drain, the Lease is released) and waits.
+pub async fn stop_all(replicas: Vec<Replica>) {
+    for r in &replicas {
+        r.stop.cancel();
+    }
+    for r in replicas {
+        // A killed replica's task ends cancelled: nothing to say.
+        if let Ok(Err(e)) = r.task.await {
+            eprintln!("{}: {e}", r.name);
+        }
+    }
 }
 
 /// `GET path` on an endpoint: (status, body); (0, "") if unreachable.
@@ -112,7 +221,7 @@ pub async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
     (code, body)
 }
 
-fn status(replicas: &[Replica], ready: &[u16]) -> String {
+pub fn status(replicas: &[Replica], ready: &[u16]) -> String {
     let parts: Vec<String> = replicas
         .iter()
         .zip(ready)
@@ -131,45 +240,59 @@ fn status(replicas: &[Replica], ready: &[u16]) -> String {
     parts.join(", ")
 }
 
-/// The simulated cluster: two replicas, churn, the leader killed halfway, the verdict.
-pub async fn simulated_cluster(args: Plan) -> Result<(), String> {
-    println!(
-        "cluster: simulated by fake-apiserver ({} pods in Deployments on {} nodes, churning)",
-        args.pods,
-        cluster::NODES
-    );
+/// The simulated cluster: two replicas, churn, the leader killed a third of the way in, the
+/// verdict.
+pub async fn simulated_cluster(args: Plan, graceful: &CancellationToken) -> Result<(), Failure> {
+    let shape = if args.pods == 0 {
+        "no pods: nothing churns".to_owned()
+    } else {
+        format!(
+            "{} pods in Deployments on {} nodes, churning",
+            args.pods,
+            cluster::NODES
+        )
+    };
+    println!("cluster: simulated by fake-apiserver ({shape})");
     let server = cluster::simulated(args.pods, args.seed).await?;
     let client = || server.client().map_err(|e| e.to_string());
-    let mut replicas = vec![start(client()?, "replica-a", "default", true).await?];
+    let spec = Spec {
+        lease_namespace: Some("default".into()),
+        namespaces: None,
+    };
+    let mut replicas = vec![start(client()?, "replica-a", &spec, graceful).await?];
     tokio::time::sleep(Duration::from_millis(300)).await;
-    replicas.push(start(client()?, "replica-b", "default", true).await?);
+    replicas.push(start(client()?, "replica-b", &spec, graceful).await?);
     for r in &replicas {
         println!("{}: http://{}/healthz /readyz /metrics", r.name, r.addr);
     }
     let stop_churn = CancellationToken::new();
-    let churn = cluster::churn(server.clone(), args.pods, args.seed, stop_churn.clone());
+    let churn = (args.pods > 0)
+        .then(|| cluster::churn(server.clone(), args.pods, args.seed, stop_churn.clone()));
     let kill_at = (args.seconds / 3).max(1);
+    let mut ran = Ok(());
     for second in 1..=args.seconds {
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        if let Err(interrupted) = tick(graceful).await {
+            ran = Err(interrupted);
+            break;
+        }
         let mut ready = Vec::new();
         for r in &replicas {
             ready.push(get(r.addr, "/readyz").await.0);
         }
         println!("[{second:>3}s] {}", status(&replicas, &ready));
-        if second == kill_at
-            && let Some(leader) = replicas
-                .iter()
-                .find(|r| r.elector.as_ref().is_some_and(LeaderElector::is_leading))
-        {
-            leader.task.abort();
-            println!(
-                "       killed {} (the leader): no release; the standby takes over once its 4 s lease runs out",
-                leader.name
-            );
+        if second == kill_at {
+            kill_leader(&replicas);
         }
     }
     stop_churn.cancel();
-    let writes = churn.await.unwrap_or(0);
+    let writes = match churn {
+        Some(churn) => churn.await.unwrap_or(0),
+        None => 0,
+    };
+    if ran.is_err() {
+        stop_all(replicas).await;
+        return ran;
+    }
     println!("\nchurn stopped after {writes} writes; waiting for the controllers to catch up");
     let mut verdict = verify::verify(&server);
     for _ in 0..300 {
@@ -183,83 +306,26 @@ pub async fn simulated_cluster(args: Plan) -> Result<(), String> {
         .list(&fake_apiserver::Gvr::new("events.k8s.io", "v1", "events"))
         .map_or(0, |e| e.len());
     println!("events recorded (events.k8s.io/v1): {events}");
-    let survivor = replicas.iter().find(|r| !r.task.is_finished());
-    if let Some(r) = survivor {
-        let (_, metrics) = get(r.addr, "/metrics").await;
-        println!("{} (leader at the end) metrics:", r.name);
-        let wanted = [
-            "controller_runtime_reconcile_total",
-            "controller_runtime_reconcile_errors_total",
-        ];
-        for line in metrics
-            .lines()
-            .filter(|l| wanted.iter().any(|w| l.starts_with(w)))
-        {
-            println!("  {line}");
-        }
+    if let Some(r) = replicas.iter().find(|r| !r.task.is_finished()) {
+        print_metrics(r).await;
     }
-    println!(
-        "\nverdict: {} deployments, {} namespaces checked against the server: {}",
-        verdict.deployments,
-        verdict.namespaces,
-        if verdict.mismatches.is_empty() {
-            "all match"
-        } else {
-            "MISMATCH"
-        }
-    );
-    for m in verdict.mismatches.iter().take(20) {
-        println!("  {m}");
-    }
-    for r in &replicas {
-        r.stop.cancel();
-    }
-    for r in replicas {
-        let _ = r.task.await;
-    }
-    match verdict.mismatches.is_empty() {
-        true => Ok(()),
-        false => Err(format!(
-            "{} mismatches with the server",
-            verdict.mismatches.len()
-        )),
-    }
+    print_errors(&replicas);
+    stop_all(replicas).await;
+    Ok(verify::report(&verdict)?)
 }
 
-/// A real cluster: one replica; read-only (caches and counts) unless `--write`.
-pub async fn real_cluster(args: RealPlan, path: &Path) -> Result<(), String> {
-    let kubeconfig = kube::config::Kubeconfig::read_from(path)
-        .map_err(|e| format!("cannot read kubeconfig {}: {e}", path.display()))?;
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-        .await
-        .map_err(|e| format!("kubeconfig {} is not usable: {e}", path.display()))?;
-    let client =
-        kube::Client::try_from(config).map_err(|e| format!("cannot build a client: {e}"))?;
-    println!(
-        "cluster: {} ({})",
-        path.display(),
-        if args.write {
-            "running the controllers: they write"
-        } else {
-            "read-only"
-        }
-    );
-    let replica = start(client, "replica-a", &args.lease_namespace, args.write).await?;
-    println!(
-        "{}: http://{}/healthz /readyz /metrics",
-        replica.name, replica.addr
-    );
-    for second in 1..=args.seconds {
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        let (ready, body) = get(replica.addr, "/readyz?verbose").await;
-        let failing: Vec<&str> = body.lines().filter(|l| l.starts_with("[-]")).collect();
-        println!("[{second:>3}s] readyz {ready} {}", failing.join(" "));
+/// The survivor's reconcile counters, from its `/metrics`.
+pub async fn print_metrics(replica: &Replica) {
+    let (_, metrics) = get(replica.addr, "/metrics").await;
+    println!("{} (leader at the end) metrics:", replica.name);
+    let wanted = [
+        "controller_runtime_reconcile_total",
+        "controller_runtime_reconcile_errors_total",
+    ];
+    for line in metrics
+        .lines()
+        .filter(|l| wanted.iter().any(|w| l.starts_with(w)))
+    {
+        println!("  {line}");
     }
-    replica.stop.cancel();
-    replica
-        .task
-        .await
-        .map_err(|e| e.to_string())?
-        .map_err(|e| e.to_string())?;
-    Ok(())
 }

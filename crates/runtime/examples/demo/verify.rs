@@ -55,17 +55,19 @@ pub fn verify(server: &FakeApiServer) -> Verdict {
         &list(Gvr::new("apps", "v1", "deployments")),
         &list(Gvr::core("configmaps")),
         &list(Gvr::core("namespaces")),
+        |ns| ns.starts_with("team-"),
     )
 }
 
-/// Compares every Deployment's annotation and report, and every `team-*` namespace's
-/// summary, with the pods (any server's objects, as JSON). A namespace without pods may
+/// Compares every Deployment's annotation and report, and the summary of every namespace
+/// `summarised` names, with the pods (any server's objects, as JSON). A namespace without pods may
 /// have no summary at all.
 pub fn verify_objects(
     pods: &[Value],
     deployments: &[Value],
     config_maps: &[Value],
     namespaces: &[Value],
+    summarised: impl Fn(&str) -> bool,
 ) -> Verdict {
     let mut verdict = Verdict {
         deployments: deployments.len(),
@@ -130,11 +132,7 @@ pub fn verify_objects(
     for p in pods {
         *per_namespace.entry(namespace(p)).or_default() += 1;
     }
-    for ns in namespaces
-        .iter()
-        .map(name)
-        .filter(|n| n.starts_with("team-"))
-    {
+    for ns in namespaces.iter().map(name).filter(|n| summarised(n)) {
         let truth = per_namespace.get(&ns).copied().unwrap_or(0);
         let said = cm(&ns, SUMMARY).and_then(|s| s["data"]["pods"].as_str().map(str::to_owned));
         let agrees = match &said {
@@ -148,4 +146,28 @@ pub fn verify_objects(
         }
     }
     verdict
+}
+
+/// Prints the verdict; an error when anything disagrees.
+pub fn report(verdict: &Verdict) -> Result<(), String> {
+    println!(
+        "\nverdict: {} deployments, {} namespaces checked against the server: {}",
+        verdict.deployments,
+        verdict.namespaces,
+        if verdict.mismatches.is_empty() {
+            "all match"
+        } else {
+            "MISMATCH"
+        }
+    );
+    for m in verdict.mismatches.iter().take(20) {
+        println!("  {m}");
+    }
+    match verdict.mismatches.is_empty() {
+        true => Ok(()),
+        false => Err(format!(
+            "{} mismatches with the server",
+            verdict.mismatches.len()
+        )),
+    }
 }

@@ -70,7 +70,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use self::health::Check;
-pub use self::options::ManagerOptions;
+pub use self::{options::ManagerOptions, run::shutdown_signals};
 use crate::{
     controller::{Action, Cached, Controller, ControllerMetrics, ControllerOptions, Watchable},
     events::{Recorder, Reporter},
@@ -349,7 +349,7 @@ impl Manager {
     /// gracefully.
     pub async fn run(self) -> Result<(), ManagerError> {
         let (graceful, force) = (CancellationToken::new(), CancellationToken::new());
-        let signals = run::signals(graceful.clone(), force.clone());
+        let signals = shutdown_signals(graceful.clone(), force.clone());
         tokio::select! {
             result = self.run_until(graceful, force) => result,
             () = signals => unreachable!("signals ends only after the second signal"),

@@ -13,9 +13,24 @@ use super::{
     shutdown::{Ending, Shutdown},
 };
 
-/// Cancels `graceful` on the first SIGTERM or SIGINT and `force` on the second, then
-/// waits forever.
-pub(super) async fn signals(graceful: CancellationToken, force: CancellationToken) {
+/// Cancels `graceful` on the first SIGTERM or SIGINT (Ctrl-C) and `force` on the second,
+/// then waits forever: what [`Manager::run`] does, for programs that run managers with
+/// [`Manager::run_until`] (several managers, or work of their own around them).
+///
+/// ```no_run
+/// use kube_informer_runtime::{CancellationToken, manager::{Manager, ManagerOptions, shutdown_signals}};
+///
+/// # async fn example(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
+/// let manager = Manager::new(client, ManagerOptions::default()).await?;
+/// let (graceful, force) = (CancellationToken::new(), CancellationToken::new());
+/// tokio::select! {
+///     result = manager.run_until(graceful.clone(), force.clone()) => result?,
+///     () = shutdown_signals(graceful, force) => unreachable!("it never returns"),
+/// }
+/// # Ok(())
+/// # }
+/// ```
+pub async fn shutdown_signals(graceful: CancellationToken, force: CancellationToken) {
     for token in [graceful, force] {
         wait_for_signal().await;
         tracing::info!("shutdown signal received");
