@@ -1,0 +1,63 @@
+//! The README's demo on a real kube-apiserver (real only: what it checks is the real
+//! cluster path). It refuses a bad token with the cause; read-only, its cache matches the
+//! server; with --write it leads, survives the leader's kill, agrees with the server and
+//! leaves no finalizer behind; --cleanup removes what it wrote.
+
+#[path = "../../runtime/examples/demo/cleanup.rs"]
+mod cleanup;
+#[path = "../../runtime/examples/demo/cluster.rs"]
+mod cluster;
+#[path = "../../runtime/examples/demo/controllers.rs"]
+mod controllers;
+#[path = "../../runtime/examples/demo/failure.rs"]
+mod failure;
+#[path = "../../runtime/examples/demo/real.rs"]
+mod real;
+#[path = "../../runtime/examples/demo/replicas.rs"]
+mod replicas;
+#[path = "../../runtime/examples/demo/verify.rs"]
+mod verify;
+
+use failure::Failure;
+use k8s_openapi::api::{apps::v1::Deployment, coordination::v1::Lease, core::v1::ConfigMap};
+use kube::{Api, ResourceExt, api::ListParams};
+use kube_envtest::{Environment, EnvironmentOptions};
+use kube_informer_runtime::CancellationToken;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_on_a_real_cluster_reports_writes_and_cleans_up() {
+    let Some(env) = Environment::start_or_skip(EnvironmentOptions::new())
+        .await
+        .expect("the real API server starts")
+    else {
+        return;
+    };
+    let path = env.kubeconfig_path().to_owned();
+    let client = env.client();
+    let never = CancellationToken::new();
+
+    let bad = path.with_file_name("bad-kubeconfig");
+    let text = std::fs::read_to_string(&path).unwrap().replace(env.token(), "not-the-token");
+    std::fs::write(&bad, text).unwrap();
+    let plan = |write| real::Plan { seconds: 3, write, namespaces: Vec::new() };
+    match real::run(plan(false), &bad, &never).await {
+        Err(Failure::Error(message)) => assert!(message.contains("401"), "{message}"),
+        other => panic!("a refused token must fail the run: {other:?}"),
+    }
+
+    real::run(plan(false), &path, &never).await.expect("read-only: the cache matches");
+    real::run(plan(true), &path, &never).await.expect("--write: the verdict holds");
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), real::DEMO_NAMESPACE);
+    let left = deployments.list(&ListParams::default()).await.unwrap();
+    assert!(!left.items.is_empty());
+    for d in &left.items {
+        assert!(d.finalizers().is_empty(), "{}: {:?}", d.name_any(), d.finalizers());
+    }
+
+    cleanup::run(&path).await.expect("--cleanup");
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), real::DEMO_NAMESPACE);
+    let ours = config_maps.list(&ListParams::default()).await.unwrap();
+    assert!(ours.items.iter().all(|c| c.name_any() == "kube-root-ca.crt"), "{:?}", ours.items);
+    let leases: Api<Lease> = Api::namespaced(client, real::DEMO_NAMESPACE);
+    assert!(leases.get_opt(replicas::LEASE).await.unwrap().is_none());
+}
