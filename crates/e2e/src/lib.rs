@@ -49,6 +49,10 @@ macro_rules! both {
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            #[cfg_attr(
+                envtest_missing,
+                ignore = "no KUBEBUILDER_ASSETS: `cargo run -p kube-envtest -- install 1.36.x`"
+            )]
             async fn real() {
                 let options = {
                     #[allow(unused_imports)]

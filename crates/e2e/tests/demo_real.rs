@@ -25,6 +25,10 @@ use kube_envtest::{Environment, EnvironmentOptions};
 use kube_informer_runtime::CancellationToken;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    envtest_missing,
+    ignore = "no KUBEBUILDER_ASSETS: `cargo run -p kube-envtest -- install 1.36.x`"
+)]
 async fn the_demo_on_a_real_cluster_reports_writes_and_cleans_up() {
     let Some(env) = Environment::start_or_skip(EnvironmentOptions::new())
         .await
@@ -37,27 +41,48 @@ async fn the_demo_on_a_real_cluster_reports_writes_and_cleans_up() {
     let never = CancellationToken::new();
 
     let bad = path.with_file_name("bad-kubeconfig");
-    let text = std::fs::read_to_string(&path).unwrap().replace(env.token(), "not-the-token");
+    let text = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace(env.token(), "not-the-token");
     std::fs::write(&bad, text).unwrap();
-    let plan = |write| real::Plan { seconds: 3, write, namespaces: Vec::new() };
+    let plan = |write| real::Plan {
+        seconds: 3,
+        write,
+        namespaces: Vec::new(),
+    };
     match real::run(plan(false), &bad, &never).await {
         Err(Failure::Error(message)) => assert!(message.contains("401"), "{message}"),
         other => panic!("a refused token must fail the run: {other:?}"),
     }
 
-    real::run(plan(false), &path, &never).await.expect("read-only: the cache matches");
-    real::run(plan(true), &path, &never).await.expect("--write: the verdict holds");
+    real::run(plan(false), &path, &never)
+        .await
+        .expect("read-only: the cache matches");
+    real::run(plan(true), &path, &never)
+        .await
+        .expect("--write: the verdict holds");
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), real::DEMO_NAMESPACE);
     let left = deployments.list(&ListParams::default()).await.unwrap();
     assert!(!left.items.is_empty());
     for d in &left.items {
-        assert!(d.finalizers().is_empty(), "{}: {:?}", d.name_any(), d.finalizers());
+        assert!(
+            d.finalizers().is_empty(),
+            "{}: {:?}",
+            d.name_any(),
+            d.finalizers()
+        );
     }
 
     cleanup::run(&path).await.expect("--cleanup");
     let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), real::DEMO_NAMESPACE);
     let ours = config_maps.list(&ListParams::default()).await.unwrap();
-    assert!(ours.items.iter().all(|c| c.name_any() == "kube-root-ca.crt"), "{:?}", ours.items);
+    assert!(
+        ours.items
+            .iter()
+            .all(|c| c.name_any() == "kube-root-ca.crt"),
+        "{:?}",
+        ours.items
+    );
     let leases: Api<Lease> = Api::namespaced(client, real::DEMO_NAMESPACE);
     assert!(leases.get_opt(replicas::LEASE).await.unwrap().is_none());
 }

@@ -392,6 +392,10 @@ both!(workloads_scale_through_the_scale_subresource);
 /// this fails when a new kube-apiserver changes a patch strategy or merge key, and
 /// `UPDATE_PATCH_SCHEMA=1` rewrites the table from it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    envtest_missing,
+    ignore = "no KUBEBUILDER_ASSETS: `cargo run -p kube-envtest -- install 1.36.x`"
+)]
 async fn the_patch_table_is_the_real_servers_openapi() {
     let Some(backend) = Backend::real(BackendOptions::default(), "patch table").await else {
         return;

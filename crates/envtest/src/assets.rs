@@ -38,8 +38,8 @@ pub enum AssetsError {
     /// `KUBEBUILDER_ASSETS` is not set (or empty).
     #[error(
         "{ASSETS_ENV} is not set: it must name a folder holding kube-apiserver and etcd \
-         (in this repository: eval \"$(../shared/envtest/install target/envtest-bin)\"; \
-         controller-runtime's setup-envtest works too)"
+         (install them with: cargo install kube-envtest && eval \"$(kube-envtest install \
+         1.36.x)\"; controller-runtime's setup-envtest works too)"
     )]
     NotSet,
     /// The folder does not exist or is not a folder.

@@ -18,10 +18,14 @@
 //! `KUBEBUILDER_ASSETS`, the ecosystem's convention, or in the folder given with
 //! [`EnvironmentOptions::assets`]. Ways to fill it:
 //!
-//! - in this repository: `eval "$(../shared/envtest/install target/envtest-bin)"` unpacks
-//!   kube-apiserver 1.36 and etcd 3.6 and prints the `export` line;
-//! - controller-runtime's `setup-envtest use -p path 1.36.x` downloads them and prints the
-//!   folder (`export KUBEBUILDER_ASSETS=$(setup-envtest use -p path 1.36.x)`).
+//! - this crate's installer: `cargo install kube-envtest`, then
+//!   `eval "$(kube-envtest install 1.36.x)"` downloads them from the release index
+//!   controller-tools publishes for envtest, checks their SHA-512, caches them (in
+//!   `setup-envtest`'s folder, so either tool's downloads serve both) and prints the
+//!   `export` line; from code, [`Installer`] (feature `install`, on by default);
+//! - controller-runtime's `setup-envtest use -p path 1.36.x` (a Go tool) does the same;
+//! - in this repository, `eval "$(../shared/envtest/install target/envtest-bin)"` unpacks the
+//!   copies CI uses.
 //!
 //! Tests should start with [`Environment::start_or_skip`]: without the binaries it prints a
 //! prominent `SKIPPED` banner (past the test harness's capture) and returns `None`; with
@@ -118,6 +122,8 @@ mod environment;
 mod error;
 mod etcd;
 mod faults;
+#[cfg(feature = "install")]
+mod install;
 mod kubeconfig;
 mod options;
 mod pki;
@@ -129,6 +135,8 @@ pub use assets::{ASSETS_ENV, Assets, AssetsError, REQUIRED_ENV, required_by_env}
 pub use audit::AuditEvent;
 pub use environment::Environment;
 pub use error::{Error, LogTail};
+#[cfg(feature = "install")]
+pub use install::{InstallError, Installer, RELEASE_INDEX};
 pub use options::EnvironmentOptions;
 pub use proxy::{Proxy, TcpProxy};
 

@@ -365,7 +365,9 @@ async fn await_leader(
         .and_then(|l| l.spec?.holder_identity)
         .filter(|h| !h.is_empty());
     let why = match holder {
-        Some(holder) => format!("it is held by {holder:?} (until that holder stops renewing it for its lease duration)"),
+        Some(holder) => format!(
+            "it is held by {holder:?} (until that holder stops renewing it for its lease duration)"
+        ),
         None => "it could not be taken (the warnings above say why; the demo needs \
                  get/create/update on leases.coordination.k8s.io)"
             .to_owned(),
