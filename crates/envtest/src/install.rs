@@ -154,7 +154,7 @@ impl Installer {
                 Some((version, v, archive))
             })
             .collect();
-        candidates.sort_by(|a, b| a.0.cmp(&b.0));
+        candidates.sort_by_key(|a| a.0);
         let available = candidates
             .iter()
             .map(|(_, v, _)| v.as_str())
