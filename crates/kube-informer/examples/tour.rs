@@ -146,6 +146,12 @@ async fn tour(
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // The library logs through `tracing` (RUST_LOG=debug shows the FIFO and store at work).
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .init();
     let store: Store<Pod> = Store::new(Indexers::new().namespace().index("by-node", node_of));
     let known = Arc::new(store.clone());
     if std::env::args().nth(1).as_deref() == Some("delta") {

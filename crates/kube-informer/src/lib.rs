@@ -12,41 +12,6 @@
 //!  readers (any thread): Store::get_by_key / Store::by_index  ◀── read the cache, never the API server
 //! ```
 //!
-//! ## Start here
-//!
-//! - [`SharedInformerFactory`]: one informer per resource type (and namespaces, selectors),
-//!   shared by every controller that asks; [`FactoryOptions`] are its defaults,
-//!   [`InformerSpec`] one informer's own settings (the precedence table is in [`factory`]).
-//! - [`SharedIndexInformer`]: one LIST+WATCH, one cache, any number of handlers. Read the
-//!   cache through [`ReadOnlyStore`] (`informer.store()`: get, list, `by_index`, wait for a
-//!   resourceVersion) or a [`Lister`] (label selectors, per namespace); be told of changes by
-//!   a [`ResourceEventHandler`] ([`HandlerFuncs`] for closures), removed through its
-//!   [`HandlerRegistration`], or pull them as a stream (`informer.stream()`).
-//! - [`Indexers`]: named index functions, kept in step with every write.
-//! - [`ObjectKey`] (`namespace/name`) and [`DeletedObject`] (a deletion, or a tombstone when
-//!   the final state is unknown: a handler cannot forget that case).
-//! - [`workqueue`]: client-go's work queues and rate limiters, and [`workqueue::Workers`], the
-//!   worker loop a controller is built on, fed by [`informer::enqueue_keys`].
-//! - [`compact::Compact`]: objects kept as their JSON and metadata, a fraction of the memory.
-//!
-//! For a controller with relations, predicates, finalizers, events, leader election and a
-//! manager with health and metrics endpoints, use the `kube-informer-runtime` crate, built
-//! on these parts. The repository's README lists small runnable examples.
-//!
-//! ## The layers underneath
-//!
-//! For custom pipelines and tests: [`list_watch`] (the [`list_watch::ListerWatcher`]
-//! source, implemented for `kube::Api` and an in-memory `MemorySource`), [`reflector`]
-//! (keeps a FIFO in step with the API server through every failure: streaming lists,
-//! client-go's resourceVersion ladder, resumed watches, 410 relists, Retry-After, jittered
-//! backoff), [`fifo`] ([`fifo::RealFifo`], client-go 1.36's default, and
-//! [`fifo::DeltaFifo`]), [`store`] ([`Store`], the writable cache the informer owns) and
-//! `caches` (client-go's mutation, expiration, undelta caches and heap, with the feature
-//! `client-go-caches`).
-//!
-//! Objects are any [`kube::Resource`]: k8s-openapi types, `DynamicObject`,
-//! `PartialObjectMeta`, [`compact::Compact`].
-//!
 //! ## Example: workers over an informer
 //!
 //! One shared informer, a handler queueing keys, and workers reconciling them from the cache
@@ -90,6 +55,43 @@
 //! factory.shutdown().await;
 //! # }
 //! ```
+//!
+//! ## Start here
+//!
+//! - [`SharedInformerFactory`]: one informer per resource type (and namespaces, selectors),
+//!   shared by every controller that asks; [`FactoryOptions`] are its defaults,
+//!   [`InformerSpec`] one informer's own settings (the precedence table is in [`factory`]).
+//! - [`SharedIndexInformer`]: one LIST+WATCH, one cache, any number of handlers. Read the
+//!   cache through [`ReadOnlyStore`] (`informer.store()`: get, list, `by_index`, wait for a
+//!   resourceVersion) or a [`Lister`] (label selectors, per namespace); be told of changes by
+//!   a [`ResourceEventHandler`] ([`HandlerFuncs`] for closures), removed through its
+//!   [`HandlerRegistration`], or pull them as a stream (`informer.stream()`).
+//! - [`Indexers`]: named index functions, kept in step with every write.
+//! - [`ObjectKey`] (`namespace/name`) and [`DeletedObject`] (a deletion, or a tombstone when
+//!   the final state is unknown: a handler cannot forget that case).
+//! - [`workqueue`]: client-go's work queues and rate limiters, and [`workqueue::Workers`], the
+//!   worker loop a controller is built on, fed by [`informer::enqueue_keys`].
+//! - [`compact::Compact`]: objects kept as their JSON and metadata, a fraction of the memory.
+//!
+//! For a controller with relations, predicates, finalizers, events, leader election and a
+//! manager with health and metrics endpoints, use
+//! [kube-informer-runtime](https://docs.rs/kube-informer-runtime), built on these parts (its
+//! front page starts with a complete operator). The repository's README lists small
+//! runnable examples.
+//!
+//! ## The layers underneath
+//!
+//! For custom pipelines and tests: [`list_watch`] (the [`list_watch::ListerWatcher`]
+//! source, implemented for `kube::Api` and an in-memory `MemorySource`), [`reflector`]
+//! (keeps a FIFO in step with the API server through every failure: streaming lists,
+//! client-go's resourceVersion ladder, resumed watches, 410 relists, Retry-After, jittered
+//! backoff), [`fifo`] ([`fifo::RealFifo`], client-go 1.36's default, and
+//! [`fifo::DeltaFifo`]), [`store`] ([`Store`], the writable cache the informer owns) and
+//! `caches` (client-go's mutation, expiration, undelta caches and heap, with the feature
+//! `client-go-caches`).
+//!
+//! Objects are any [`kube::Resource`]: k8s-openapi types, `DynamicObject`,
+//! `PartialObjectMeta`, [`compact::Compact`].
 //!
 //! ## Example: an indexed cache
 //!

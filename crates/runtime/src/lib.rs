@@ -3,6 +3,53 @@
 //! What it takes to run a real operator, on top of [kube-informer](kube_informer)'s shared
 //! informers and work queues: controller-runtime's and kube-runtime's parts, in one place.
 //!
+//! ## A first operator
+//!
+//! One controller that stamps every ConfigMap, in a [`Manager`] with health and metrics
+//! endpoints on `:8081`, leader election, and a graceful shutdown on SIGTERM or Ctrl-C:
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//!
+//! use k8s_openapi::api::core::v1::ConfigMap;
+//! use kube::{Api, ResourceExt, api::{Patch, PatchParams}};
+//! use kube_informer_runtime::{
+//!     Action, Cached, ControllerOptions, LeaderElectionConfig, Manager, ManagerOptions,
+//! };
+//!
+//! async fn reconcile(cm: Cached<ConfigMap>, client: Arc<kube::Client>) -> Result<Action, kube::Error> {
+//!     let Cached::Present(cm) = cm else { return Ok(Action::Done) }; // deleted
+//!     if cm.annotations().contains_key("example.com/seen") {
+//!         return Ok(Action::Done);
+//!     }
+//!     let api: Api<ConfigMap> = Api::namespaced((*client).clone(), &cm.namespace().unwrap_or_default());
+//!     let patch = serde_json::json!({"metadata": {"annotations": {"example.com/seen": "yes"}}});
+//!     api.patch(&cm.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
+//!     Ok(Action::Done)
+//! }
+//!
+//! #[tokio::main]
+//! async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     // The manager reports through `tracing`: without a subscriber it is silent.
+//!     tracing_subscriber::fmt()
+//!         .with_env_filter(
+//!             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+//!         )
+//!         .init();
+//!     let client = kube::Client::try_default().await?;
+//!     let options = ManagerOptions::default().leader_election(LeaderElectionConfig::new("stamper"));
+//!     let mut manager = Manager::new(client.clone(), options).await?;
+//!     let controller = manager.controller::<ConfigMap>(ControllerOptions::default().name("stamper"));
+//!     manager.add_controller(controller, reconcile, |_, _, _| Action::Retry, Arc::new(client));
+//!     manager.run().await?; // until SIGTERM/Ctrl-C; drains, releases the Lease
+//!     Ok(())
+//! }
+//! ```
+//!
+//! The [testing guide](https://github.com/kube-informer/kube-informer/blob/main/docs/testing.md)
+//! runs the same controller in a `#[tokio::test]` on fake-apiserver, then on a real API
+//! server with `kube-envtest`; `cargo run --example demo` runs two replicas of a larger one.
+//!
 //! - [`controller`]: a [`Controller`] of one kind, with owned
 //!   children, watched objects, predicates, a typed reconcile input
 //!   ([`Cached`]), an error policy, a context, metrics with
@@ -57,6 +104,11 @@ pub use crate::{
 #[doc = include_str!("../README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
+
+// So is the testing guide.
+#[doc = include_str!("../../../docs/testing.md")]
+#[cfg(doctest)]
+pub struct TestingDoctests;
 
 // So is the migration guide's kube-informer program.
 #[doc = include_str!("../../../docs/coming-from-kube-rs.md")]
