@@ -38,7 +38,7 @@ impl Default for ServerConfig {
             port: 0,
             seed: 0,
             history_window: 10_000,
-            bookmark_interval: Duration::from_secs(5),
+            bookmark_interval: Duration::from_secs(60),
             watch_timeout: Duration::from_secs(1800),
             watch_buffer: 100_000,
             streaming_lists: true,
@@ -92,7 +92,9 @@ impl ServerConfig {
         self
     }
 
-    /// How often watches that asked for bookmarks get one (default 5 s).
+    /// How often watches that asked for bookmarks get one (default 60 s, the real
+    /// server's watch-cache cadence: a streaming list's `initial-events-end` bookmark is
+    /// not followed by another within seconds).
     #[must_use]
     pub fn bookmark_interval(mut self, interval: Duration) -> Self {
         self.bookmark_interval = interval;

@@ -32,8 +32,9 @@ struct Args {
     /// Seed of the generated uids and names (the same seed gives the same ones)
     #[arg(long, default_value_t = 0, value_name = "S")]
     seed: u64,
-    /// Seconds between the bookmarks sent to watches that asked for them
-    #[arg(long = "bookmark-interval-secs", default_value_t = 5, value_name = "S", value_parser = clap::value_parser!(u64).range(1..))]
+    /// Seconds between the bookmarks sent to watches that asked for them (60: the real
+    /// server's cadence)
+    #[arg(long = "bookmark-interval-secs", default_value_t = 60, value_name = "S", value_parser = clap::value_parser!(u64).range(1..))]
     bookmark_interval: u64,
 }
 
