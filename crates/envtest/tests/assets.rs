@@ -32,7 +32,7 @@ fn an_unset_or_empty_variable_is_not_set() {
     assert_eq!(Assets::locate(Some("".as_ref())), Err(AssetsError::NotSet));
     let message = AssetsError::NotSet.to_string();
     assert!(
-        message.contains(ASSETS_ENV) && message.contains("envtest/install"),
+        message.contains(ASSETS_ENV) && message.contains("kube-envtest install"),
         "{message}"
     );
 }
@@ -86,7 +86,7 @@ fn the_skip_banner_says_what_to_do() {
         "{banner}"
     );
     assert!(
-        banner.contains(REQUIRED_ENV) && banner.contains("envtest/install"),
+        banner.contains(REQUIRED_ENV) && banner.contains("kube-envtest install"),
         "{banner}"
     );
 }
