@@ -16,11 +16,24 @@ use std::{
 
 use kube_envtest::{Assets, Environment, EnvironmentOptions, InstallError, Installer};
 
-/// A one-thread HTTP/1.1 server of fixed files; counts the requests it answers. It stops
-/// when the test process ends (the listener thread is the test's own).
+/// A one-thread HTTP/1.1 server of fixed files; counts the requests it answers. Dropping it
+/// stops the thread and joins it.
 struct Files {
     url: String,
     requests: Arc<AtomicUsize>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Files {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // Wake the blocking accept.
+        let _ = std::net::TcpStream::connect(self.url.trim_start_matches("http://"));
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
 }
 
 fn serve(files: Vec<(String, Vec<u8>)>) -> Files {
@@ -28,8 +41,13 @@ fn serve(files: Vec<(String, Vec<u8>)>) -> Files {
     let url = format!("http://{}", listener.local_addr().unwrap());
     let requests = Arc::new(AtomicUsize::new(0));
     let counter = requests.clone();
-    std::thread::spawn(move || {
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stopping = stop.clone();
+    let thread = std::thread::spawn(move || {
         for stream in listener.incoming() {
+            if stopping.load(Ordering::SeqCst) {
+                return;
+            }
             let Ok(mut stream) = stream else { continue };
             let mut head = Vec::new();
             let mut byte = [0u8; 1];
@@ -51,7 +69,12 @@ fn serve(files: Vec<(String, Vec<u8>)>) -> Files {
             let _ = stream.write_all(body);
         }
     });
-    Files { url, requests }
+    Files {
+        url,
+        requests,
+        stop,
+        thread: Some(thread),
+    }
 }
 
 /// A tar.gz laid out as envtest's: `controller-tools/envtest/{kube-apiserver,etcd}`.

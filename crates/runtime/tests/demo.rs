@@ -40,3 +40,29 @@ async fn a_one_pod_cluster_matches() {
 async fn a_four_pod_cluster_matches() {
     demo(4).await;
 }
+
+/// A dropped replica (a failing run, a second Ctrl-C) takes its manager with it: the
+/// endpoints it served stop answering.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_replica_stops_its_manager() {
+    let server = fake_apiserver::FakeApiServer::start(fake_apiserver::ServerConfig::default())
+        .await
+        .unwrap();
+    let spec = replicas::Spec::default();
+    let never = CancellationToken::new();
+    let replica = replicas::start(server.client().unwrap(), "r", &spec, &never)
+        .await
+        .unwrap();
+    let addr = replica.addr;
+    assert_eq!(replicas::get(addr, "/healthz").await.0, 200);
+    drop(replica);
+    let mut stopped = false;
+    for _ in 0..500 {
+        if replicas::get(addr, "/healthz").await.0 == 0 {
+            stopped = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(stopped, "the dropped replica's manager still serves {addr}");
+}

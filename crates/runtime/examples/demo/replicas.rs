@@ -27,6 +27,41 @@ pub struct Plan {
     pub seed: u64,
 }
 
+/// A replica's manager task, aborted when dropped: a run that fails, panics or is dropped
+/// half-way (a second Ctrl-C, a failing test) never leaves a manager running behind it.
+pub struct ManagerTask(
+    Option<tokio::task::JoinHandle<Result<(), kube_informer_runtime::manager::ManagerError>>>,
+);
+
+impl ManagerTask {
+    pub fn is_finished(&self) -> bool {
+        self.0
+            .as_ref()
+            .is_none_or(tokio::task::JoinHandle::is_finished)
+    }
+
+    /// Kills the manager (no release: its future is dropped at its next await).
+    pub fn abort(&self) {
+        if let Some(task) = &self.0 {
+            task.abort();
+        }
+    }
+
+    /// Waits for the manager to end.
+    pub async fn join(
+        mut self,
+    ) -> Result<Result<(), kube_informer_runtime::manager::ManagerError>, tokio::task::JoinError>
+    {
+        self.0.take().expect("joined once").await
+    }
+}
+
+impl Drop for ManagerTask {
+    fn drop(&mut self) {
+        self.abort();
+    }
+}
+
 /// The Lease the replicas elect a leader with.
 pub const LEASE: &str = "demo";
 /// How long a killed leader's Lease holds before the standby takes over.
@@ -38,7 +73,7 @@ pub struct Replica {
     pub addr: SocketAddr,
     pub elector: Option<LeaderElector>,
     pub stop: CancellationToken,
-    pub task: tokio::task::JoinHandle<Result<(), kube_informer_runtime::manager::ManagerError>>,
+    pub task: ManagerTask,
     pub pods: SharedIndexInformer<Pod>,
     pub deployments: SharedIndexInformer<Deployment>,
     pub namespaces: SharedIndexInformer<Namespace>,
@@ -96,7 +131,9 @@ pub async fn start(
     let mut endpoints = manager.endpoints();
     let elector = manager.elector().cloned();
     let stop = graceful.child_token();
-    let task = tokio::spawn(manager.run_until(stop.clone(), CancellationToken::new()));
+    let task = ManagerTask(Some(tokio::spawn(
+        manager.run_until(stop.clone(), CancellationToken::new()),
+    )));
     let addr = endpoints
         .wait_for(Option::is_some)
         .await
@@ -193,7 +230,7 @@ pub async fn stop_all(replicas: Vec<Replica>) {
     }
     for r in replicas {
         // A killed replica's task ends cancelled: nothing to say.
-        if let Ok(Err(e)) = r.task.await {
+        if let Ok(Err(e)) = r.task.join().await {
             eprintln!("{}: {e}", r.name);
         }
     }
