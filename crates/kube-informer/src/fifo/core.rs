@@ -4,7 +4,12 @@
 use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::Notify;
 
-use std::sync::Arc;
+use std::sync::{
+    Arc,
+    atomic::{AtomicUsize, Ordering},
+};
+
+use futures_util::future::BoxFuture;
 
 use kube::Resource;
 
@@ -88,6 +93,10 @@ pub(super) trait Entries<K> {
     fn front_group(&self) -> Option<u64>;
     /// The newest queued entry, which a bookmark marks; `None` when empty.
     fn newest_entry(&mut self) -> Option<&mut Deltas<K>>;
+    /// How many deltas are queued, which a capacity bounds (the default: one per entry).
+    fn deltas(&self) -> usize {
+        self.len()
+    }
 }
 
 pub(super) struct State<S> {
@@ -96,11 +105,15 @@ pub(super) struct State<S> {
     pub(super) closed: bool,
 }
 
-/// A FIFO's state behind its lock, plus the wake-up for waiting pops. The lock is never held
-/// across an `.await`.
+/// A FIFO's state behind its lock, plus the wake-ups for waiting pops and for writers
+/// waiting for room. The lock is never held across an `.await`.
 pub(super) struct Core<S> {
     state: Mutex<State<S>>,
     notify: Notify,
+    /// Queued deltas at which the queue is full (`usize::MAX`: never).
+    capacity: AtomicUsize,
+    /// Told when a pop makes room below the capacity, and on close.
+    room: Notify,
 }
 
 impl<S> Core<S> {
@@ -112,7 +125,56 @@ impl<S> Core<S> {
                 closed: false,
             }),
             notify: Notify::new(),
+            capacity: AtomicUsize::new(usize::MAX),
+            room: Notify::new(),
         }
+    }
+
+    /// Sets how many queued deltas make the queue full (`usize::MAX`: never full).
+    pub(super) fn set_capacity(&self, capacity: usize) {
+        self.capacity.store(capacity.max(1), Ordering::Relaxed);
+        self.room.notify_waiters();
+    }
+
+    /// The capacity set, `None` when unbounded.
+    pub(super) fn capacity(&self) -> Option<usize> {
+        let capacity = self.capacity.load(Ordering::Relaxed);
+        (capacity != usize::MAX).then_some(capacity)
+    }
+
+    /// Whether a writer that honours the capacity should wait (never once closed).
+    fn is_full<K>(&self) -> bool
+    where
+        S: Entries<K>,
+    {
+        let capacity = self.capacity.load(Ordering::Relaxed);
+        if capacity == usize::MAX {
+            return false;
+        }
+        let state = self.state.lock();
+        !state.closed && state.entries.deltas() >= capacity
+    }
+
+    /// `None` if the queue has room; else a future that is ready once a pop has made room
+    /// (or the queue was closed).
+    pub(super) fn full<K>(&self) -> Option<BoxFuture<'_, ()>>
+    where
+        S: Entries<K> + Send,
+    {
+        if !self.is_full() {
+            return None;
+        }
+        Some(Box::pin(async move {
+            loop {
+                let notified = self.room.notified();
+                let mut notified = std::pin::pin!(notified);
+                notified.as_mut().enable();
+                if !self.is_full() {
+                    return;
+                }
+                notified.await;
+            }
+        }))
     }
 
     /// For reads: the state under the lock.
@@ -161,6 +223,7 @@ impl<S> Core<S> {
     pub(super) fn close(&self) {
         self.state.lock().closed = true;
         self.notify.notify_waiters();
+        self.room.notify_waiters();
     }
 
     pub(super) fn is_closed(&self) -> bool {
@@ -199,9 +262,13 @@ impl<S> Core<S> {
                     let take = take.take().expect("called once: we return right after");
                     let result = take(&mut state);
                     let more = state.entries.len() > 0;
+                    let room = state.entries.deltas() < self.capacity.load(Ordering::Relaxed);
                     drop(state);
                     if more {
                         self.notify.notify_one();
+                    }
+                    if room {
+                        self.room.notify_waiters();
                     }
                     return result;
                 }

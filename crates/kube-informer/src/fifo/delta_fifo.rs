@@ -2,6 +2,7 @@
 
 use std::{collections::VecDeque, fmt, sync::Arc};
 
+use futures_util::future::BoxFuture;
 use kube::Resource;
 
 use super::{
@@ -59,11 +60,14 @@ pub struct DeltaFifo<K> {
 struct KeyedEntries<K> {
     queue: VecDeque<ObjectKey>,
     items: FastMap<ObjectKey, Deltas<K>>,
+    /// The deltas held by `items`, together.
+    deltas: usize,
 }
 
 impl<K> KeyedEntries<K> {
     fn add_if_not_present(&mut self, deltas: Deltas<K>) {
         if !self.items.contains_key(deltas.key().as_str()) {
+            self.deltas += deltas.len();
             self.queue.push_back(deltas.key().clone());
             self.items.insert(deltas.key().clone(), deltas);
         }
@@ -73,7 +77,9 @@ impl<K> KeyedEntries<K> {
 impl<K> Entries<K> for KeyedEntries<K> {
     fn pop_front(&mut self) -> Option<Deltas<K>> {
         let key = self.queue.pop_front()?;
-        self.items.remove(key.as_str())
+        let deltas = self.items.remove(key.as_str())?;
+        self.deltas -= deltas.len();
+        Some(deltas)
     }
 
     fn requeue(&mut self, deltas: Deltas<K>) {
@@ -82,6 +88,10 @@ impl<K> Entries<K> for KeyedEntries<K> {
 
     fn len(&self) -> usize {
         self.queue.len()
+    }
+
+    fn deltas(&self) -> usize {
+        self.deltas
     }
 
     fn front_group(&self) -> Option<u64> {
@@ -96,8 +106,13 @@ impl<K> Entries<K> for KeyedEntries<K> {
     /// Appends `delta` to `key`'s entry, queueing the key if it had none.
     fn push(&mut self, key: ObjectKey, delta: Delta<K>) {
         match self.items.get_mut(key.as_str()) {
-            Some(deltas) => deltas.push_deduped(delta),
+            Some(deltas) => {
+                let before = deltas.len();
+                deltas.push_deduped(delta);
+                self.deltas = self.deltas + deltas.len() - before;
+            }
             None => {
+                self.deltas += 1;
                 self.queue.push_back(key.clone());
                 self.items.insert(key.clone(), Deltas::new(key, delta));
             }
@@ -114,6 +129,7 @@ impl<K> DeltaFifo<K> {
             core: Core::new(KeyedEntries {
                 queue: VecDeque::new(),
                 items: FastMap::default(),
+                deltas: 0,
             }),
             known,
         }
@@ -147,6 +163,24 @@ impl<K: Resource + Send + Sync> DeltaFifo<K> {
         Ok(())
     }
 
+    /// Bounds the queue at `capacity` queued deltas (across all keys): at it, [`full`](DeltaSink::full)
+    /// tells a writer to wait, and a [`Reflector`](crate::reflector::Reflector) stops reading
+    /// its watch until a pop makes room (the API server then holds the events; TCP pushes
+    /// back). Writes never fail for lack of room and a relist is queued whole, so the
+    /// queue can exceed `capacity` by one relist. A new queue is unbounded; an informer
+    /// bounds its own (see
+    /// [`InformerOptions::queue_capacity`](crate::informer::InformerOptions::queue_capacity)).
+    #[must_use]
+    pub fn with_capacity(self, capacity: usize) -> Self {
+        self.core.set_capacity(capacity);
+        self
+    }
+
+    /// The capacity set with [`with_capacity`](Self::with_capacity); `None`: unbounded.
+    pub fn capacity(&self) -> Option<usize> {
+        self.core.capacity()
+    }
+
     /// Waits for `relists` first relists (one per namespace watched into this queue) before
     /// [`has_synced`](DeltaQueue::has_synced).
     pub fn expect_relists(&self, relists: usize) {
@@ -155,6 +189,10 @@ impl<K: Resource + Send + Sync> DeltaFifo<K> {
 }
 
 impl<K: Resource + Send + Sync> DeltaSink<K> for DeltaFifo<K> {
+    fn full(&self) -> Option<BoxFuture<'_, ()>> {
+        self.core.full()
+    }
+
     fn add(&self, obj: Arc<K>) -> Result<(), KeyError> {
         self.core.push_object(obj, Delta::Added)
     }

@@ -85,6 +85,8 @@ pub(crate) mod sink;
 
 use std::{future::Future, sync::Arc};
 
+use futures_util::future::BoxFuture;
+
 pub use self::{
     delta::{DeletedObject, Delta, DeltaType, Deltas, deletion_handling_meta_namespace_key},
     delta_fifo::DeltaFifo,
@@ -162,6 +164,17 @@ pub trait DeltaSink<K>: Send + Sync {
     /// writer that lost an object (a transform that panicked) and must not lose the key.
     /// The default knows nothing.
     fn last_known(&self, _key: &str) -> Option<Arc<K>> {
+        None
+    }
+    /// Whether the queue is at its capacity: `None` when it can take more, else a future
+    /// that is ready once its consumer has made room (or the queue was closed).
+    ///
+    /// A [`Reflector`](crate::reflector::Reflector) asks before reading each watch event
+    /// and waits while the queue is full, so a consumer that falls behind stops the reads
+    /// from the watch's socket and the API server holds the events (see
+    /// [`RealFifo::with_capacity`]). Writes themselves never wait and never fail for lack of
+    /// room: a relist is queued whole, whatever its size. The default is never full.
+    fn full(&self) -> Option<BoxFuture<'_, ()>> {
         None
     }
 }

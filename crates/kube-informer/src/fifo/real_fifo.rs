@@ -2,6 +2,7 @@
 
 use std::{collections::VecDeque, fmt, sync::Arc};
 
+use futures_util::future::BoxFuture;
 use kube::Resource;
 
 use super::{
@@ -152,6 +153,24 @@ impl<K: Resource + Send + Sync> RealFifo<K> {
         Ok(())
     }
 
+    /// Bounds the queue at `capacity` queued events: at it, [`full`](DeltaSink::full)
+    /// tells a writer to wait, and a [`Reflector`](crate::reflector::Reflector) stops reading
+    /// its watch until a pop makes room (the API server then holds the events; TCP pushes
+    /// back). Writes never fail for lack of room and a relist is queued whole, so the
+    /// queue can exceed `capacity` by one relist. A new queue is unbounded; an informer
+    /// bounds its own (see
+    /// [`InformerOptions::queue_capacity`](crate::informer::InformerOptions::queue_capacity)).
+    #[must_use]
+    pub fn with_capacity(self, capacity: usize) -> Self {
+        self.core.set_capacity(capacity);
+        self
+    }
+
+    /// The capacity set with [`with_capacity`](Self::with_capacity); `None`: unbounded.
+    pub fn capacity(&self) -> Option<usize> {
+        self.core.capacity()
+    }
+
     /// Waits for `relists` first relists (one per namespace watched into this queue) before
     /// [`has_synced`](DeltaQueue::has_synced).
     pub fn expect_relists(&self, relists: usize) {
@@ -160,6 +179,10 @@ impl<K: Resource + Send + Sync> RealFifo<K> {
 }
 
 impl<K: Resource + Send + Sync> DeltaSink<K> for RealFifo<K> {
+    fn full(&self) -> Option<BoxFuture<'_, ()>> {
+        self.core.full()
+    }
+
     fn add(&self, obj: Arc<K>) -> Result<(), KeyError> {
         self.core.push_object(obj, Delta::Added)
     }

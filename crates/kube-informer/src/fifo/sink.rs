@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use futures_util::future::BoxFuture;
 use kube::Resource;
 use parking_lot::Mutex;
 
@@ -117,6 +118,9 @@ impl<K: Resource + Clone + Send + Sync> DeltaSink<K> for TransformSink<K> {
     fn last_known(&self, key: &str) -> Option<Arc<K>> {
         self.inner.last_known(key)
     }
+    fn full(&self) -> Option<BoxFuture<'_, ()>> {
+        self.inner.full()
+    }
 }
 
 /// The sink of one namespace's reflector when several namespaces feed one informer: its
@@ -151,5 +155,8 @@ impl<K: Send + Sync> DeltaSink<K> for NamespaceSink<K> {
     }
     fn last_known(&self, key: &str) -> Option<Arc<K>> {
         self.inner.last_known(key)
+    }
+    fn full(&self) -> Option<BoxFuture<'_, ()>> {
+        self.inner.full()
     }
 }

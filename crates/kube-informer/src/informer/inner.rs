@@ -94,7 +94,7 @@ where
         options: InformerOptions<K>,
     ) -> Arc<Self> {
         let indexer: Store<K> = Store::new(options.indexers.clone());
-        let queue = Queue::new(options.queue, &indexer);
+        let queue = Queue::new(options.queue, options.queue_capacity, &indexer);
         queue.expect_relists(sources.len());
         let namespaces: Vec<String> = sources.iter().filter_map(|(ns, _)| ns.clone()).collect();
         if !namespaces.is_empty() {

@@ -6,6 +6,7 @@
 //! | `informer_processing_seconds` | histogram | name | time to apply a popped batch and hand it to the listeners |
 //! | `informer_store_resource_version` | gauge | name | the resourceVersion the cache was last synced to (when numeric) |
 //! | `informer_handler_backlog` | gauge | name, handler | notifications waiting for each handler |
+//! | `informer_handler_set_aside` | gauge | name, handler | 1 while a handler that stayed behind past its grace period no longer holds the informer back (see [`HandlerOptions`](super::HandlerOptions)) |
 
 use prometheus_client::{
     encoding::EncodeLabelSet,
@@ -36,6 +37,7 @@ pub struct InformerMetrics {
     processing: Family<Name, Histogram, fn() -> Histogram>,
     resource_version: Family<Name, Gauge>,
     backlog: Family<Handler, Gauge>,
+    set_aside: Family<Handler, Gauge>,
 }
 
 impl std::fmt::Debug for InformerMetrics {
@@ -55,6 +57,7 @@ impl InformerMetrics {
             processing: Family::new_with_constructor(seconds),
             resource_version: Family::default(),
             backlog: Family::default(),
+            set_aside: Family::default(),
         };
         registry.register(
             "informer_fifo_depth",
@@ -75,6 +78,11 @@ impl InformerMetrics {
             "informer_handler_backlog",
             "Notifications waiting for each handler",
             m.backlog.clone(),
+        );
+        registry.register(
+            "informer_handler_set_aside",
+            "1 while a handler that stayed behind no longer holds the informer back",
+            m.set_aside.clone(),
         );
         m
     }
@@ -106,5 +114,15 @@ impl InformerMetrics {
         self.backlog
             .get_or_create(&label)
             .set(i64::try_from(backlog).unwrap_or(i64::MAX));
+    }
+
+    pub(super) fn set_aside(&self, name: &str, handler: &str, set_aside: bool) {
+        let label = Handler {
+            name: name.to_owned(),
+            handler: handler.to_owned(),
+        };
+        self.set_aside
+            .get_or_create(&label)
+            .set(i64::from(set_aside));
     }
 }

@@ -42,7 +42,10 @@ pub use self::{
     handlers::registration::HandlerRegistration,
     handlers::stream::NotificationStream,
     health::{InformerHealth, SyncError},
-    options::{HandlerOptions, InformerError, InformerOptions, QueueKind},
+    options::{
+        DEFAULT_BACKLOG_LIMIT, DEFAULT_GRACE, DEFAULT_QUEUE_CAPACITY, HandlerOptions,
+        InformerError, InformerOptions, QueueKind,
+    },
     shared::SharedIndexInformer,
 };
 

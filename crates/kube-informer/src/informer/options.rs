@@ -2,7 +2,14 @@
 
 use std::time::Duration;
 
+use super::handlers::backpressure::Backpressure;
+pub use super::handlers::backpressure::{DEFAULT_BACKLOG_LIMIT, DEFAULT_GRACE};
 use crate::{IndexError, Indexers, reflector::ReflectorOptions};
+
+/// Watch events that may wait between a reflector and its informer's cache by default
+/// ([`InformerOptions::queue_capacity`]): about 40 MB of typed pods, under a megabyte of
+/// compact ones.
+pub const DEFAULT_QUEUE_CAPACITY: usize = 1000;
 
 /// Which queue sits between the reflector and the informer.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -31,6 +38,7 @@ pub enum QueueKind {
 #[derive(Clone)]
 pub struct InformerOptions<K> {
     pub(crate) queue: QueueKind,
+    pub(crate) queue_capacity: Option<usize>,
     pub(crate) default_resync: Option<Duration>,
     pub(crate) reflector: ReflectorOptions,
     pub(crate) name: Option<String>,
@@ -43,6 +51,7 @@ impl<K> Default for InformerOptions<K> {
     fn default() -> Self {
         Self {
             queue: QueueKind::default(),
+            queue_capacity: Some(DEFAULT_QUEUE_CAPACITY),
             default_resync: None,
             reflector: ReflectorOptions::default(),
             name: None,
@@ -57,6 +66,7 @@ impl<K> std::fmt::Debug for InformerOptions<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("InformerOptions")
             .field("queue", &self.queue)
+            .field("queue_capacity", &self.queue_capacity)
             .field("default_resync", &self.default_resync)
             .field("reflector", &self.reflector)
             .field("name", &self.name)
@@ -70,6 +80,30 @@ impl<K> InformerOptions<K> {
     #[must_use]
     pub fn queue(mut self, kind: QueueKind) -> Self {
         self.queue = kind;
+        self
+    }
+
+    /// How many watch events may wait between the watch and the cache (default
+    /// [`DEFAULT_QUEUE_CAPACITY`]); `None`: unbounded (client-go's FIFO).
+    ///
+    /// With the queue full, the reflector stops reading its watch until the informer has
+    /// applied a batch: decoded objects waiting for the cache stay bounded, and the API
+    /// server holds the rest (TCP pushes back). A server that stays blocked for long ends
+    /// the watch; the reflector resumes it from the last version it queued, or relists on a
+    /// 410, so nothing is lost. A relist is queued whole whatever the capacity (it is
+    /// applied atomically). The informer itself waits only for handlers that have fallen
+    /// behind, within their grace period ([`HandlerOptions::backpressure`]).
+    ///
+    /// ```
+    /// use k8s_openapi::api::core::v1::Pod;
+    /// use kube_informer::informer::InformerOptions;
+    ///
+    /// let options: InformerOptions<Pod> = InformerOptions::default().queue_capacity(Some(200));
+    /// # let _ = options;
+    /// ```
+    #[must_use]
+    pub fn queue_capacity(mut self, capacity: Option<usize>) -> Self {
+        self.queue_capacity = capacity;
         self
     }
 
@@ -116,11 +150,45 @@ impl<K> InformerOptions<K> {
 }
 
 /// Options of one handler.
-#[derive(Debug, Clone, Default)]
+///
+/// # How far a handler may fall behind
+///
+/// Each handler has its own buffer, so a slow handler never delays the calls of the
+/// others. Its backlog is bounded by default: when it reaches [`DEFAULT_BACKLOG_LIMIT`]
+/// notifications the informer waits before applying more (its queue fills, the reflector
+/// stops reading and the API server holds the events), so a burst costs no more memory
+/// than the handlers can take. A handler that *stays* behind — its backlog not back under
+/// half the limit within the grace period ([`DEFAULT_GRACE`]) — is set aside: it stops
+/// holding the informer back, a warning names it, and its buffer grows without bound (or,
+/// with [`coalescing`](Self::coalescing), keeps one notification per object) until it has
+/// caught up, when it is held to the limit again.
+///
+/// | | here, by default | with [`without_backpressure`](Self::without_backpressure) | client-go |
+/// |---|---|---|---|
+/// | a burst faster than the handler | the informer waits; memory bounded | buffered | buffered (unbounded) |
+/// | a handler stuck for longer than its grace | set aside, buffered; the others go on | buffered | buffered |
+/// | a handler's calls | in order, never dropped | the same | the same |
+///
+/// While the informer waits, the API server may end the watch it is not reading (a real
+/// kube-apiserver does within about a second of its buffers filling); the reflector
+/// resumes from its last version (or relists on a 410) and nothing is lost.
+#[derive(Debug, Clone)]
 pub struct HandlerOptions {
     pub(crate) resync: Option<Duration>,
     pub(crate) name: Option<String>,
     pub(crate) coalesce: bool,
+    pub(crate) backpressure: Option<Backpressure>,
+}
+
+impl Default for HandlerOptions {
+    fn default() -> Self {
+        Self {
+            resync: None,
+            name: None,
+            coalesce: false,
+            backpressure: Some(Backpressure::default()),
+        }
+    }
 }
 
 impl HandlerOptions {
@@ -144,12 +212,42 @@ impl HandlerOptions {
     /// Bound the handler's buffer to one pending notification per object: changes it has
     /// not taken yet are merged (it sees the latest state, an add for an object it has not
     /// seen yet, an update from what it last saw, a delete). Memory stays O(objects) however
-    /// slow the handler; the price is that intermediate states are skipped, which suits
-    /// level-triggered controllers. The default delivers every notification, unbounded, as
-    /// client-go does.
+    /// slow the handler, also once it is set aside; the price is that intermediate states
+    /// are skipped, which suits level-triggered controllers. The default delivers every
+    /// notification, as client-go does.
     #[must_use]
     pub fn coalescing(mut self) -> Self {
         self.coalesce = true;
+        self
+    }
+
+    /// Hold the informer back once `limit` notifications wait for this handler, for at
+    /// most `grace` at a time before the handler is set aside (see the
+    /// [type docs](Self); defaults [`DEFAULT_BACKLOG_LIMIT`] and [`DEFAULT_GRACE`]). A
+    /// `grace` of [`Duration::MAX`] never sets it aside: every handler then moves at the
+    /// pace of this one, as a pull-based watcher does.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use kube_informer::informer::HandlerOptions;
+    ///
+    /// let options = HandlerOptions::default().backpressure(256, Duration::from_secs(30));
+    /// # let _ = options;
+    /// ```
+    #[must_use]
+    pub fn backpressure(mut self, limit: usize, grace: Duration) -> Self {
+        self.backpressure = Some(Backpressure {
+            limit: limit.max(1),
+            grace,
+        });
+        self
+    }
+
+    /// Never hold the informer back for this handler: its buffer grows without bound when
+    /// it is slow (client-go's semantics).
+    #[must_use]
+    pub fn without_backpressure(mut self) -> Self {
+        self.backpressure = None;
         self
     }
 }

@@ -21,14 +21,15 @@ pub(super) enum Queue<K> {
 }
 
 impl<K: Resource + Send + Sync + 'static> Queue<K> {
-    pub(super) fn new(kind: super::QueueKind, store: &Store<K>) -> Self {
+    pub(super) fn new(kind: super::QueueKind, capacity: Option<usize>, store: &Store<K>) -> Self {
+        let capacity = capacity.unwrap_or(usize::MAX);
         match kind {
-            super::QueueKind::RealFifo => {
-                Self::Real(Arc::new(RealFifo::new(Arc::new(store.clone()))))
-            }
-            super::QueueKind::DeltaFifo => {
-                Self::Delta(Arc::new(DeltaFifo::new(Some(Arc::new(store.clone())))))
-            }
+            super::QueueKind::RealFifo => Self::Real(Arc::new(
+                RealFifo::new(Arc::new(store.clone())).with_capacity(capacity),
+            )),
+            super::QueueKind::DeltaFifo => Self::Delta(Arc::new(
+                DeltaFifo::new(Some(Arc::new(store.clone()))).with_capacity(capacity),
+            )),
         }
     }
 

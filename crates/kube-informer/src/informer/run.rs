@@ -79,7 +79,13 @@ where
                     inner.fail("reflector", message);
                     continue;
                 }
-                popped = inner.queue.pop_batch(|batch| {
+                popped = async {
+                    // Backpressure: first, room with every handler that is not set aside.
+                    let held: Vec<_> = inner.processor.lock().listeners().cloned().collect();
+                    for listener in held {
+                        listener.wait_for_room(self.name()).await;
+                    }
+                    inner.queue.pop_batch(|batch| {
                     #[cfg(feature = "metrics")]
                     {
                         *started_batch.lock() = Some(std::time::Instant::now());
@@ -91,7 +97,8 @@ where
                         processor.distribute(&d.notification, d.is_sync);
                     }
                     Ok(())
-                }) => popped,
+                }).await
+                } => popped,
             };
             if popped.is_err() {
                 break;
@@ -137,6 +144,7 @@ where
         );
         for listener in self.inner.processor.lock().listeners() {
             metrics.backlog(name, listener.name(), listener.backlog());
+            metrics.set_aside(name, listener.name(), listener.is_set_aside());
         }
     }
 }

@@ -197,7 +197,7 @@ where
             .clone()
             .unwrap_or_else(|| std::any::type_name_of_val(&handler).to_owned());
         let context = self.inner.listener_context();
-        let listener = Listener::spawn(name, Arc::new(handler), options.coalesce, context);
+        let listener = Listener::spawn(name, Arc::new(handler), &options, context);
         self.register(Arc::new(listener), &options)
     }
 
@@ -207,7 +207,7 @@ where
     pub fn stream(&self, options: HandlerOptions) -> super::NotificationStream<K> {
         let name = options.name.clone().unwrap_or_else(|| "stream".to_owned());
         let context = self.inner.listener_context();
-        let listener = Arc::new(Listener::pulled(name, options.coalesce, context));
+        let listener = Arc::new(Listener::pulled(name, &options, context));
         let registration = self.register(listener.clone(), &options);
         super::NotificationStream {
             listener,

@@ -8,7 +8,10 @@
 //! | `reflector_watches_total` | counter | name | watches opened (streaming lists included) |
 //! | `reflector_watch_restarts_total` | counter | name, reason | why watches ended: `closed`, `gone`, `too_large`, `error`, `idle` |
 //! | `reflector_last_resource_version` | gauge | name | the last synced resourceVersion (when numeric) |
+//! | `reflector_held_back_seconds_total` | counter | name | time spent not reading the watch because the informer's queue was full (backpressure) |
 //! | `reflector_failures_total` | counter | name, cause | every failure reported to the error handler: the server's status code (`429`, `503`, ...) or `connection`, `timeout`, `idle`, `early_end`, ... |
+
+use std::sync::atomic::AtomicU64;
 
 use prometheus_client::{
     encoding::EncodeLabelSet,
@@ -51,6 +54,7 @@ pub struct ReflectorMetrics {
     watch_restarts: Family<NameReason, Counter>,
     last_resource_version: Family<Name, Gauge>,
     failures: Family<NameCause, Counter>,
+    held_back: Family<Name, Counter<f64, AtomicU64>>,
 }
 
 impl std::fmt::Debug for ReflectorMetrics {
@@ -76,6 +80,7 @@ impl ReflectorMetrics {
             watch_restarts: Family::default(),
             last_resource_version: Family::default(),
             failures: Family::default(),
+            held_back: Family::default(),
         };
         registry.register("reflector_lists", "LIST syncs attempted", m.lists.clone());
         registry.register(
@@ -98,6 +103,11 @@ impl ReflectorMetrics {
             "reflector_last_resource_version",
             "The last synced resourceVersion",
             m.last_resource_version.clone(),
+        );
+        registry.register(
+            "reflector_held_back_seconds",
+            "Time not reading the watch because the informer's queue was full",
+            m.held_back.clone(),
         );
         registry.register(
             "reflector_failures",
@@ -133,6 +143,12 @@ impl ReflectorMetrics {
             reason,
         };
         self.watch_restarts.get_or_create(&label).inc();
+    }
+
+    pub(super) fn held_back(&self, name: &str, seconds: f64) {
+        self.held_back
+            .get_or_create(&Self::name(name))
+            .inc_by(seconds);
     }
 
     pub(super) fn failed(&self, name: &str, cause: String) {

@@ -235,6 +235,20 @@ where
     ) -> WatchEnd {
         let mut events = 0;
         loop {
+            // Backpressure: while the queue is full, read nothing more. The decoder stops
+            // pulling the body, the socket's receive window closes and the API server holds
+            // the events (it may end a watch that stays blocked: that is resumed as usual).
+            if let Some(room) = self.sink.full() {
+                let waited = Instant::now();
+                tokio::select! {
+                    () = cancel.cancelled() => return WatchEnd::Cancelled,
+                    () = room => {}
+                }
+                #[cfg(feature = "metrics")]
+                self.metric(|m, name| m.held_back(name, waited.elapsed().as_secs_f64()));
+                #[cfg(not(feature = "metrics"))]
+                let _ = waited;
+            }
             let event = match self.next_event(cancel, &mut stream).await {
                 Next::Cancelled => return WatchEnd::Cancelled,
                 Next::Idle => return WatchEnd::Idle,

@@ -3,6 +3,7 @@
 //! coalescing), the [`processor`] that distributes each notification to the listeners, the
 //! [`registration`] a handler is removed with, and the pull-based [`stream`].
 
+pub(super) mod backpressure;
 pub(super) mod handler;
 pub(super) mod listener;
 pub(super) mod processor;

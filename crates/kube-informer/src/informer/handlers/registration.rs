@@ -62,6 +62,13 @@ impl<K: Resource + Send + Sync + 'static> HandlerRegistration<K> {
         self.listener.backlog()
     }
 
+    /// Whether the handler stayed behind for longer than its grace period and was set
+    /// aside: it no longer holds the informer back, and its buffer grows until it has caught
+    /// up (see [`HandlerOptions`](crate::informer::HandlerOptions)).
+    pub fn is_set_aside(&self) -> bool {
+        self.listener.is_set_aside()
+    }
+
     /// Takes the handler out of its informer without waiting for a call in progress to end
     /// (for code that cannot await, such as `Drop`; prefer
     /// [`SharedIndexInformer::remove_event_handler`](crate::informer::SharedIndexInformer::remove_event_handler),

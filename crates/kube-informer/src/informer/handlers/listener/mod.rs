@@ -1,8 +1,10 @@
 //! A listener: one handler's buffer and the task that delivers it, in order — or, for a
 //! [`NotificationStream`](crate::informer::NotificationStream), the buffer the stream pulls from.
 //!
-//! The informer pushes without ever waiting (so one slow handler cannot hold up the
-//! informer or the others); the task pops and calls the handler. A handler that panics is
+//! The informer pushes without ever waiting; before it applies more, it waits for a
+//! listener whose backlog is at its limit, within the handler's grace period (see
+//! `backpressure`: a handler that stays behind is set aside and holds nobody back). The
+//! task pops and calls the handler. A handler that panics is
 //! caught, the panic is reported with the object's key and the handler's name, and the next
 //! notification is delivered as usual.
 
@@ -23,8 +25,11 @@ use parking_lot::Mutex;
 use crate::{FastMap as HashMap, ObjectKey, fifo::deletion_handling_meta_namespace_key};
 use tokio::{sync::Notify, task::JoinHandle};
 
-use super::handler::{Notification, ResourceEventHandler};
-use crate::informer::{Failure, failure::Reporter};
+use super::{
+    backpressure::{Backpressure, Change, Hold, Standing},
+    handler::{Notification, ResourceEventHandler},
+};
+use crate::informer::{Failure, HandlerOptions, failure::Reporter};
 use crate::meta_namespace_key;
 
 /// A handler call slower than this, while the backlog is long, is logged.
@@ -36,6 +41,8 @@ const DELIVERY_BATCH: usize = 64;
 
 struct Buffer<K> {
     pending: Pending<K>,
+    /// Whether the backlog holds the informer back, or was set aside.
+    standing: Standing,
     /// Initial-list notifications queued but not yet delivered.
     initial_pending: usize,
     closed: bool,
@@ -165,6 +172,10 @@ struct Shared<K> {
     /// `buffer.closed`, readable without the lock between the calls of a batch.
     closed: AtomicBool,
     wake: Notify,
+    /// How far behind the handler may fall before the informer waits; `None`: never.
+    pressure: Option<Backpressure>,
+    /// Told when the backlog falls under the limit (the informer may be waiting).
+    room: Notify,
     /// Told when the initial list has been delivered (sync waiters listen).
     progress: Arc<Notify>,
     reporter: Arc<Reporter>,
@@ -177,8 +188,8 @@ pub(crate) struct ListenerContext {
 }
 
 impl<K: Resource + Send + Sync + 'static> Listener<K> {
-    fn shared(name: String, coalesce: bool, context: ListenerContext) -> Arc<Shared<K>> {
-        let pending = if coalesce {
+    fn shared(name: String, options: &HandlerOptions, context: ListenerContext) -> Arc<Shared<K>> {
+        let pending = if options.coalesce {
             Pending::Coalesced {
                 order: VecDeque::new(),
                 latest: HashMap::default(),
@@ -190,26 +201,29 @@ impl<K: Resource + Send + Sync + 'static> Listener<K> {
             name,
             buffer: Mutex::new(Buffer {
                 pending,
+                standing: Standing::default(),
                 initial_pending: 0,
                 closed: false,
                 waker: None,
             }),
             closed: AtomicBool::new(false),
             wake: Notify::new(),
+            pressure: options.backpressure,
+            room: Notify::new(),
             progress: context.progress,
             reporter: context.reporter,
         })
     }
 
-    /// Starts the delivery task of `handler` (needs a tokio runtime); `coalesce` picks the
-    /// bounded, per-object buffer.
+    /// Starts the delivery task of `handler` (needs a tokio runtime), buffering as
+    /// `options` say (every notification or one per object; how far behind it may fall).
     pub(crate) fn spawn(
         name: String,
         handler: Arc<dyn ResourceEventHandler<K>>,
-        coalesce: bool,
+        options: &HandlerOptions,
         context: ListenerContext,
     ) -> Self {
-        let shared = Self::shared(name, coalesce, context);
+        let shared = Self::shared(name, options, context);
         let task = tokio::spawn(deliver(shared.clone(), handler));
         Self {
             shared,
@@ -218,9 +232,9 @@ impl<K: Resource + Send + Sync + 'static> Listener<K> {
     }
 
     /// A listener without a task, pulled by [`poll_next`](Self::poll_next).
-    pub(crate) fn pulled(name: String, coalesce: bool, context: ListenerContext) -> Self {
+    pub(crate) fn pulled(name: String, options: &HandlerOptions, context: ListenerContext) -> Self {
         Self {
-            shared: Self::shared(name, coalesce, context),
+            shared: Self::shared(name, options, context),
             task: Mutex::new(None),
         }
     }
@@ -230,6 +244,8 @@ impl<K: Resource + Send + Sync + 'static> Listener<K> {
         let mut buffer = self.shared.buffer.lock();
         match buffer.pending.pop() {
             Some(n) => {
+                self.shared
+                    .made_room(buffer.pending.len() + 1, buffer.pending.len());
                 if is_initial(&n) {
                     buffer.initial_pending = buffer.initial_pending.saturating_sub(1);
                     if buffer.initial_pending == 0 {
@@ -267,6 +283,62 @@ impl<K: Resource + Send + Sync + 'static> Listener<K> {
         self.shared.buffer.lock().pending.len()
     }
 
+    /// Whether the handler stayed behind past its grace period and no longer holds the
+    /// informer back.
+    pub(crate) fn is_set_aside(&self) -> bool {
+        self.shared.buffer.lock().standing.is_set_aside()
+    }
+
+    /// Waits while the backlog is at the handler's limit, at most until its grace runs out
+    /// (then it is set aside, with a warning). Returns at once when there is room, when the
+    /// handler was set aside, or when it has no limit.
+    pub(crate) async fn wait_for_room(&self, informer: &str) {
+        let Some(pressure) = self.shared.pressure else {
+            return;
+        };
+        loop {
+            let room = self.shared.room.notified();
+            let mut room = std::pin::pin!(room);
+            room.as_mut().enable();
+            let (hold, change, backlog) = {
+                let mut buffer = self.shared.buffer.lock();
+                if buffer.closed {
+                    return;
+                }
+                let backlog = buffer.pending.len();
+                let (hold, change) =
+                    buffer
+                        .standing
+                        .check(pressure, backlog, tokio::time::Instant::now());
+                (hold, change, backlog)
+            };
+            let name = &self.shared.name;
+            match change {
+                Change::SetAside => tracing::warn!(
+                    informer,
+                    handler = %name,
+                    backlog,
+                    grace = ?pressure.grace,
+                    "a handler stayed behind for longer than its grace period and was set aside: it no longer holds the informer back, and its notifications are buffered without bound until it catches up"
+                ),
+                Change::CaughtUp => {
+                    tracing::info!(informer, handler = %name, backlog, "a handler that was set aside has caught up");
+                }
+                Change::None => {}
+            }
+            match hold {
+                Hold::Room => return,
+                Hold::Until(None) => room.await,
+                Hold::Until(Some(deadline)) => {
+                    tokio::select! {
+                        () = room => {}
+                        () = tokio::time::sleep_until(deadline) => {}
+                    }
+                }
+            }
+        }
+    }
+
     /// The handler's name.
     #[cfg(feature = "metrics")]
     pub(crate) fn name(&self) -> &str {
@@ -299,9 +371,22 @@ impl<K: Resource + Send + Sync + 'static> Listener<K> {
             buffer.waker.take()
         };
         self.shared.wake.notify_one();
+        self.shared.room.notify_waiters();
         self.shared.progress.notify_waiters();
         if let Some(waker) = waker {
             waker.wake();
+        }
+    }
+}
+
+impl<K> Shared<K> {
+    /// Wakes an informer waiting for room when the backlog went under the limit.
+    fn made_room(&self, before: usize, after: usize) {
+        if let Some(pressure) = self.pressure
+            && before >= pressure.limit
+            && after < pressure.limit
+        {
+            self.room.notify_waiters();
         }
     }
 }
@@ -320,12 +405,14 @@ async fn deliver<K: Resource + Send + Sync + 'static>(
             if buffer.closed {
                 return;
             }
+            let before = buffer.pending.len();
             while batch.len() < DELIVERY_BATCH {
                 match buffer.pending.pop() {
                     Some(n) => batch.push(n),
                     None => break,
                 }
             }
+            shared.made_room(before, buffer.pending.len());
             buffer.pending.len()
         };
         if batch.is_empty() {

@@ -51,7 +51,12 @@ async fn delivers_in_order_and_survives_a_panicking_call() {
         }
         log.lock().push(name);
     });
-    let listener = Listener::spawn("test".into(), Arc::new(handler), false, context());
+    let listener = Listener::spawn(
+        "test".into(),
+        Arc::new(handler),
+        &HandlerOptions::default(),
+        context(),
+    );
     for name in ["a", "b", "boom", "c", "d"] {
         listener.push(add(name, false));
     }
@@ -74,7 +79,12 @@ async fn initial_notifications_are_tracked_until_delivered() {
             std::thread::yield_now();
         }
     });
-    let listener = Listener::spawn("slow".into(), Arc::new(handler), false, context());
+    let listener = Listener::spawn(
+        "slow".into(),
+        Arc::new(handler),
+        &HandlerOptions::default(),
+        context(),
+    );
     listener.push(add("x", true));
     listener.push(add("y", true));
     listener.push(add("z", false));
@@ -119,7 +129,11 @@ async fn coalescing_bounds_the_backlog_of_a_stuck_handler() {
                 record(o);
             })
             .on_update(move |_, n: Arc<ConfigMap>| record2(n));
-        let listener = Listener::spawn("stuck".into(), Arc::new(handler), coalesce, context());
+        let mut options = HandlerOptions::default();
+        if coalesce {
+            options = options.coalescing();
+        }
+        let listener = Listener::spawn("stuck".into(), Arc::new(handler), &options, context());
         listener.push(add("block", false)); // the handler sticks on this one
         until(|| listener.backlog() == 0).await;
         for round in 1..=100u32 {
@@ -206,7 +220,12 @@ async fn stop_waits_for_the_task_and_drops_what_is_queued() {
     let calls = Arc::new(Mutex::new(0usize));
     let c = calls.clone();
     let handler = HandlerFuncs::new().on_add(move |_: Arc<ConfigMap>, _| *c.lock() += 1);
-    let listener = Listener::spawn("stopped".into(), Arc::new(handler), false, context());
+    let listener = Listener::spawn(
+        "stopped".into(),
+        Arc::new(handler),
+        &HandlerOptions::default(),
+        context(),
+    );
     listener.stop().await;
     listener.push(add("late", false));
     tokio::task::yield_now().await;
