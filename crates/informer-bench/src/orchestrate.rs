@@ -166,12 +166,19 @@ async fn run_plan(plan: &Plan) -> Result<(), String> {
         }
         let (_, server, avg, deletes) = rendered.as_ref().expect("rendered above");
         eprintln!("{} (pods of {avg} bytes on average)", scenario.label());
-        let mut outcomes: BTreeMap<String, Vec<Outcome>> = BTreeMap::new();
+        let mut outcomes: BTreeMap<String, Vec<(Outcome, u32)>> = BTreeMap::new();
         for run in 0..plan.runs {
             for client in &plan.clients {
+                // The server's share of one core over the run (it is this process): far
+                // under 100% means it waited on the socket, i.e. it outran the client.
+                let (cpu, started) = (crate::measure::cpu_time(), std::time::Instant::now());
                 let outcome = run_client(&exe, *client, server.url(), scenario, *deletes).await?;
+                let busy = (crate::measure::cpu_time().saturating_sub(cpu).as_secs_f64()
+                    / started.elapsed().as_secs_f64()
+                    * 100.0)
+                    .round() as u32;
                 eprintln!(
-                    "  run {} {client:>8}: sync {:.2} s, watch {:.2} s, peak {} MiB, cpu {:.1} s",
+                    "  run {} {client:>8}: sync {:.2} s, watch {:.2} s, peak {} MiB, cpu {:.1} s, server busy {busy}%",
                     run + 1,
                     outcome.sync.as_secs_f64(),
                     outcome.watch.as_secs_f64(),
@@ -181,12 +188,15 @@ async fn run_plan(plan: &Plan) -> Result<(), String> {
                 outcomes
                     .entry(client.to_string())
                     .or_default()
-                    .push(outcome);
+                    .push((outcome, busy));
             }
         }
         for client in &plan.clients {
             let runs = &outcomes[&client.to_string()];
-            rows.push((*scenario, *client, median(runs)));
+            let (measured, busy): (Vec<Outcome>, Vec<u32>) = runs.iter().cloned().unzip();
+            let mut busy = busy;
+            busy.sort_unstable();
+            rows.push((*scenario, *client, median(&measured), busy[busy.len() / 2]));
         }
     }
     println!("{}", table(&rows));
@@ -255,7 +265,7 @@ fn median(runs: &[Outcome]) -> Outcome {
 
 /// The markdown table: figures, then speed and memory as ratios to kube-rs and to the bound.
 /// Speed is events/s for scenarios with events, pods synced per second otherwise.
-fn table(rows: &[(Scenario, Impl, Outcome)]) -> String {
+fn table(rows: &[(Scenario, Impl, Outcome, u32)]) -> String {
     let speed = |s: &Scenario, o: &Outcome| {
         if s.m > 0 {
             s.m as f64 / o.watch.as_secs_f64()
@@ -265,14 +275,14 @@ fn table(rows: &[(Scenario, Impl, Outcome)]) -> String {
     };
     let find = |s: &Scenario, client: Impl| {
         rows.iter()
-            .find(|(rs, c, _)| rs.label() == s.label() && *c == client)
-            .map(|(_, _, o)| o)
+            .find(|(rs, c, _, _)| rs.label() == s.label() && *c == client)
+            .map(|(_, _, o, _)| o)
     };
     let mut out = String::from(
-        "| scenario | client | sync s | watch s | events/s | peak RSS MiB | KiB/pod | KiB/pod over bound | CPU s | speed ÷ kube-rs | speed ÷ bound | RSS ÷ kube-rs |\n\
-         |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| scenario | client | sync s | watch s | events/s | peak RSS MiB | KiB/pod | KiB/pod over bound | CPU s | speed ÷ kube-rs | speed ÷ bound | RSS ÷ kube-rs | server busy |\n\
+         |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
-    for (s, client, o) in rows {
+    for (s, client, o, busy) in rows {
         let ratio = |peer: Impl| {
             find(s, peer).map_or("—".to_owned(), |p| {
                 format!("{:.2}", speed(s, o) / speed(s, p))
@@ -294,7 +304,7 @@ fn table(rows: &[(Scenario, Impl, Outcome)]) -> String {
             "—".into()
         };
         out.push_str(&format!(
-            "| {} | {client} | {:.2} | {:.2} | {events} | {:.0} | {:.1} | {over_bound} | {:.1} | {} | {} | {rss_ratio} |\n",
+            "| {} | {client} | {:.2} | {:.2} | {events} | {:.0} | {:.1} | {over_bound} | {:.1} | {} | {} | {rss_ratio} | {busy}% |\n",
             s.label(),
             o.sync.as_secs_f64(),
             o.watch.as_secs_f64(),

@@ -16,23 +16,35 @@ use tokio_util::sync::CancellationToken;
 use super::{Call, Counters, Job};
 
 pub(super) async fn run_typed(job: &Job) -> Result<(Instant, Instant), String> {
-    run::<Pod>(job).await
+    run::<Pod>(job, true).await
+}
+
+pub(super) async fn run_typed_unbounded(job: &Job) -> Result<(Instant, Instant), String> {
+    run::<Pod>(job, false).await
 }
 
 pub(super) async fn run_compact(job: &Job) -> Result<(Instant, Instant), String> {
-    run::<kube_informer::compact::Compact<Pod>>(job).await
+    run::<kube_informer::compact::Compact<Pod>>(job, true).await
 }
 
 pub(super) async fn run_compact_zstd(job: &Job) -> Result<(Instant, Instant), String> {
-    run::<kube_informer::compact::Compact<Pod, kube_informer::compact::Zstd>>(job).await
+    run::<kube_informer::compact::Compact<Pod, kube_informer::compact::Zstd>>(job, true).await
 }
 
-async fn run<K>(job: &Job) -> Result<(Instant, Instant), String>
+/// `bounded`: the defaults (backpressure); else an unbounded queue and handlers that never
+/// hold the informer back, as before issue #24.
+async fn run<K>(job: &Job, bounded: bool) -> Result<(Instant, Instant), String>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
     let api: Api<K> = Api::all(super::client(&job.url)?);
-    let options = InformerOptions::default().reflector(
+    let mut handler_options = HandlerOptions::default();
+    let mut options = InformerOptions::default();
+    if !bounded {
+        handler_options = handler_options.without_backpressure();
+        options = options.queue_capacity(None);
+    }
+    let options = options.reflector(
         ReflectorOptions::default()
             .streaming_lists(false)
             .consistent_first_list(true)
@@ -62,7 +74,7 @@ where
                 std::hint::black_box(&obj);
                 d.hit(handler, Call::Deleted);
             });
-        informer.add_event_handler(funcs, HandlerOptions::default());
+        informer.add_event_handler(funcs, handler_options.clone());
     }
     let cancel = CancellationToken::new();
     let running = informer.clone();

@@ -26,6 +26,9 @@ pub(crate) enum Impl {
     KubeRs,
     /// kube-informer with `Arc<Pod>` in the cache.
     Typed,
+    /// The same without backpressure (an unbounded queue, handlers never waited for): the
+    /// pipeline before issue #24, for a before/after in one run (not in the default set).
+    TypedUnbounded,
     /// kube-informer with `Compact<Pod>` in the cache.
     Compact,
     /// kube-informer with `Compact<Pod, Zstd>` in the cache.
@@ -52,6 +55,7 @@ impl fmt::Display for Impl {
             Impl::Bound => "bound",
             Impl::KubeRs => "kube-rs",
             Impl::Typed => "typed",
+            Impl::TypedUnbounded => "typed-unbounded",
             Impl::Compact => "compact",
             Impl::CompactZstd => "compact+zstd",
             Impl::ClientNode => "client-node",
@@ -65,9 +69,10 @@ impl FromStr for Impl {
     fn from_str(s: &str) -> Result<Self, String> {
         Impl::ALL
             .into_iter()
+            .chain([Impl::TypedUnbounded])
             .find(|i| i.to_string() == s)
             .ok_or_else(|| {
-                format!("unknown client {s:?} (bound, kube-rs, client-node, typed, compact, compact+zstd)")
+                format!("unknown client {s:?} (bound, kube-rs, client-node, typed, typed-unbounded, compact, compact+zstd)")
             })
     }
 }
@@ -201,6 +206,7 @@ pub(crate) fn run(job: &Job) -> Result<(), String> {
             Impl::Bound => bound::run(job).await?,
             Impl::KubeRs => kube_rs::run(job).await?,
             Impl::Typed => informer::run_typed(job).await?,
+            Impl::TypedUnbounded => informer::run_typed_unbounded(job).await?,
             Impl::Compact => informer::run_compact(job).await?,
             Impl::CompactZstd => informer::run_compact_zstd(job).await?,
             Impl::ClientNode => {
