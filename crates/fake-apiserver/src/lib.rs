@@ -318,6 +318,17 @@ impl FakeApiServer {
             .map_or(0, |r| r.watcher_count())
     }
 
+    /// How many watches of `gvr` the server ended because their client did not keep up
+    /// (see [`ServerConfig::watch_buffer`]); also served at `GET /metrics` as the real
+    /// server's `apiserver_terminated_watchers_total`.
+    pub fn terminated_watchers(&self, gvr: &Gvr) -> u64 {
+        self.inner
+            .storage
+            .lock()
+            .resource(gvr)
+            .map_or(0, |r| r.terminated_watchers())
+    }
+
     /// Stops the server: watches end, connections close.
     pub async fn shutdown(mut self) {
         self.stop_now();

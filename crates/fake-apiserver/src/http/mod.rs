@@ -44,6 +44,7 @@ enum Route {
     Resources(String, String),
     OpenApiIndex,
     OpenApi(String),
+    Metrics,
     Resource {
         ty: Arc<ResourceType>,
         namespace: Option<String>,
@@ -58,6 +59,7 @@ fn route(path: &str, types: &[Arc<ResourceType>]) -> Route {
     let (group, version, rest) = match segs.as_slice() {
         ["version"] => return Route::Version,
         ["healthz" | "readyz" | "livez", ..] => return Route::Health,
+        ["metrics"] => return Route::Metrics,
         ["api"] => return Route::CoreVersions,
         ["api", "v1"] => return Route::Resources(String::new(), "v1".into()),
         ["api", "v1", rest @ ..] => ("", "v1", rest),
@@ -203,8 +205,8 @@ pub(crate) async fn handle(
 }
 
 fn discovery_reply(inner: &Inner, route: Route, types: &[Arc<ResourceType>]) -> Reply {
-    let _ = inner;
     let found = match route {
+        Route::Metrics => return metrics(inner),
         Route::Version => Some(discovery::version()),
         Route::Health => return Reply::bytes(200, Bytes::from_static(b"ok")),
         Route::CoreVersions => Some(discovery::core_versions()),
@@ -220,6 +222,24 @@ fn discovery_reply(inner: &Inner, route: Route, types: &[Arc<ResourceType>]) -> 
         Some(doc) => Reply::json(200, &doc),
         None => Reply::error(&ApiError::not_found_path()),
     }
+}
+
+/// The one metric this server keeps, in the real server's name and text format:
+/// `apiserver_terminated_watchers_total{group,resource}`, watches ended because their
+/// client did not keep up.
+fn metrics(inner: &Inner) -> Reply {
+    let mut text = String::from(
+        "# HELP apiserver_terminated_watchers_total [STABLE] Counter of watchers closed due to unresponsiveness broken by resource type.\n# TYPE apiserver_terminated_watchers_total counter\n",
+    );
+    for (gvr, count) in inner.storage.lock().terminated_watchers() {
+        if count > 0 {
+            text.push_str(&format!(
+                "apiserver_terminated_watchers_total{{group=\"{}\",resource=\"{}\"}} {count}\n",
+                gvr.group, gvr.resource
+            ));
+        }
+    }
+    Reply::bytes(200, Bytes::from(text))
 }
 
 /// The parts of a request a resource verb needs.

@@ -1,7 +1,15 @@
 //! WATCH: newline-delimited JSON events, replay from a resourceVersion, bookmarks, streaming
 //! lists, timeouts, and the injected watch faults.
 
-use std::{collections::VecDeque, io, sync::Arc, time::Duration};
+use std::{
+    collections::VecDeque,
+    io,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
 
 use bytes::{Bytes, BytesMut};
 use serde_json::{Value, json};
@@ -120,10 +128,12 @@ pub(crate) fn watch(
         }
     }
     let (tx, rx) = mpsc::channel(inner.config.watch_buffer);
+    let terminated = Arc::new(AtomicBool::new(false));
     store.add_watcher(Watcher {
         filter,
         bookmarks,
         tx,
+        terminated: terminated.clone(),
     });
     drop(storage);
 
@@ -137,6 +147,7 @@ pub(crate) fn watch(
         pending: VecDeque::new(),
         initial,
         rx,
+        terminated,
         deadline: Instant::now() + timeout,
         faults,
         events_sent: 0,
@@ -171,6 +182,8 @@ struct WatchState {
     pending: VecDeque<Bytes>,
     initial: VecDeque<Line>,
     rx: mpsc::Receiver<WatchMsg>,
+    /// Set by the server when this client fell too far behind: end without the rest.
+    terminated: Arc<AtomicBool>,
     deadline: Instant,
     faults: WatchFaults,
     events_sent: usize,
@@ -218,6 +231,7 @@ impl WatchState {
     /// Turns one ready line (initial or already received) into pending pieces, without
     /// waiting; false if none was ready.
     fn fill_ready(&mut self) -> bool {
+        self.check_terminated();
         if self.mode != Mode::Active {
             return false;
         }
@@ -278,6 +292,7 @@ impl WatchState {
             if let Some(chunk) = self.pending.pop_front() {
                 return Some(Ok(chunk));
             }
+            self.check_terminated();
             match self.mode {
                 Mode::Done => return None,
                 Mode::Abort => {
@@ -329,6 +344,16 @@ impl WatchState {
                 }
             };
             self.push_line(line);
+        }
+    }
+
+    /// A watch the server ended for falling behind ends cleanly, without the events still
+    /// buffered for it (as kube-apiserver drops a terminated watcher's buffer): the client
+    /// resumes from the last version it saw.
+    fn check_terminated(&mut self) {
+        if self.mode == Mode::Active && self.terminated.load(Ordering::Acquire) {
+            self.mode = Mode::Done;
+            self.initial.clear();
         }
     }
 

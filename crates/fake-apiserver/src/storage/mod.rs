@@ -14,6 +14,8 @@ use std::{
 };
 
 use bytes::Bytes;
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use tokio::sync::mpsc;
 
 pub(crate) use self::object::StoredObject;
@@ -67,6 +69,9 @@ pub(crate) struct Watcher {
     pub(crate) filter: Filter,
     pub(crate) bookmarks: bool,
     pub(crate) tx: mpsc::Sender<WatchMsg>,
+    /// Set when the server ended the watch because its client did not keep up: the stream
+    /// ends cleanly without what was still buffered for it.
+    pub(crate) terminated: Arc<AtomicBool>,
 }
 
 struct Version {
@@ -81,6 +86,8 @@ pub(crate) struct ResourceStore {
     objects: BTreeMap<ObjKey, Vec<Version>>,
     history: VecDeque<Arc<Event>>,
     watchers: Vec<Watcher>,
+    /// Watches ended because their client did not keep up.
+    terminated_watchers: u64,
     /// `{"kind":"Pod","apiVersion":"v1",`: spliced before a body to make a full object.
     pub(crate) object_prefix: Bytes,
     /// Live objects per namespace (`""` for cluster-scoped), for `remainingItemCount`.
@@ -101,6 +108,7 @@ impl ResourceStore {
             objects: BTreeMap::new(),
             history: VecDeque::new(),
             watchers: Vec::new(),
+            terminated_watchers: 0,
             object_prefix,
             live: HashMap::new(),
             served: HashMap::new(),
@@ -190,13 +198,33 @@ impl ResourceStore {
         self.watchers.push(watcher);
     }
 
-    /// Sends `msg_for(watcher)` to every watcher; drops those that are gone or too slow
-    /// (the real server ends a watch whose client cannot keep up).
+    /// Sends `msg_for(watcher)` to every watcher; drops those that are gone, and ends those
+    /// too slow to take an event (the real server ends a watch whose client cannot keep up;
+    /// a bookmark that does not fit is dropped instead).
     fn broadcast(&mut self, mut msg_for: impl FnMut(&Watcher) -> Option<WatchMsg>) {
+        let mut terminated = 0;
         self.watchers.retain(|w| match msg_for(w) {
             None => !w.tx.is_closed(),
-            Some(msg) => w.tx.try_send(msg).is_ok(),
+            Some(msg) => {
+                let droppable = matches!(msg, WatchMsg::Bookmark(_));
+                match w.tx.try_send(msg) {
+                    Ok(()) => true,
+                    Err(mpsc::error::TrySendError::Full(_)) if droppable => true,
+                    Err(mpsc::error::TrySendError::Full(_)) => {
+                        w.terminated.store(true, Ordering::Release);
+                        terminated += 1;
+                        false
+                    }
+                    Err(mpsc::error::TrySendError::Closed(_)) => false,
+                }
+            }
         });
+        self.terminated_watchers += terminated;
+    }
+
+    /// Watches ended because their client did not keep up.
+    pub(crate) fn terminated_watchers(&self) -> u64 {
+        self.terminated_watchers
     }
 
     fn close_watchers(&mut self, abort: bool) {
@@ -261,6 +289,14 @@ impl Storage {
 
     pub(crate) fn resource_mut(&mut self, gvr: &Gvr) -> Option<&mut ResourceStore> {
         self.resources.get_mut(gvr)
+    }
+
+    /// Watches ended for falling behind, per resource.
+    pub(crate) fn terminated_watchers(&self) -> Vec<(Gvr, u64)> {
+        self.resources
+            .values()
+            .map(|r| (r.ty.gvr.clone(), r.terminated_watchers()))
+            .collect()
     }
 
     pub(crate) fn types(&self) -> impl Iterator<Item = &Arc<ResourceType>> {
