@@ -105,6 +105,7 @@ fn k(name: &str) -> String {
 }
 
 mod batches;
+mod capacity;
 mod model;
 mod ordering;
 mod pop;
