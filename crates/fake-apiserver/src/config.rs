@@ -40,7 +40,7 @@ impl Default for ServerConfig {
             history_window: 10_000,
             bookmark_interval: Duration::from_secs(60),
             watch_timeout: Duration::from_secs(1800),
-            watch_buffer: 100,
+            watch_buffer: 1000,
             streaming_lists: true,
             resources: Vec::new(),
             namespaces: vec!["default".to_owned()],
@@ -110,11 +110,12 @@ impl ServerConfig {
     }
 
     /// How many events may wait for a slow watch client before the server ends that watch,
-    /// as the real server does (default 100). kube-apiserver holds 10 to 1000 events per
+    /// as the real server does (default 1000). kube-apiserver holds 10 to 1000 events per
     /// watcher (by resource) beside what the sockets hold, waits up to about 100 ms for room,
     /// then ends the watch cleanly, dropping what it held, and counts it in
     /// `apiserver_terminated_watchers_total`; this server ends it as soon as its buffer is
-    /// full, the same way, and counts it in the same metric (`GET /metrics`,
+    /// full (its larger default stands in for that wait: writes made in-process outpace
+    /// any client), the same way, and counts it in the same metric (`GET /metrics`,
     /// [`FakeApiServer::terminated_watchers`](crate::FakeApiServer::terminated_watchers)).
     /// Bookmarks never end a watch: one that does not fit is dropped.
     #[must_use]
