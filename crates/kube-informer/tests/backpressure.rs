@@ -1,6 +1,7 @@
 //! The bounded pipeline: a source faster than the informer's consumers is read only as fast
-//! as they take its events, a handler that stays behind is set aside after its grace
-//! period (the others go on), and nothing is lost or reordered on the way.
+//! as they take its events, a handler that makes no room within its grace period is set
+//! aside (the others go on) while one that keeps making room paces the informer however
+//! long the load lasts, and nothing is lost or reordered on the way.
 //!
 //! The clock is paused: a `sleep` returns once every task is idle, so each verdict is taken
 //! on a settled pipeline and only counts decide it.
@@ -152,6 +153,64 @@ async fn a_stalled_consumer_stops_the_reads_and_one_set_aside_frees_the_others()
         Some(Notification::Add { .. })
     ));
 
+    cancel.cancel();
+    run.await.unwrap();
+}
+
+/// Under a load that never lets up, a consumer that is slower than the source but keeps
+/// making room paces the informer for as long as the load lasts — twenty times its grace
+/// period here — and is never set aside: its backlog stays within its limit and one batch.
+/// (A rule that counted the time spent above half the limit set such a consumer aside
+/// after one grace period, and its backlog then grew with everything the source had.)
+#[tokio::test(start_paused = true)]
+async fn a_slow_consumer_that_keeps_up_paces_the_informer_and_is_never_set_aside() {
+    let source = MemorySource::default();
+    let counted = Counted {
+        source: source.clone(),
+        pulled: Arc::new(AtomicUsize::new(0)),
+    };
+    let options = InformerOptions::default()
+        .queue_capacity(Some(CAPACITY))
+        .reflector(ReflectorOptions::default().streaming_lists(false));
+    let informer = SharedIndexInformer::new(counted.clone(), options);
+    let grace = Duration::from_secs(1);
+    let mut slow = informer.stream(HandlerOptions::default().name("slow").backpressure(LIMIT, grace));
+    let cancel = CancellationToken::new();
+    let run = tokio::spawn({
+        let (informer, cancel) = (informer.clone(), cancel.clone());
+        async move { informer.run(cancel).await }
+    });
+    informer
+        .wait_for_sync(Duration::from_secs(10))
+        .await
+        .unwrap();
+    for i in 0..EVENTS {
+        source.add(cm(format!("cm-{i:04}")));
+    }
+    // 10 ms a notification: 2000 events take 20 s, the grace is 1 s.
+    let started = tokio::time::Instant::now();
+    let mut worst_backlog = 0;
+    for i in 0..EVENTS {
+        worst_backlog = worst_backlog.max(slow.registration().backlog());
+        assert!(!slow.registration().is_set_aside(), "set aside at event {i}");
+        let read = counted.pulled.load(Ordering::SeqCst);
+        assert!(
+            read <= i + LIMIT + 3 * (CAPACITY + 1),
+            "{read} events read from the source when the consumer had taken {i}"
+        );
+        match slow.next().await {
+            Some(Notification::Add { object, .. }) => {
+                assert_eq!(object.metadata.name.as_deref(), Some(&*format!("cm-{i:04}")));
+            }
+            other => panic!("notification {i}: {other:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(started.elapsed() >= 20 * grace, "the load lasted {:?}", started.elapsed());
+    assert!(
+        worst_backlog <= LIMIT + CAPACITY + 1,
+        "the backlog reached {worst_backlog}"
+    );
     cancel.cancel();
     run.await.unwrap();
 }

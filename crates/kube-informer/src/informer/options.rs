@@ -157,16 +157,22 @@ impl<K> InformerOptions<K> {
 /// others. Its backlog is bounded by default: when it reaches [`DEFAULT_BACKLOG_LIMIT`]
 /// notifications the informer waits before applying more (its queue fills, the reflector
 /// stops reading and the API server holds the events), so a burst costs no more memory
-/// than the handlers can take. A handler that *stays* behind — its backlog not back under
-/// half the limit within the grace period ([`DEFAULT_GRACE`]) — is set aside: it stops
-/// holding the informer back, a warning names it, and its buffer grows without bound (or,
-/// with [`coalescing`](Self::coalescing), keeps one notification per object) until it has
-/// caught up, when it is held to the limit again.
+/// than the handlers can take. A handler that is slower than the API server but keeps
+/// making room (its backlog back under the limit within the grace period,
+/// [`DEFAULT_GRACE`]) paces the informer for as long as the load lasts: that is what keeps
+/// memory bounded, as a pull-based watcher is paced by its consumer. A handler that makes
+/// *no* room within the grace period — stuck, or slower than one batch per grace period —
+/// is set aside: it stops holding the informer back, a warning names it, and its buffer
+/// grows without bound (or, with [`coalescing`](Self::coalescing), keeps one notification
+/// per object) until it has caught up (under half the limit), when it is held to the limit
+/// again. Every handler of an informer moves at the pace of the slowest one that keeps up;
+/// a handler that must never wait for another is [`without_backpressure`](Self::without_backpressure).
 ///
 /// | | here, by default | with [`without_backpressure`](Self::without_backpressure) | client-go |
 /// |---|---|---|---|
 /// | a burst faster than the handler | the informer waits; memory bounded | buffered | buffered (unbounded) |
-/// | a handler stuck for longer than its grace | set aside, buffered; the others go on | buffered | buffered |
+/// | a handler slower than the server, but working | paces the informer; memory bounded | buffered | buffered (unbounded) |
+/// | a handler that makes no room for its grace period | set aside, buffered; the others go on | buffered | buffered |
 /// | a handler's calls | in order, never dropped | the same | the same |
 ///
 /// While the informer waits, the API server may end the watch it is not reading (a real

@@ -2,11 +2,13 @@
 //!
 //! A listener whose backlog reaches its limit makes the informer wait before it applies
 //! more (the queue then fills and the reflector stops reading the socket). A handler that
-//! is merely busy drains and the informer goes on; one that *stays* behind — its backlog
-//! not back under half the limit within the grace period — is set aside: it keeps
-//! buffering (every notification, or one per object when coalescing), as client-go's
-//! listeners always do, and no longer holds anyone back. Once it has caught up (under half
-//! the limit) it is held to the limit again.
+//! makes room — its backlog back under the limit — within the grace period has kept up: the
+//! informer goes on, and the next wait starts a fresh grace. So a handler slower than the
+//! API server but still working paces the informer for as long as the load lasts, which is
+//! what bounds memory. One that makes *no* room within the grace period (stuck, or slower
+//! than a batch per grace period) is set aside: it keeps buffering (every notification, or
+//! one per object when coalescing), as client-go's listeners always do, and no longer holds
+//! anyone back. Once it has caught up (under half the limit) it is held to the limit again.
 
 use std::time::Duration;
 
@@ -17,7 +19,8 @@ use tokio::time::Instant;
 pub(crate) struct Backpressure {
     /// Pending notifications at which the informer waits.
     pub(crate) limit: usize,
-    /// How long the backlog may stay above half the limit before the handler is set aside.
+    /// How long the informer waits, in one go, for a handler at its limit to make room
+    /// before it sets the handler aside.
     pub(crate) grace: Duration,
 }
 
@@ -58,7 +61,7 @@ pub(crate) enum Change {
 /// One listener's standing.
 #[derive(Debug, Default)]
 pub(crate) struct Standing {
-    /// Since when the backlog has been at the limit without falling under half of it.
+    /// Since when the backlog has been at the limit without making room.
     behind_since: Option<Instant>,
     set_aside: bool,
 }
@@ -85,7 +88,12 @@ impl Standing {
             }
             return (Hold::Room, change);
         }
-        if self.set_aside || pending < pressure.limit {
+        if self.set_aside {
+            return (Hold::Room, change);
+        }
+        if pending < pressure.limit {
+            // It made room: it keeps up, however busy it is.
+            self.behind_since = None;
             return (Hold::Room, change);
         }
         let since = *self.behind_since.get_or_insert(now);
@@ -117,10 +125,9 @@ mod tests {
             standing.check(P, 10, t0),
             (Hold::Until(Some(t0 + s(5))), Change::None)
         );
-        // Draining, but not under half: the clock keeps running.
-        assert_eq!(standing.check(P, 6, t0 + s(1)), (Hold::Room, Change::None));
+        // Still no room: the same deadline.
         assert_eq!(
-            standing.check(P, 10, t0 + s(2)),
+            standing.check(P, 11, t0 + s(2)),
             (Hold::Until(Some(t0 + s(5))), Change::None)
         );
         assert_eq!(
@@ -133,7 +140,9 @@ mod tests {
             standing.check(P, 5000, t0 + s(6)),
             (Hold::Room, Change::None)
         );
-        // Caught up: held to the limit again, with a fresh grace.
+        // Under the limit is not enough to take its place back: under half is.
+        assert_eq!(standing.check(P, 9, t0 + s(7)), (Hold::Room, Change::None));
+        assert!(standing.is_set_aside());
         assert_eq!(
             standing.check(P, 5, t0 + s(7)),
             (Hold::Room, Change::CaughtUp)
@@ -146,19 +155,21 @@ mod tests {
     }
 
     #[test]
-    fn a_busy_handler_that_drains_under_half_starts_a_fresh_grace() {
+    fn a_handler_that_keeps_making_room_is_never_set_aside() {
+        // Saturated for a minute: at the limit every second, room half a second later,
+        // never back under half.
         let t0 = Instant::now();
-        let s = Duration::from_secs;
+        let ms = Duration::from_millis;
         let mut standing = Standing::default();
-        assert_eq!(
-            standing.check(P, 10, t0),
-            (Hold::Until(Some(t0 + s(5))), Change::None)
-        );
-        assert_eq!(standing.check(P, 4, t0 + s(4)), (Hold::Room, Change::None));
-        assert_eq!(
-            standing.check(P, 10, t0 + s(6)),
-            (Hold::Until(Some(t0 + s(11))), Change::None)
-        );
+        for second in 0..60 {
+            let at = t0 + ms(1000 * second);
+            assert_eq!(
+                standing.check(P, 19, at),
+                (Hold::Until(Some(at + P.grace)), Change::None)
+            );
+            assert_eq!(standing.check(P, 9, at + ms(500)), (Hold::Room, Change::None));
+        }
+        assert!(!standing.is_set_aside());
     }
 
     #[test]
