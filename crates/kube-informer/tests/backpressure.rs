@@ -174,7 +174,11 @@ async fn a_slow_consumer_that_keeps_up_paces_the_informer_and_is_never_set_aside
         .reflector(ReflectorOptions::default().streaming_lists(false));
     let informer = SharedIndexInformer::new(counted.clone(), options);
     let grace = Duration::from_secs(1);
-    let mut slow = informer.stream(HandlerOptions::default().name("slow").backpressure(LIMIT, grace));
+    let mut slow = informer.stream(
+        HandlerOptions::default()
+            .name("slow")
+            .backpressure(LIMIT, grace),
+    );
     let cancel = CancellationToken::new();
     let run = tokio::spawn({
         let (informer, cancel) = (informer.clone(), cancel.clone());
@@ -192,7 +196,10 @@ async fn a_slow_consumer_that_keeps_up_paces_the_informer_and_is_never_set_aside
     let mut worst_backlog = 0;
     for i in 0..EVENTS {
         worst_backlog = worst_backlog.max(slow.registration().backlog());
-        assert!(!slow.registration().is_set_aside(), "set aside at event {i}");
+        assert!(
+            !slow.registration().is_set_aside(),
+            "set aside at event {i}"
+        );
         let read = counted.pulled.load(Ordering::SeqCst);
         assert!(
             read <= i + LIMIT + 3 * (CAPACITY + 1),
@@ -200,13 +207,20 @@ async fn a_slow_consumer_that_keeps_up_paces_the_informer_and_is_never_set_aside
         );
         match slow.next().await {
             Some(Notification::Add { object, .. }) => {
-                assert_eq!(object.metadata.name.as_deref(), Some(&*format!("cm-{i:04}")));
+                assert_eq!(
+                    object.metadata.name.as_deref(),
+                    Some(&*format!("cm-{i:04}"))
+                );
             }
             other => panic!("notification {i}: {other:?}"),
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    assert!(started.elapsed() >= 20 * grace, "the load lasted {:?}", started.elapsed());
+    assert!(
+        started.elapsed() >= 20 * grace,
+        "the load lasted {:?}",
+        started.elapsed()
+    );
     assert!(
         worst_backlog <= LIMIT + CAPACITY + 1,
         "the backlog reached {worst_backlog}"

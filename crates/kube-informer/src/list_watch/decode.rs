@@ -1,11 +1,13 @@
-//! A watch response's lines decoded on the blocking pool, in parallel, in order.
+//! A watch response's lines decoded on the decoding threads, in parallel, in order.
 //!
 //! kube decodes each watch line in the task that polls the stream (the reflector's), so one
 //! core decodes while the informer applies on another. Decoding a typed object costs far
 //! more than applying it; here the reflector's task only cuts the body into lines, and the
-//! lines that arrived together are decoded on the blocking pool, up to one batch per core
-//! at once, their order kept. A lone line (the steady state of a quiet watch) is decoded in
-//! place, with no trip to another thread.
+//! lines that arrived together are decoded on the [decoding threads](super::decode_pool),
+//! up to one batch per thread at once, their order kept. A lone line (the steady state of
+//! a quiet watch) goes there too: every object a cache holds is allocated by the same few
+//! threads, which is what keeps the memory of a churning cache from growing (see
+//! `decode_pool`).
 //!
 //! Lines are read as kube reads them: an error line (`Status`) becomes
 //! `kube::Error::Api`, an incomplete last line is skipped, a connection cut mid-body ends the
@@ -17,7 +19,7 @@ use futures_util::{AsyncBufRead, AsyncBufReadExt, FutureExt, StreamExt, stream};
 use kube::{api::WatchEvent, core::Status};
 use serde::de::DeserializeOwned;
 
-use super::WatchStream;
+use super::{WatchStream, decode_pool::DecodePool};
 
 /// Lines decoded together, at most.
 const BATCH: usize = 64;
@@ -29,6 +31,7 @@ pub(super) fn decode_in_parallel<K>(
 where
     K: DeserializeOwned + Send + 'static,
 {
+    let pool = DecodePool::shared();
     stream::unfold(Some((body, Vec::new(), None)), |state| async move {
         let (mut body, mut partial, mut failed) = state?;
         if let Some(error) = failed.take() {
@@ -40,17 +43,17 @@ where
             lines => Some((lines, Some((body, partial, failed)))),
         }
     })
-    .map(|batch| async move {
-        match batch {
-            Err(error) => read_error(error).into_iter().collect(),
-            Ok(lines) if lines.len() == 1 => decode_all(&lines),
-            Ok(lines) => tokio::task::spawn_blocking(move || decode_all::<K>(&lines))
-                .await
-                .unwrap_or_else(|e| {
+    .map(move |batch| {
+        let decoded = batch.map(|lines| pool.run(move || decode_all::<K>(&lines)));
+        async move {
+            match decoded {
+                Err(error) => read_error(error).into_iter().collect(),
+                Ok(decoded) => decoded.await.unwrap_or_else(|e| {
                     vec![Err(kube::Error::Service(
                         format!("decoding watch events failed: {e}").into(),
                     ))]
                 }),
+            }
         }
     })
     .buffered(super::decoders())

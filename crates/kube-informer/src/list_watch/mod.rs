@@ -3,6 +3,7 @@
 //! any other source (tests, non-Kubernetes data).
 
 mod decode;
+pub(crate) mod decode_pool;
 mod memory;
 mod page;
 mod request;

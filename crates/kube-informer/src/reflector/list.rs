@@ -2,6 +2,7 @@
 
 use std::{collections::VecDeque, sync::Arc, time::Duration};
 
+use futures_util::{FutureExt, future::BoxFuture};
 use kube::{Resource, api::ListParams};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -10,19 +11,22 @@ use super::{
     ListFrom, Reflector, ReflectorError, Run, Stop,
     error::{Reaction, react},
 };
-use crate::list_watch::ListerWatcher;
+use crate::list_watch::{
+    ListerWatcher,
+    decode_pool::{DecodeFailed, DecodePool},
+};
 
 /// A LIST page's items, decoded or being decoded.
 enum Decoding<K> {
     Ready(Result<Vec<K>, kube::Error>),
-    Blocking(tokio::task::JoinHandle<Result<Vec<K>, kube::Error>>),
+    Pooled(BoxFuture<'static, Result<Result<Vec<K>, kube::Error>, DecodeFailed>>),
 }
 
 impl<K> Decoding<K> {
     async fn finish(self) -> Result<Vec<K>, kube::Error> {
         match self {
             Self::Ready(items) => items,
-            Self::Blocking(task) => task.await.map_err(|e| {
+            Self::Pooled(task) => task.await.map_err(|e| {
                 kube::Error::Service(format!("decoding a LIST page failed: {e}").into())
             })?,
         }
@@ -119,8 +123,8 @@ where
     /// Every page of a LIST at `resource_version` (keyed), and the list's version.
     ///
     /// Pages are fetched one after the other (each needs the previous one's continue
-    /// token) but decoded on the blocking pool, up to one page per core at a time, so
-    /// fetching and decoding overlap and pages decode in parallel.
+    /// token) but decoded on the decoding threads, up to one page per thread at a time,
+    /// so fetching and decoding overlap and pages decode in parallel.
     async fn list_all(&self, resource_version: &str) -> Result<(Vec<Arc<K>>, String), ListFailure> {
         // Only a consistent ("") list is paged. A list at "0" or at a version is served
         // whole from the API server's cache (which ignores a limit), and kube drops
@@ -133,6 +137,7 @@ where
             ..self.selectors_list()
         };
         let parallel = crate::list_watch::decoders();
+        let pool = DecodePool::shared();
         let mut params = first.clone();
         let mut objects = Vec::new();
         let mut decoding = VecDeque::new();
@@ -146,7 +151,7 @@ where
                     decoding.push_back(if page.is_decoded() {
                         Decoding::Ready(page.into_items())
                     } else {
-                        Decoding::Blocking(tokio::task::spawn_blocking(move || page.into_items()))
+                        Decoding::Pooled(pool.run(move || page.into_items()).boxed())
                     });
                     while let Some(front) = (decoding.len() >= parallel
                         || (next.is_none() && !decoding.is_empty()))

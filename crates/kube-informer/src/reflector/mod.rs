@@ -215,6 +215,9 @@ where
 
     /// Runs until `cancel` is cancelled.
     pub async fn run(&self, cancel: CancellationToken) {
+        // The decoding threads stay up while the reflector runs (see `decode_pool`), not
+        // only while a request is being decoded.
+        let _decoders = crate::list_watch::decode_pool::DecodePool::shared();
         let _resync = AbortOnDrop(
             ResyncTicker::spawn(self.sink.clone(), self.shared.clone(), cancel.clone())
                 .abort_handle(),

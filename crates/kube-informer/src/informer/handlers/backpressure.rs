@@ -167,7 +167,10 @@ mod tests {
                 standing.check(P, 19, at),
                 (Hold::Until(Some(at + P.grace)), Change::None)
             );
-            assert_eq!(standing.check(P, 9, at + ms(500)), (Hold::Room, Change::None));
+            assert_eq!(
+                standing.check(P, 9, at + ms(500)),
+                (Hold::Room, Change::None)
+            );
         }
         assert!(!standing.is_set_aside());
     }
