@@ -286,3 +286,105 @@ async fn a_page_that_does_not_decode_is_reported_and_the_list_retried() {
     );
     h.stop().await;
 }
+
+/// A `ConfigMap` whose `Deserialize` (user code run by the decoder) panics on `boom`.
+#[derive(Clone, Debug)]
+struct Fragile(ConfigMap);
+
+impl<'de> serde::Deserialize<'de> for Fragile {
+    fn deserialize<D: serde::Deserializer<'de>>(decoder: D) -> Result<Self, D::Error> {
+        let cm = ConfigMap::deserialize(decoder)?;
+        assert_ne!(
+            cm.metadata.name.as_deref(),
+            Some("boom"),
+            "a user's Deserialize panicked"
+        );
+        Ok(Self(cm))
+    }
+}
+
+impl kube::Resource for Fragile {
+    type DynamicType = ();
+    type Scope = k8s_openapi::NamespaceResourceScope;
+
+    fn kind(dt: &()) -> std::borrow::Cow<'_, str> {
+        ConfigMap::kind(dt)
+    }
+    fn group(dt: &()) -> std::borrow::Cow<'_, str> {
+        ConfigMap::group(dt)
+    }
+    fn version(dt: &()) -> std::borrow::Cow<'_, str> {
+        ConfigMap::version(dt)
+    }
+    fn plural(dt: &()) -> std::borrow::Cow<'_, str> {
+        ConfigMap::plural(dt)
+    }
+    fn meta(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+        &self.0.metadata
+    }
+    fn meta_mut(&mut self) -> &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+        &mut self.0.metadata
+    }
+}
+
+/// A decoder that panics costs the watch it decoded for (reported, resumed with backoff),
+/// never the reflector's task or the decoding threads; the cache keeps what it had.
+#[tokio::test]
+async fn a_panicking_deserialize_is_reported_and_the_reflector_lives_on() {
+    let server = server(ServerConfig::default()).await;
+    seed(&server, (0..3).map(|i| format!("cm-{i}")));
+    let api: Api<Fragile> = Api::namespaced(server.client().unwrap(), "demo");
+    let store: Store<Fragile> = Store::default();
+    let fifo = Arc::new(RealFifo::new(Arc::new(store.clone())));
+    let reflector = Arc::new(Reflector::new(api, fifo.clone(), fast()));
+    let errors = Arc::new(Mutex::new(Vec::<String>::new()));
+    let seen = errors.clone();
+    reflector.set_error_handler(move |e: &ReflectorError| seen.lock().push(e.to_string()));
+    let cancel = CancellationToken::new();
+    let run = tokio::spawn({
+        let (reflector, cancel) = (reflector.clone(), cancel.clone());
+        async move { reflector.run(cancel).await }
+    });
+    let apply = tokio::spawn({
+        let (fifo, store) = (fifo.clone(), store.clone());
+        async move {
+            while fifo
+                .pop(|deltas, _| {
+                    store
+                        .insert(deltas.key().clone(), deltas.newest().object().clone())
+                        .unwrap();
+                    Ok::<(), ProcessError<Infallible>>(())
+                })
+                .await
+                .is_ok()
+            {}
+        }
+    });
+    let decode_failures = |errors: &[String]| {
+        errors
+            .iter()
+            .filter(|e| e.contains("decoding watch events failed"))
+            .count()
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while store.len() < 3 {
+        assert!(tokio::time::Instant::now() < deadline, "never synced");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    seed(&server, ["boom".to_owned()]);
+    // Reported, resumed, reported again: the reflector is alive and retrying.
+    while decode_failures(&errors.lock()) < 2 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "errors: {:?}",
+            errors.lock()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(store.len(), 3, "the cache keeps what it had");
+    assert!(store.get_by_key("demo/boom").is_none());
+    cancel.cancel();
+    run.await.expect("the reflector's task did not panic");
+    fifo.close();
+    apply.await.unwrap();
+}
