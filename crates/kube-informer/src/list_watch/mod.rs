@@ -79,7 +79,7 @@ where
     }
 
     /// The response's lines are decoded straight into `K` (no intermediate
-    /// `serde_json::Value`) on the blocking pool, in parallel batches, order kept; errors
+    /// `serde_json::Value`) on the decoding threads, in parallel batches, order kept; errors
     /// read as kube reads them.
     async fn watch(
         &self,
@@ -201,7 +201,7 @@ async fn raw_list_page<K: DeserializeOwned + Clone>(
     ListPage::from_body(request::text(client, request).await?)
 }
 
-/// One WATCH request whose objects are decoded on the blocking pool (see `decode`).
+/// One WATCH request whose objects are decoded on the decoding threads (see `decode`).
 async fn parallel_watch<K: DeserializeOwned + Send + 'static>(
     client: &kube::Client,
     request: &kube::core::Request,

@@ -42,7 +42,7 @@
 //!   repeated throttling; without one, the backoff.
 //! - **Jitter that differs per reflector**: seeded from the operating system unless
 //!   [`ReflectorOptions::seed`] asks for a repeatable schedule.
-//! - Decoding is kept off this task: LIST pages are decoded on the blocking pool while the
+//! - Decoding is kept off this task: LIST pages are decoded on the decoding threads while the
 //!   next page is fetched, and watch lines in parallel batches, order kept (see
 //!   `ListerWatcher::list_page`); the reflector itself only moves decoded objects into the
 //!   FIFO.
