@@ -60,6 +60,8 @@
 //! - [`lease`] and [`leader_election`]: client-go's Lease-based election.
 //! - [`manager`]: the [`Manager`] that runs it all, with `/healthz`,
 //!   `/readyz`, `/metrics`, leader gating and graceful shutdown.
+//! - [`sharding`]: the placement of objects on shards (a consistent-hash ring and the
+//!   sharding key); sharded controllers are being built on it.
 //!
 //! The informer core (kube-informer) stays free of HTTP servers and signal handling: they
 //! live here, with the manager.
@@ -90,6 +92,7 @@ pub mod finalizer;
 pub mod leader_election;
 pub mod lease;
 pub mod manager;
+pub mod sharding;
 
 pub use kube_informer;
 pub use tokio_util::sync::CancellationToken;
