@@ -38,6 +38,7 @@ pub struct LeaderElectionConfig {
     pub(crate) renew_deadline: Duration,
     pub(crate) retry_period: Duration,
     pub(crate) release_on_cancel: bool,
+    pub(crate) labels: std::collections::BTreeMap<String, String>,
 }
 
 /// A configuration that cannot give the safety guarantee.
@@ -83,6 +84,7 @@ impl LeaderElectionConfig {
             renew_deadline: Duration::from_secs(10),
             retry_period: Duration::from_secs(2),
             release_on_cancel: true,
+            labels: std::collections::BTreeMap::new(),
         }
     }
 
@@ -128,6 +130,22 @@ impl LeaderElectionConfig {
     #[must_use]
     pub fn identity(mut self, identity: impl Into<String>) -> Self {
         self.identity = identity.into();
+        self
+    }
+
+    /// Labels written on the Lease, so that a group of Leases can be listed (a shard
+    /// ring's: see [`sharding::shard_lease`](crate::sharding::shard_lease)).
+    #[must_use]
+    pub fn labels<I, K, V>(mut self, labels: I) -> Self
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: Into<String>,
+        V: Into<String>,
+    {
+        self.labels = labels
+            .into_iter()
+            .map(|(k, v)| (k.into(), v.into()))
+            .collect();
         self
     }
 

@@ -113,7 +113,8 @@ impl LeaderElector {
     ) -> Result<Self, ConfigError> {
         config.validate()?;
         let store: Arc<dyn crate::lease::LeaseStore> = Arc::new(store);
-        let lock = LeaseLock::new(store, &config.name, &config.identity, config.lease_duration);
+        let lock = LeaseLock::new(store, &config.name, &config.identity, config.lease_duration)
+            .labels(config.labels.clone());
         Ok(Self {
             inner: Arc::new(Inner {
                 lock,
