@@ -14,16 +14,25 @@
 //!   replica that cannot renew has stopped before any observer counts it dead (the
 //!   argument is in [`Members`]' module docs, tested under random partitions).
 //!
-//! Still to come, in this order: the elected sharder that labels each object with its
-//! shard, per-shard informers filtered by that label, the drain handover that keeps two
-//! replicas from ever reconciling one object at once, and `.sharded(ring)` on the manager.
+//! - **Server-side filtering**: a [`Sharder`] labels each object
+//!   `shard.kube-informer.dev/<ring>=<shard>` ([`shard_label`]; children by their
+//!   controller's key, [`Placement::Controller`]), and each replica's informers select
+//!   their shard's label ([`shard_selectors`]), so the API server sends each replica only
+//!   its ~1/N.
+//!
+//! Still to come, in this order: the drain handover that keeps two replicas from ever
+//! reconciling one object at once while it moves (until then the sharder relabels
+//! directly), the sharder run as a leader-elected loop with its own watch of the objects,
+//! and `.sharded(ring)` on the manager.
 
 mod key;
 mod membership;
 mod ring;
+mod sharder;
 
 pub use self::{
     key::ShardKey,
     membership::{Members, RING_LABEL, shard_lease},
     ring::{Ring, TOKENS_PER_SHARD},
+    sharder::{Applied, Move, Placement, Sharder, shard_label, shard_selectors},
 };

@@ -1,0 +1,223 @@
+//! Sharding on fake-apiserver: three live shards split the objects, the sharder labels each
+//! with its shard (children with their owner's), each shard's informer caches its own
+//! objects only, and a fourth shard joining moves about a quarter of them, to itself only.
+
+use std::{collections::BTreeSet, sync::Arc, time::Duration};
+
+use fake_apiserver::{FakeApiServer, Gvr, ServerConfig};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+use kube_informer::informer::{InformerOptions, SharedIndexInformer};
+use kube_informer::reflector::ReflectorOptions;
+use kube_informer_runtime::{
+    CancellationToken,
+    leader_election::LeaderElector,
+    lease::MemoryLeases,
+    sharding::{Members, Placement, Ring, Sharder, shard_label, shard_selectors},
+};
+use serde_json::json;
+
+const OWNERS: usize = 240;
+const CHILDREN_PER_OWNER: usize = 2;
+
+struct Shard {
+    informer: SharedIndexInformer<ConfigMap>,
+    cancel: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+fn shard(server: &FakeApiServer, name: &str) -> Shard {
+    let api: Api<ConfigMap> = Api::namespaced(server.client().unwrap(), "demo");
+    let options = InformerOptions::default()
+        .reflector(ReflectorOptions::default().selectors(shard_selectors("web", name)));
+    let informer = SharedIndexInformer::new(api, options);
+    let cancel = CancellationToken::new();
+    let task = tokio::spawn({
+        let (informer, cancel) = (informer.clone(), cancel.clone());
+        async move { informer.run(cancel).await }
+    });
+    Shard {
+        informer,
+        cancel,
+        task,
+    }
+}
+
+fn cached(shard: &Shard) -> BTreeSet<String> {
+    shard
+        .informer
+        .store()
+        .list_keys()
+        .into_iter()
+        .map(|k| k.to_string())
+        .collect()
+}
+
+/// Labels every object of the namespace for `ring`: owners by their own key, children by
+/// their owner's; returns how many labels were written.
+async fn label(server: &FakeApiServer, sharder: &Sharder, ring: &Ring) -> usize {
+    let client = server.client().unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "demo");
+    let all = api.list(&Default::default()).await.unwrap().items;
+    let (children, owners): (Vec<_>, Vec<_>) = all
+        .iter()
+        .partition(|cm| cm.metadata.owner_references.is_some());
+    let mut moves = sharder.plan(ring, owners, &(), Placement::Own);
+    moves.extend(sharder.plan(ring, children, &(), Placement::Controller));
+    let applied = sharder
+        .apply::<ConfigMap>(&client, &(), &moves)
+        .await
+        .unwrap();
+    assert_eq!(applied.stale, 0);
+    applied.labelled
+}
+
+/// Waits until the shards' caches hold exactly what the server labelled for each.
+async fn converged(server: &FakeApiServer, shards: &[(&str, &Shard)]) {
+    let api: Api<ConfigMap> = Api::namespaced(server.client().unwrap(), "demo");
+    let label = shard_label("web");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let all = api.list(&Default::default()).await.unwrap().items;
+        let done = shards.iter().all(|(name, shard)| {
+            let want: BTreeSet<String> = all
+                .iter()
+                .filter(|cm| {
+                    cm.metadata
+                        .labels
+                        .as_ref()
+                        .and_then(|l| l.get(&label))
+                        .map(String::as_str)
+                        == Some(*name)
+                })
+                .map(|cm| format!("demo/{}", cm.metadata.name.as_deref().unwrap()))
+                .collect();
+            cached(shard) == want
+        });
+        if done {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the shards' caches never matched the labels"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shards_cache_only_their_own_objects_and_a_joining_shard_takes_a_quarter() {
+    let server = FakeApiServer::start(ServerConfig::default().namespaces(["demo"]))
+        .await
+        .unwrap();
+    let cms = Gvr::core("configmaps");
+    for i in 0..OWNERS {
+        let owner = server
+            .create(
+                &cms,
+                Some("demo"),
+                json!({"metadata": {"name": format!("owner-{i}")}}),
+            )
+            .unwrap();
+        for c in 0..CHILDREN_PER_OWNER {
+            server
+                .create(
+                    &cms,
+                    Some("demo"),
+                    json!({"metadata": {
+                        "name": format!("owner-{i}-child-{c}"),
+                        "ownerReferences": [{
+                            "apiVersion": "v1", "kind": "ConfigMap", "name": format!("owner-{i}"),
+                            "uid": owner["metadata"]["uid"], "controller": true,
+                        }],
+                    }}),
+                )
+                .unwrap();
+        }
+    }
+    let total = OWNERS * (1 + CHILDREN_PER_OWNER);
+
+    // Three replicas hold their shard Leases; the sharder sees them.
+    let leases = Arc::new(MemoryLeases::default());
+    let mut electors = Vec::new();
+    for name in ["a", "b", "c", "d"] {
+        let elector = LeaderElector::new(
+            leases.clone(),
+            kube_informer_runtime::sharding::shard_lease("web", name),
+        )
+        .unwrap();
+        electors.push((name, elector, CancellationToken::new()));
+    }
+    let mut runs = Vec::new();
+    for (_, elector, cancel) in &electors[..3] {
+        let (e, c) = (elector.clone(), cancel.clone());
+        runs.push(tokio::spawn(async move { e.run(c).await }));
+    }
+    for (_, elector, _) in &electors[..3] {
+        elector.leading().wait_for(|l| *l).await.unwrap();
+    }
+    let members = Members::new(leases.clone(), "web");
+    let three = members.observe().await.unwrap();
+    assert_eq!(three.shards().collect::<Vec<_>>(), ["a", "b", "c"]);
+
+    let sharder = Sharder::new("web");
+    let (a, b, c) = (
+        shard(&server, "a"),
+        shard(&server, "b"),
+        shard(&server, "c"),
+    );
+    assert_eq!(label(&server, &sharder, &three).await, total);
+    assert_eq!(
+        label(&server, &sharder, &three).await,
+        0,
+        "a second round changes nothing"
+    );
+    converged(&server, &[("a", &a), ("b", &b), ("c", &c)]).await;
+
+    // Disjoint, complete, fair, and every child with its owner.
+    let caches = [cached(&a), cached(&b), cached(&c)];
+    assert_eq!(caches.iter().map(BTreeSet::len).sum::<usize>(), total);
+    let union: BTreeSet<_> = caches.iter().flatten().collect();
+    assert_eq!(union.len(), total, "no object is in two caches");
+    for cache in &caches {
+        assert!(
+            cache.len() > total / 5,
+            "a shard holds {} of {total}",
+            cache.len()
+        );
+        for key in cache.iter().filter(|k| k.contains("-child-")) {
+            let owner = key.rsplit_once("-child-").unwrap().0;
+            assert!(cache.contains(owner), "{key} is not with its owner");
+        }
+    }
+
+    // A fourth replica joins: only objects that now belong to it move.
+    let (e, cancel) = (electors[3].1.clone(), electors[3].2.clone());
+    runs.push(tokio::spawn(async move { e.run(cancel).await }));
+    electors[3].1.leading().wait_for(|l| *l).await.unwrap();
+    let four = members.observe().await.unwrap();
+    assert_eq!(four.len(), 4);
+    let d = shard(&server, "d");
+    let moved = label(&server, &sharder, &four).await;
+    converged(&server, &[("a", &a), ("b", &b), ("c", &c), ("d", &d)]).await;
+    assert_eq!(cached(&d).len(), moved, "every move went to the new shard");
+    for (before, shard) in caches.iter().zip([&a, &b, &c]) {
+        assert!(
+            cached(shard).is_subset(before),
+            "an old shard gained objects"
+        );
+    }
+    let share = moved as f64 / total as f64;
+    assert!((0.12..0.40).contains(&share), "{moved} of {total} moved");
+
+    for shard in [a, b, c, d] {
+        shard.cancel.cancel();
+        shard.task.await.unwrap();
+    }
+    for (_, _, cancel) in &electors {
+        cancel.cancel();
+    }
+    for run in runs {
+        run.await.unwrap();
+    }
+}
