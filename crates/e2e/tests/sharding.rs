@@ -1,8 +1,10 @@
 //! Sharding on both servers: three shard Leases make the ring, the sharder labels each
 //! object with its shard (children with their owner's) through guarded merge patches,
 //! each shard's informer — a label selector — caches exactly its own objects, and when a
-//! fourth shard joins the objects that move leave their old shard's cache (the API server
-//! sends a DELETED to a watch whose selector an object stops matching) and only for it.
+//! fourth shard joins, an owner moves only after its old shard let go of it (drain,
+//! acknowledge, assign), the objects that move leave their old shard's cache (the API
+//! server sends a DELETED to a watch whose selector an object stops matching), and they
+//! reach the new shard only.
 
 use std::{collections::BTreeSet, time::Duration};
 
@@ -13,7 +15,10 @@ use kube_informer::informer::{InformerOptions, SharedIndexInformer};
 use kube_informer_runtime::{
     CancellationToken,
     leader_election::LeaderElector,
-    sharding::{Members, Placement, Ring, Sharder, shard_label, shard_lease, shard_selectors},
+    sharding::{
+        Members, Placement, Ring, Sharder, Standing, Step, acknowledge_drain, shard_label,
+        shard_lease, shard_selectors, standing,
+    },
 };
 
 const NS: &str = "sharding";
@@ -53,7 +58,7 @@ fn cached(shard: &Shard) -> BTreeSet<String> {
         .collect()
 }
 
-async fn label(client: &kube::Client, sharder: &Sharder, ring: &Ring) -> usize {
+async fn label(client: &kube::Client, sharder: &Sharder, ring: &Ring) -> (usize, usize) {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
     let all = api.list(&Default::default()).await.unwrap().items;
     let all: Vec<_> = all
@@ -65,12 +70,14 @@ async fn label(client: &kube::Client, sharder: &Sharder, ring: &Ring) -> usize {
         .partition(|cm| cm.metadata.owner_references.is_some());
     let mut moves = sharder.plan(ring, owners, &(), Placement::Own);
     moves.extend(sharder.plan(ring, children, &(), Placement::Controller));
+    let drains = moves.iter().filter(|m| m.step == Step::Drain).count();
     let applied = sharder
         .apply::<ConfigMap>(client, &(), &moves)
         .await
         .unwrap();
     assert_eq!(applied.stale, 0);
-    applied.labelled
+    assert_eq!(applied.labelled, moves.len());
+    (drains, moves.len() - drains)
 }
 
 async fn converged(name: &str, client: &kube::Client, shards: &[(&str, &Shard)]) {
@@ -161,10 +168,10 @@ async fn three_shards_split_the_objects_and_a_fourth_takes_its_share(backend: Ba
         shard(&backend, "b"),
         shard(&backend, "c"),
     );
-    assert_eq!(label(&client, &sharder, &three).await, total, "{name}");
+    assert_eq!(label(&client, &sharder, &three).await, (0, total), "{name}");
     assert_eq!(
         label(&client, &sharder, &three).await,
-        0,
+        (0, 0),
         "{name}: relabelled"
     );
     converged(name, &client, &[("a", &a), ("b", &b), ("c", &c)]).await;
@@ -193,18 +200,67 @@ async fn three_shards_split_the_objects_and_a_fourth_takes_its_share(backend: Ba
     let four = members.observe().await.unwrap();
     assert_eq!(four.len(), 4, "{name}");
     let d = shard(&backend, "d");
-    let moved = label(&client, &sharder, &four).await;
+    // Owners on live shards are drained, not moved; their children follow at once.
+    let (drained, children_moved) = label(&client, &sharder, &four).await;
+    assert!(drained > 0, "{name}");
+    assert_eq!(children_moved, 2 * drained, "{name}");
     converged(name, &client, &[("a", &a), ("b", &b), ("c", &c), ("d", &d)]).await;
     assert!(
-        moved > 0 && moved < total / 2,
-        "{name}: {moved} of {total} moved"
+        cached(&d).iter().all(|k| k.contains("-child-")),
+        "{name}: an owner reached the new shard before its old shard let go"
     );
-    assert_eq!(cached(&d).len(), moved, "{name}: a move went elsewhere");
+    assert_eq!(label(&client, &sharder, &four).await, (0, 0), "{name}");
+    // The old shards let go, then the sharder names the new one.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let draining = loop {
+        let draining: Vec<_> =
+            [("a", &a), ("b", &b), ("c", &c)]
+                .iter()
+                .flat_map(|(shard_name, shard)| {
+                    shard.informer.store().list().into_iter().filter(|cm| {
+                        standing(&cm.metadata, "web", shard_name) == Standing::Draining
+                    })
+                })
+                .collect();
+        if draining.len() == drained {
+            break draining;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{name}: drains never cached"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    for cm in draining {
+        assert!(
+            acknowledge_drain(&client, &(), "web", &*cm).await.unwrap(),
+            "{name}"
+        );
+    }
+    assert_eq!(
+        label(&client, &sharder, &four).await,
+        (0, drained),
+        "{name}"
+    );
+    converged(name, &client, &[("a", &a), ("b", &b), ("c", &c), ("d", &d)]).await;
+    let moved = cached(&d).len();
+    assert_eq!(
+        moved,
+        drained + children_moved,
+        "{name}: a move went elsewhere"
+    );
     for (before, shard) in caches.iter().zip([&a, &b, &c]) {
         assert!(
             cached(shard).is_subset(before),
             "{name}: an old shard gained objects"
         );
+    }
+    for shard in [&a, &b, &c, &d] {
+        let cache = cached(shard);
+        for key in cache.iter().filter(|k| k.contains("-child-")) {
+            let owner = key.rsplit_once("-child-").unwrap().0;
+            assert!(cache.contains(owner), "{name}: {key} is not with its owner");
+        }
     }
 
     for shard in [a, b, c, d] {

@@ -1,6 +1,7 @@
 //! Sharding on fake-apiserver: three live shards split the objects, the sharder labels each
 //! with its shard (children with their owner's), each shard's informer caches its own
-//! objects only, and a fourth shard joining moves about a quarter of them, to itself only.
+//! objects only, and a fourth shard joining moves about a quarter of them, to itself only:
+//! an owner only after its old shard has let go of it (the drain handover).
 
 use std::{collections::BTreeSet, sync::Arc, time::Duration};
 
@@ -13,7 +14,10 @@ use kube_informer_runtime::{
     CancellationToken,
     leader_election::LeaderElector,
     lease::MemoryLeases,
-    sharding::{Members, Placement, Ring, Sharder, shard_label, shard_selectors},
+    sharding::{
+        Members, Placement, Ring, Sharder, Standing, Step, acknowledge_drain, shard_label,
+        shard_selectors, standing,
+    },
 };
 use serde_json::json;
 
@@ -55,7 +59,7 @@ fn cached(shard: &Shard) -> BTreeSet<String> {
 
 /// Labels every object of the namespace for `ring`: owners by their own key, children by
 /// their owner's; returns how many labels were written.
-async fn label(server: &FakeApiServer, sharder: &Sharder, ring: &Ring) -> usize {
+async fn label(server: &FakeApiServer, sharder: &Sharder, ring: &Ring) -> (usize, usize) {
     let client = server.client().unwrap();
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), "demo");
     let all = api.list(&Default::default()).await.unwrap().items;
@@ -64,12 +68,47 @@ async fn label(server: &FakeApiServer, sharder: &Sharder, ring: &Ring) -> usize 
         .partition(|cm| cm.metadata.owner_references.is_some());
     let mut moves = sharder.plan(ring, owners, &(), Placement::Own);
     moves.extend(sharder.plan(ring, children, &(), Placement::Controller));
+    let drains = moves.iter().filter(|m| m.step == Step::Drain).count();
     let applied = sharder
         .apply::<ConfigMap>(&client, &(), &moves)
         .await
         .unwrap();
     assert_eq!(applied.stale, 0);
-    applied.labelled
+    assert_eq!(applied.labelled, moves.len());
+    (drains, moves.len() - drains)
+}
+
+/// Waits until the old shards' caches show `expected` objects draining, and acknowledges
+/// each; returns how many.
+async fn acknowledge_all(client: &kube::Client, old: &[(&str, &Shard)], expected: usize) -> usize {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let draining = loop {
+        let draining: Vec<_> = old
+            .iter()
+            .flat_map(|(name, shard)| {
+                shard
+                    .informer
+                    .store()
+                    .list()
+                    .into_iter()
+                    .filter(|cm| standing(&cm.metadata, "web", name) == Standing::Draining)
+            })
+            .collect();
+        if draining.len() == expected {
+            break draining;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the drains never reached the caches"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let mut acked = 0;
+    for cm in draining {
+        assert!(acknowledge_drain(client, &(), "web", &*cm).await.unwrap());
+        acked += 1;
+    }
+    acked
 }
 
 /// Waits until the shards' caches hold exactly what the server labelled for each.
@@ -166,10 +205,10 @@ async fn shards_cache_only_their_own_objects_and_a_joining_shard_takes_a_quarter
         shard(&server, "b"),
         shard(&server, "c"),
     );
-    assert_eq!(label(&server, &sharder, &three).await, total);
+    assert_eq!(label(&server, &sharder, &three).await, (0, total));
     assert_eq!(
         label(&server, &sharder, &three).await,
-        0,
+        (0, 0),
         "a second round changes nothing"
     );
     converged(&server, &[("a", &a), ("b", &b), ("c", &c)]).await;
@@ -198,14 +237,46 @@ async fn shards_cache_only_their_own_objects_and_a_joining_shard_takes_a_quarter
     let four = members.observe().await.unwrap();
     assert_eq!(four.len(), 4);
     let d = shard(&server, "d");
-    let moved = label(&server, &sharder, &four).await;
+    // Owners on live shards are drained, not moved; their children follow at once.
+    let (drained, children_moved) = label(&server, &sharder, &four).await;
+    assert!(drained > 0);
+    assert_eq!(children_moved, CHILDREN_PER_OWNER * drained);
     converged(&server, &[("a", &a), ("b", &b), ("c", &c), ("d", &d)]).await;
-    assert_eq!(cached(&d).len(), moved, "every move went to the new shard");
+    assert!(
+        cached(&d).iter().all(|k| k.contains("-child-")),
+        "an owner reached the new shard before its old shard let go"
+    );
+    assert_eq!(
+        label(&server, &sharder, &four).await,
+        (0, 0),
+        "nothing more until the old shards let go"
+    );
+    // The old shards let go: what a sharded controller does once no reconcile of the
+    // object runs there.
+    let old = [("a", &a), ("b", &b), ("c", &c)];
+    let client = server.client().unwrap();
+    let acked = acknowledge_all(&client, &old, drained).await;
+    assert_eq!(acked, drained);
+    assert_eq!(label(&server, &sharder, &four).await, (0, drained));
+    converged(&server, &[("a", &a), ("b", &b), ("c", &c), ("d", &d)]).await;
+    let moved = cached(&d).len();
+    assert_eq!(
+        moved,
+        drained + children_moved,
+        "every move went to the new shard"
+    );
     for (before, shard) in caches.iter().zip([&a, &b, &c]) {
         assert!(
             cached(shard).is_subset(before),
             "an old shard gained objects"
         );
+    }
+    for shard in [&a, &b, &c, &d] {
+        let cache = cached(shard);
+        for key in cache.iter().filter(|k| k.contains("-child-")) {
+            let owner = key.rsplit_once("-child-").unwrap().0;
+            assert!(cache.contains(owner), "{key} is not with its owner");
+        }
     }
     let share = moved as f64 / total as f64;
     assert!((0.12..0.40).contains(&share), "{moved} of {total} moved");

@@ -20,10 +20,16 @@
 //!   their shard's label ([`shard_selectors`]), so the API server sends each replica only
 //!   its ~1/N.
 //!
-//! Still to come, in this order: the drain handover that keeps two replicas from ever
-//! reconciling one object at once while it moves (until then the sharder relabels
-//! directly), the sharder run as a leader-elected loop with its own watch of the objects,
-//! and `.sharded(ring)` on the manager.
+//! - **Handover without two shards at once**: an object leaving a live shard is drained
+//!   first ([`drain_label`]); the old shard lets go ([`standing`] says `Draining`,
+//!   [`acknowledge_drain`] once no reconcile of it runs) before the sharder names the new
+//!   one. A dead shard's objects move at once: it stopped reconciling before its Lease
+//!   expired.
+//!
+//! Still to come: the sharder run as a leader-elected loop with its own watch of the
+//! objects, and `.sharded(ring)` on the manager, which gates each reconcile on
+//! [`standing`], acknowledges drains, and never takes an object that *moved* away
+//! (reported deleted by the shard's informer with standing `Elsewhere`) for a deletion.
 
 mod key;
 mod membership;
@@ -34,5 +40,8 @@ pub use self::{
     key::ShardKey,
     membership::{Members, RING_LABEL, shard_lease},
     ring::{Ring, TOKENS_PER_SHARD},
-    sharder::{Applied, Move, Placement, Sharder, shard_label, shard_selectors},
+    sharder::{
+        Applied, Move, Placement, Sharder, Standing, Step, acknowledge_drain, drain_label,
+        shard_label, shard_selectors, standing,
+    },
 };

@@ -1,6 +1,7 @@
 //! The sharder: labels each object with the shard that owns it, so that each replica's
 //! informers can ask the API server for their own objects only.
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{
     Resource,
     api::{Api, ApiResource, DynamicObject, Patch, PatchParams},
@@ -12,6 +13,12 @@ use super::{Ring, ShardKey};
 /// The label that names an object's shard in `ring`: `shard.kube-informer.dev/<ring>`.
 pub fn shard_label(ring: &str) -> String {
     format!("shard.kube-informer.dev/{ring}")
+}
+
+/// The label that asks an object's shard in `ring` to let go of it before it moves:
+/// `drain.kube-informer.dev/<ring>`.
+pub fn drain_label(ring: &str) -> String {
+    format!("drain.kube-informer.dev/{ring}")
 }
 
 /// The selectors of `shard`'s objects in `ring`, for its informers: the API server then
@@ -38,7 +45,18 @@ pub enum Placement {
     Controller,
 }
 
-/// One label to write: `object` belongs to `to`, and is labelled `from` now.
+/// What to write on one object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// Label it with its shard (and clear a drain): it has no shard, its shard is dead,
+    /// or it is a child (its owner is what a controller reconciles).
+    Assign,
+    /// Ask its live shard to let go of it first ([`drain_label`]); once that shard has
+    /// acknowledged ([`acknowledge_drain`]: both labels removed) the next round assigns it.
+    Drain,
+}
+
+/// One object to relabel: it belongs to `to`, and is labelled `from` now.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Move {
     /// The object's namespace (`None`: cluster-scoped).
@@ -52,6 +70,8 @@ pub struct Move {
     pub from: Option<String>,
     /// The shard that owns it.
     pub to: String,
+    /// What is written now.
+    pub step: Step,
 }
 
 /// What [`Sharder::apply`] did.
@@ -65,11 +85,13 @@ pub struct Applied {
 
 /// Places the objects of one ring on its shards (see the [module docs](super)).
 ///
-/// This first part labels every object with the shard that owns it *directly*: an object
-/// moving from a live shard to another can be reconciled by both while the old shard's
-/// informer has not yet seen the move. The drain handover that prevents it (the old shard
-/// acknowledges before the new one is named) comes next; until then use it where a
-/// reconcile is idempotent and a rare overlap during a rebalance is harmless.
+/// **Handover without two shards at once.** An object that must move away from a *live*
+/// shard is not relabelled directly: the sharder first adds the [`drain_label`]; the old
+/// shard, once no reconcile of the object runs there, removes both labels
+/// ([`acknowledge_drain`]); only then does a later round label it for the new shard. An
+/// object whose shard is *dead* (its Lease expired: that replica stopped reconciling a
+/// margin before, see [`Members`](super::Members)) or that has no shard is labelled at
+/// once; so are children ([`Placement::Controller`]), whose owner is what is reconciled.
 ///
 /// ```no_run
 /// # async fn run(client: kube::Client, leases: kube::Api<k8s_openapi::api::coordination::v1::Lease>) -> Result<(), kube::Error> {
@@ -89,6 +111,7 @@ pub struct Applied {
 pub struct Sharder {
     ring: String,
     label: String,
+    drain: String,
 }
 
 impl Sharder {
@@ -97,6 +120,7 @@ impl Sharder {
         let ring = ring.into();
         Self {
             label: shard_label(&ring),
+            drain: drain_label(&ring),
             ring,
         }
     }
@@ -106,9 +130,9 @@ impl Sharder {
         &self.ring
     }
 
-    /// The labels to write so that every object is labelled with its shard on `ring`.
-    /// Nothing moves when the ring is empty (no shard is alive: the objects keep their
-    /// labels until one is).
+    /// What to write so that every object ends up labelled with its shard on `ring`
+    /// (see the type docs for when an object is drained first). Nothing moves when the ring
+    /// is empty (no shard is alive: the objects keep their labels until one is).
     pub fn plan<'a, K, I>(
         &self,
         ring: &Ring,
@@ -132,13 +156,28 @@ impl Sharder {
                     Placement::Controller => ShardKey::of_controller(meta),
                 }?;
                 let to = ring.shard_for(key.as_str())?;
-                let from = meta.labels.as_ref().and_then(|l| l.get(&self.label));
-                (from.map(String::as_str) != Some(to)).then(|| Move {
+                let labels = meta.labels.as_ref();
+                let from = labels.and_then(|l| l.get(&self.label));
+                let draining = labels.is_some_and(|l| l.contains_key(&self.drain));
+                let step = match from {
+                    Some(from) if from == to => return None,
+                    Some(from) if ring.contains(from) && placement == Placement::Own => {
+                        if draining {
+                            // Its live shard is letting go of it: wait for that.
+                            return None;
+                        }
+                        Step::Drain
+                    }
+                    // No shard, a dead one (also one that died while draining), or a child.
+                    _ => Step::Assign,
+                };
+                Some(Move {
                     namespace: meta.namespace.clone(),
                     name: meta.name.clone().unwrap_or_default(),
                     resource_version: meta.resource_version.clone(),
                     from: from.cloned(),
                     to: to.to_owned(),
+                    step,
                 })
             })
             .collect()
@@ -162,11 +201,12 @@ impl Sharder {
                 Some(namespace) => Api::namespaced_with(client.clone(), namespace, &resource),
                 None => Api::all_with(client.clone(), &resource),
             };
+            let labels = match step.step {
+                Step::Assign => serde_json::json!({ &self.label: step.to, &self.drain: null }),
+                Step::Drain => serde_json::json!({ &self.drain: "true" }),
+            };
             let patch = serde_json::json!({
-                "metadata": {
-                    "resourceVersion": step.resource_version,
-                    "labels": { &self.label: step.to },
-                }
+                "metadata": { "resourceVersion": step.resource_version, "labels": labels }
             });
             match api
                 .patch(&step.name, &PatchParams::default(), &Patch::Merge(&patch))
@@ -180,5 +220,196 @@ impl Sharder {
             }
         }
         Ok(applied)
+    }
+}
+
+/// Where an object stands for one shard of a ring.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Standing {
+    /// Labelled for this shard: reconcile it.
+    Mine,
+    /// Labelled for this shard, which is asked to let go of it: reconcile it no more and
+    /// [`acknowledge_drain`] once no reconcile of it runs.
+    Draining,
+    /// Not this shard's (another's, or none yet): leave it alone. An object that an
+    /// informer reports deleted with this standing has *moved* away, it was not deleted.
+    Elsewhere,
+}
+
+/// Where `meta`'s object stands for `shard` of `ring`.
+///
+/// ```
+/// use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+/// use kube_informer_runtime::sharding::{Standing, shard_label, standing};
+///
+/// let mut meta = ObjectMeta::default();
+/// assert_eq!(standing(&meta, "web", "a"), Standing::Elsewhere);
+/// meta.labels = Some([(shard_label("web"), "a".to_owned())].into());
+/// assert_eq!(standing(&meta, "web", "a"), Standing::Mine);
+/// assert_eq!(standing(&meta, "web", "b"), Standing::Elsewhere);
+/// ```
+pub fn standing(meta: &ObjectMeta, ring: &str, shard: &str) -> Standing {
+    let labels = meta.labels.as_ref();
+    match labels.and_then(|l| l.get(&shard_label(ring))) {
+        Some(owner) if owner == shard => {
+            if labels.is_some_and(|l| l.contains_key(&drain_label(ring))) {
+                Standing::Draining
+            } else {
+                Standing::Mine
+            }
+        }
+        _ => Standing::Elsewhere,
+    }
+}
+
+/// The old shard's half of a handover: removes the shard and drain labels of `object`
+/// (guarded by its resourceVersion), which lets the sharder assign it elsewhere. Call it
+/// only once no reconcile of the object runs on this shard. `Ok(false)`: the object
+/// changed or went away meanwhile (look again when it comes back).
+pub async fn acknowledge_drain<K: Resource>(
+    client: &kube::Client,
+    dynamic_type: &K::DynamicType,
+    ring: &str,
+    object: &K,
+) -> Result<bool, kube::Error> {
+    let meta = object.meta();
+    let resource = ApiResource::erase::<K>(dynamic_type);
+    let api: Api<DynamicObject> = match &meta.namespace {
+        Some(namespace) => Api::namespaced_with(client.clone(), namespace, &resource),
+        None => Api::all_with(client.clone(), &resource),
+    };
+    let patch = serde_json::json!({
+        "metadata": {
+            "resourceVersion": meta.resource_version,
+            "labels": { shard_label(ring): null, drain_label(ring): null },
+        }
+    });
+    let name = meta.name.as_deref().unwrap_or_default();
+    match api
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(status)) if matches!(status.code, 404 | 409) => Ok(false),
+        Err(error) => Err(error),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    use super::*;
+
+    /// A config map labelled `shard` (and draining), whose key the ring places on `owner`.
+    fn cm(name: &str, shard: Option<&str>, draining: bool) -> ConfigMap {
+        let mut cm = ConfigMap::default();
+        cm.metadata.namespace = Some("ns".into());
+        cm.metadata.name = Some(name.into());
+        let mut labels = std::collections::BTreeMap::new();
+        if let Some(shard) = shard {
+            labels.insert(shard_label("web"), shard.to_owned());
+        }
+        if draining {
+            labels.insert(drain_label("web"), "true".to_owned());
+        }
+        cm.metadata.labels = Some(labels);
+        cm
+    }
+
+    /// A name the ring places on `shard`.
+    fn name_on(ring: &Ring, shard: &str) -> String {
+        (0..)
+            .map(|i| format!("cm-{i}"))
+            .find(|n| ring.shard_for(&format!("/ConfigMap/ns/{n}")) == Some(shard))
+            .unwrap()
+    }
+
+    fn steps(ring: &Ring, objects: &[ConfigMap], placement: Placement) -> Vec<(String, Step)> {
+        Sharder::new("web")
+            .plan(ring, objects, &(), placement)
+            .into_iter()
+            .map(|m| (m.to, m.step))
+            .collect()
+    }
+
+    #[test]
+    fn an_object_leaves_a_live_shard_through_a_drain_and_a_dead_one_at_once() {
+        let ring = Ring::new(["a", "b"]);
+        let on_b = name_on(&ring, "b");
+        let b = || "b".to_owned();
+        // Unlabelled: assigned.
+        assert_eq!(
+            steps(&ring, &[cm(&on_b, None, false)], Placement::Own),
+            [(b(), Step::Assign)]
+        );
+        // Where it belongs: nothing to do.
+        assert!(steps(&ring, &[cm(&on_b, Some("b"), false)], Placement::Own).is_empty());
+        // On live `a`: drained first…
+        assert_eq!(
+            steps(&ring, &[cm(&on_b, Some("a"), false)], Placement::Own),
+            [(b(), Step::Drain)]
+        );
+        // …and left alone while `a` lets go.
+        assert!(steps(&ring, &[cm(&on_b, Some("a"), true)], Placement::Own).is_empty());
+        // On `gone`, which is not on the ring (its Lease expired): assigned at once.
+        assert_eq!(
+            steps(&ring, &[cm(&on_b, Some("gone"), false)], Placement::Own),
+            [(b(), Step::Assign)]
+        );
+        assert_eq!(
+            steps(&ring, &[cm(&on_b, Some("gone"), true)], Placement::Own),
+            [(b(), Step::Assign)]
+        );
+        // No live shard: nothing moves.
+        assert!(
+            steps(
+                &Ring::default(),
+                &[cm(&on_b, Some("a"), false)],
+                Placement::Own
+            )
+            .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_child_follows_its_controller_at_once() {
+        let ring = Ring::new(["a", "b"]);
+        let owner = name_on(&ring, "b");
+        let mut child = cm("child", Some("a"), false);
+        child.metadata.owner_references = Some(vec![
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                api_version: "v1".into(),
+                kind: "ConfigMap".into(),
+                name: owner,
+                uid: "u".into(),
+                controller: Some(true),
+                ..Default::default()
+            },
+        ]);
+        assert_eq!(
+            steps(&ring, std::slice::from_ref(&child), Placement::Controller),
+            [("b".to_owned(), Step::Assign)]
+        );
+        // Without a controller it is not placed.
+        child.metadata.owner_references = None;
+        assert!(steps(&ring, &[child], Placement::Controller).is_empty());
+    }
+
+    #[test]
+    fn standing_reads_the_two_labels() {
+        let mine = cm("x", Some("a"), false);
+        assert_eq!(standing(&mine.metadata, "web", "a"), Standing::Mine);
+        assert_eq!(
+            standing(&mine.metadata, "api", "a"),
+            Standing::Elsewhere,
+            "another ring"
+        );
+        let draining = cm("x", Some("a"), true);
+        assert_eq!(standing(&draining.metadata, "web", "a"), Standing::Draining);
+        assert_eq!(
+            standing(&draining.metadata, "web", "b"),
+            Standing::Elsewhere
+        );
     }
 }
