@@ -26,20 +26,25 @@
 //!   one. A dead shard's objects move at once: it stopped reconciling before its Lease
 //!   expired.
 //!
-//! Still to come: the sharder run as a leader-elected loop with its own watch of the
-//! objects, and `.sharded(ring)` on the manager, which gates each reconcile on
+//! - **The sharder's loop**: [`Sharder::run`] does a round per tick (the live shards, one
+//!   metadata LIST from the API server's cache, the labels to write); run one per ring
+//!   under leader election. A new object is labelled within a tick.
+//!
+//! Still to come: `.sharded(ring)` on the manager, which gates each reconcile on
 //! [`standing`], acknowledges drains, and never takes an object that *moved* away
 //! (reported deleted by the shard's informer with standing `Elsewhere`) for a deletion.
 
 mod key;
 mod membership;
 mod ring;
+mod rounds;
 mod sharder;
 
 pub use self::{
     key::ShardKey,
     membership::{Members, RING_LABEL, shard_lease},
     ring::{Ring, TOKENS_PER_SHARD},
+    rounds::{Round, ShardedKind},
     sharder::{
         Applied, Move, Placement, Sharder, Standing, Step, acknowledge_drain, drain_label,
         shard_label, shard_selectors, standing,
