@@ -30,12 +30,18 @@
 //!   metadata LIST from the API server's cache, the labels to write); run one per ring
 //!   under leader election. A new object is labelled within a tick.
 //!
-//! Still to come: `.sharded(ring)` on the manager, which gates each reconcile on
-//! [`standing`], acknowledges drains, and never takes an object that *moved* away
-//! (reported deleted by the shard's informer with standing `Elsewhere`) for a deletion.
+//! - **A shard's controllers**, with the reconcile function unchanged: run them under the
+//!   shard Lease, on informers that select the shard's label, through
+//!   [`reconcile_sharded`] (reconciles its own objects, lets go of drained ones, never
+//!   takes a move for a deletion). Its docs show the whole assembly.
+//!
+//! Still to come: `.sharded(ring)` on the manager doing that assembly and electing the
+//! sharder in one option, the no-double-reconcile chaos test over random schedules, the
+//! benchmark and the three-replica demo.
 
 mod key;
 mod membership;
+mod reconcile;
 mod ring;
 mod rounds;
 mod sharder;
@@ -43,6 +49,7 @@ mod sharder;
 pub use self::{
     key::ShardKey,
     membership::{Members, RING_LABEL, shard_lease},
+    reconcile::reconcile_sharded,
     ring::{Ring, TOKENS_PER_SHARD},
     rounds::{Round, ShardedKind},
     sharder::{

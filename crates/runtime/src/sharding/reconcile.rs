@@ -1,0 +1,133 @@
+//! A shard's half of the protocol, around an unchanged reconcile function.
+
+use std::{future::Future, sync::Arc};
+
+use futures_util::future::BoxFuture;
+use kube::{
+    Resource,
+    api::{Api, ApiResource, DynamicObject},
+};
+use kube_informer::ObjectKey;
+
+use super::{Standing, acknowledge_drain, standing};
+use crate::controller::{Action, Cached};
+
+/// Wraps `reconcile` for `shard` of `ring`, so the function itself does not change:
+///
+/// - an object labelled for this shard is reconciled as before;
+/// - one being drained away is not: its labels are removed ([`acknowledge_drain`]) so the
+///   sharder can hand it over — the controller's work queue never runs two reconciles of a
+///   key at once, so none of it runs here any more;
+/// - an object the shard's informer reports gone is looked up first: if it still exists
+///   it has *moved* to another shard (its label changed), which is not a deletion, and the
+///   reconcile is not called; only a real deletion reaches it as [`Cached::Gone`].
+///
+/// A request of its own that fails is logged and the key retried with backoff
+/// ([`Action::Retry`]). The shard's informers must select its label
+/// ([`shard_selectors`](super::shard_selectors)), and the replica should run its
+/// controllers only while it holds its shard Lease
+/// ([`ManagerOptions::leader_election`](crate::ManagerOptions::leader_election) with
+/// [`shard_lease`](super::shard_lease)).
+///
+/// ```no_run
+/// # async fn run(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
+/// use std::sync::Arc;
+/// use k8s_openapi::api::apps::v1::Deployment;
+/// use kube_informer::FactoryOptions;
+/// use kube_informer_runtime::{
+///     Action, Cached, ControllerOptions, Manager, ManagerOptions,
+///     sharding::{reconcile_sharded, shard_lease, shard_selectors},
+/// };
+///
+/// async fn reconcile(d: Cached<Deployment>, _ctx: Arc<()>) -> Result<Action, kube::Error> {
+///     Ok(Action::Done)
+/// }
+///
+/// let me = "replica-0";
+/// let options = ManagerOptions::default()
+///     .leader_election(shard_lease("web", me).namespace("operators"))
+///     .factory(FactoryOptions::default().selectors(shard_selectors("web", me)));
+/// let mut manager = Manager::new(client.clone(), options).await?;
+/// let controller = manager.controller::<Deployment>(ControllerOptions::default().name("web"));
+/// let sharded = reconcile_sharded("web", me, client, reconcile);
+/// manager.add_controller(controller, sharded, |_, _, _| Action::Retry, Arc::new(()));
+/// # Ok(()) }
+/// ```
+pub fn reconcile_sharded<K, Ctx, E, R, Fut>(
+    ring: impl Into<String>,
+    shard: impl Into<String>,
+    client: kube::Client,
+    reconcile: R,
+) -> impl Fn(Cached<K>, Arc<Ctx>) -> BoxFuture<'static, Result<Action, E>> + Send + Sync + 'static
+where
+    K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+    Ctx: Send + Sync + 'static,
+    E: Send + 'static,
+    R: Fn(Cached<K>, Arc<Ctx>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Action, E>> + Send + 'static,
+{
+    let (ring, shard): (Arc<str>, Arc<str>) = (ring.into().into(), shard.into().into());
+    let reconcile = Arc::new(reconcile);
+    move |cached: Cached<K>, ctx: Arc<Ctx>| {
+        let (ring, shard, client, reconcile) = (
+            ring.clone(),
+            shard.clone(),
+            client.clone(),
+            reconcile.clone(),
+        );
+        Box::pin(async move {
+            let present = match &cached {
+                Cached::Present(object) => object.clone(),
+                Cached::Gone(key) => {
+                    return match moved_away::<K>(&client, key, &ring, &shard).await {
+                        Ok(true) => Ok(Action::Done),
+                        Ok(false) => reconcile(cached, ctx).await,
+                        Err(error) => {
+                            tracing::warn!(%key, %error, ring = %ring, "cannot tell a deletion from a move; retrying");
+                            Ok(Action::Retry)
+                        }
+                    };
+                }
+            };
+            match standing(present.meta(), &ring, &shard) {
+                Standing::Mine => reconcile(cached, ctx).await,
+                Standing::Elsewhere => Ok(Action::Done),
+                Standing::Draining => match acknowledge_drain(&client, &(), &ring, &*present).await
+                {
+                    // Acknowledged, or it changed meanwhile (its next event brings it back).
+                    Ok(_) => Ok(Action::Done),
+                    Err(error) => {
+                        tracing::warn!(key = ?present.meta().name, %error, ring = %ring, "cannot let go of a drained object; retrying");
+                        Ok(Action::Retry)
+                    }
+                },
+            }
+        })
+    }
+}
+
+/// Whether the object `key` still exists, no longer this shard's: it moved, it was not
+/// deleted.
+async fn moved_away<K>(
+    client: &kube::Client,
+    key: &ObjectKey,
+    ring: &str,
+    shard: &str,
+) -> Result<bool, kube::Error>
+where
+    K: Resource<DynamicType = ()>,
+{
+    let resource = ApiResource::erase::<K>(&());
+    let (namespace, name) = match key.as_str().split_once('/') {
+        Some((namespace, name)) => (Some(namespace), name),
+        None => (None, key.as_str()),
+    };
+    let api: Api<DynamicObject> = match namespace {
+        Some(namespace) => Api::namespaced_with(client.clone(), namespace, &resource),
+        None => Api::all_with(client.clone(), &resource),
+    };
+    Ok(match api.get_opt(name).await? {
+        None => false,
+        Some(object) => standing(&object.metadata, ring, shard) != Standing::Mine,
+    })
+}

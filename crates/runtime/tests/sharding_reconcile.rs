@@ -1,0 +1,156 @@
+//! A shard's controller through `reconcile_sharded` on fake-apiserver: its own objects are
+//! reconciled, a drained one is let go (its labels removed) and not reconciled again, an
+//! object that moved to another shard is never taken for a deletion, and a real deletion
+//! still reaches the reconcile as `Gone`.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{Recorded, server, until};
+use fake_apiserver::Gvr;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::{
+    Api,
+    api::{DeleteParams, Patch, PatchParams},
+};
+use kube_informer::factory::{FactoryOptions, SharedInformerFactory};
+use kube_informer_runtime::{
+    controller::{Action, Cached, Controller, ControllerOptions},
+    sharding::{drain_label, reconcile_sharded, shard_label, shard_selectors},
+};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shard_reconciles_its_own_lets_go_of_drained_and_tells_moves_from_deletions() {
+    let server = server().await;
+    let cms = Gvr::core("configmaps");
+    let label = shard_label("web");
+    for i in 0..6 {
+        server
+            .create(
+                &cms,
+                Some("shop"),
+                json!({"metadata": {"name": format!("cm-{i}"), "labels": {&label: "a"}}}),
+            )
+            .unwrap();
+    }
+    // Not this shard's: never seen.
+    server
+        .create(
+            &cms,
+            Some("shop"),
+            json!({"metadata": {"name": "other", "labels": {&label: "b"}}}),
+        )
+        .unwrap();
+
+    let client = server.client().unwrap();
+    let factory = SharedInformerFactory::new(
+        client.clone(),
+        FactoryOptions::default().selectors(shard_selectors("web", "a")),
+    );
+    let controller = Controller::<ConfigMap>::new(
+        &factory,
+        ControllerOptions::default().name("web").workers(1),
+    );
+    let seen = Recorded::default();
+    let log = seen.clone();
+    let reconcile = reconcile_sharded(
+        "web",
+        "a",
+        client.clone(),
+        move |cached: Cached<ConfigMap>, _ctx: Arc<()>| {
+            let log = log.clone();
+            async move {
+                log.push(match &cached {
+                    Cached::Present(cm) => format!("present {}", cm.metadata.name.clone().unwrap()),
+                    Cached::Gone(key) => format!("gone {key}"),
+                });
+                Ok::<_, kube::Error>(Action::Done)
+            }
+        },
+    );
+    let cancel = CancellationToken::new();
+    let run = tokio::spawn(controller.run(
+        reconcile,
+        |_, _, _| Action::Retry,
+        Arc::new(()),
+        cancel.clone(),
+    ));
+    until("the shard's objects", || {
+        (0..6).all(|i| seen.count(&format!("present cm-{i}")) == 1)
+    })
+    .await;
+    assert_eq!(seen.count("present other"), 0);
+
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "shop");
+    let labelled = |cm: &ConfigMap, key: &str| {
+        cm.metadata
+            .labels
+            .as_ref()
+            .is_some_and(|l| l.contains_key(key))
+    };
+    // The sharder drains cm-0: the shard lets go of it, without reconciling it.
+    let drain = json!({"metadata": {"labels": {drain_label("web"): "true"}}});
+    api.patch("cm-0", &PatchParams::default(), &Patch::Merge(&drain))
+        .await
+        .unwrap();
+    // Someone moves cm-1 to shard b directly.
+    let moved = json!({"metadata": {"labels": {&label: "b"}}});
+    api.patch("cm-1", &PatchParams::default(), &Patch::Merge(&moved))
+        .await
+        .unwrap();
+    // And cm-2 is deleted for real.
+    api.delete("cm-2", &DeleteParams::default()).await.unwrap();
+
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let cm0 = api.get("cm-0").await.unwrap();
+        if !labelled(&cm0, &label) && !labelled(&cm0, &drain_label("web")) {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "cm-0 was never let go: {:?}",
+            cm0.metadata.labels
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    until("the deletion", || seen.count("gone shop/cm-2") == 1).await;
+    // Both moves have left the cache by now or soon; let the controller settle on them.
+    until("the moves left the cache", || {
+        let store = factory.informer::<ConfigMap>().store();
+        !store.contains_key("shop/cm-0") && !store.contains_key("shop/cm-1")
+    })
+    .await;
+    // A sentinel change after the moves: with one worker the queue is first in, first
+    // out, so once it is reconciled the moves' delete events have been through the wrapper.
+    let touch = json!({"data": {"touched": "yes"}});
+    api.patch("cm-5", &PatchParams::default(), &Patch::Merge(&touch))
+        .await
+        .unwrap();
+    until("the sentinel", || seen.count("present cm-5") == 2).await;
+    assert_eq!(
+        seen.count("present cm-0"),
+        1,
+        "a drained object was reconciled: {:?}",
+        seen.all()
+    );
+    assert_eq!(
+        seen.count("gone shop/cm-0"),
+        0,
+        "a move taken for a deletion: {:?}",
+        seen.all()
+    );
+    assert_eq!(
+        seen.count("gone shop/cm-1"),
+        0,
+        "a move taken for a deletion: {:?}",
+        seen.all()
+    );
+    assert_eq!(seen.count("gone shop/cm-2"), 1);
+
+    cancel.cancel();
+    run.await.unwrap().unwrap();
+}
