@@ -321,16 +321,17 @@ async fn the_sharders_loop_labels_new_objects_and_moves_a_dead_shards_objects() 
         replicas.push((name, cancel, task));
     }
     let members = Members::new(leases.clone(), "web");
-    let kind = ShardedKind::new(
-        Api::<ConfigMap>::namespaced(server.client().unwrap(), "demo"),
+    let kinds = [ShardedKind::of::<ConfigMap>(
+        server.client().unwrap(),
+        Some("demo"),
         Placement::Own,
-    );
+    )];
     let stop = CancellationToken::new();
     let sharder = tokio::spawn({
         let stop = stop.clone();
         async move {
             Sharder::new("web")
-                .run(&members, &kind, Duration::from_millis(100), stop)
+                .run(&members, &kinds, Duration::from_millis(100), stop)
                 .await;
         }
     });
