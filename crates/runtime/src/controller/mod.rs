@@ -75,7 +75,7 @@ use futures_util::{Stream, StreamExt, future::BoxFuture};
 use kube::Resource;
 use kube_informer::{
     ObjectKey,
-    factory::{FactoryScope, SharedInformerFactory},
+    factory::{FactoryScope, InformerSpec, SharedInformerFactory},
     informer::{HandlerFuncs, HandlerOptions, SharedIndexInformer, SyncError},
     workqueue::{RateLimitingQueue, Workers},
 };
@@ -91,6 +91,25 @@ pub use self::{
     options::{Action, ControllerOptions},
     predicate::Predicate,
 };
+use crate::sharding::{Placement, ShardedKind};
+
+/// The informer of `T` a controller reads: the factory's, or, sharded, the one selecting
+/// the shard's label.
+fn informer_of<T>(
+    factory: &SharedInformerFactory,
+    shard: Option<&(String, String)>,
+) -> SharedIndexInformer<T>
+where
+    T: Watchable,
+    T::Scope: FactoryScope,
+{
+    match shard {
+        Some((ring, shard)) => factory.informer_with::<T>(
+            InformerSpec::new().selectors(crate::sharding::shard_selectors(ring, shard)),
+        ),
+        None => factory.informer::<T>(),
+    }
+}
 
 type SyncWait = Box<dyn Fn(Duration) -> BoxFuture<'static, Result<(), SyncError>> + Send + Sync>;
 /// A trigger's future, behind a mutex only so that the controller is `Sync`.
@@ -140,6 +159,8 @@ pub struct Controller<K: Resource> {
     syncs: Vec<SyncWait>,
     relations: Vec<Attach>,
     triggers: Vec<Trigger>,
+    /// The kinds a sharder places for this controller (when sharded).
+    sharded_kinds: Vec<ShardedKind>,
 }
 
 impl<K: Resource> std::fmt::Debug for Controller<K> {
@@ -185,9 +206,14 @@ where
             config = config.metrics(metrics.core());
         }
         let queue = RateLimitingQueue::new(config);
+        let sharded_kinds = options
+            .shard
+            .iter()
+            .map(|_| ShardedKind::of::<K>(factory.client().clone(), None, Placement::Own))
+            .collect();
         let mut controller = Self {
             factory: factory.clone(),
-            informer: factory.informer::<K>(),
+            informer: informer_of::<K>(factory, options.shard.as_ref()),
             queue,
             options,
             name,
@@ -199,6 +225,7 @@ where
             syncs: Vec::new(),
             relations: Vec::new(),
             triggers: Vec::new(),
+            sharded_kinds,
         };
         controller.wait_for(controller.informer.clone());
         controller
@@ -242,7 +269,7 @@ where
     where
         T::Scope: FactoryScope,
     {
-        let informer = self.factory.informer::<T>();
+        let informer = informer_of::<T>(&self.factory, self.options.shard.as_ref());
         let options = HandlerOptions::default().name(format!("{} relation", self.name));
         self.wait_for(informer.clone());
         self.relations
@@ -263,7 +290,19 @@ where
             K::Scope::NAMESPACED,
             self.expectations.clone(),
         );
-        self.relate(handler)
+        let mut this = self;
+        if this.options.shard.is_some() {
+            let client = this.factory.client().clone();
+            this.sharded_kinds
+                .push(ShardedKind::of::<C>(client, None, Placement::Controller));
+        }
+        this.relate(handler)
+    }
+
+    /// The kinds a sharder must place for this controller: its own kind by its key, each
+    /// owned kind by its controller's (empty unless [sharded](ControllerOptions::sharded)).
+    pub fn sharded_kinds(&self) -> &[ShardedKind] {
+        &self.sharded_kinds
     }
 
     /// Reconcile the keys `map` gives for every `O` that changes (old and new state of an
@@ -353,6 +392,35 @@ where
     /// returns once they have stopped (a manager that lost leadership, or whose shutdown
     /// deadline passed), where `graceful` drains.
     pub(crate) async fn run_until<Ctx, E, R, Fut, P>(
+        self,
+        reconcile: R,
+        error_policy: P,
+        ctx: Arc<Ctx>,
+        graceful: CancellationToken,
+        halt: CancellationToken,
+    ) -> Result<(), ControllerError>
+    where
+        Ctx: Send + Sync + 'static,
+        E: Display + Send + 'static,
+        R: Fn(Cached<K>, Arc<Ctx>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Action, E>> + Send + 'static,
+        P: Fn(&Cached<K>, &E, &Ctx) -> Action + Send + Sync + 'static,
+    {
+        match self.options.shard.clone() {
+            Some((ring, shard)) => {
+                let client = self.factory.client().clone();
+                let sharded = crate::sharding::reconcile_sharded(ring, shard, client, reconcile);
+                self.run_reconciles(sharded, error_policy, ctx, graceful, halt)
+                    .await
+            }
+            None => {
+                self.run_reconciles(reconcile, error_policy, ctx, graceful, halt)
+                    .await
+            }
+        }
+    }
+
+    async fn run_reconciles<Ctx, E, R, Fut, P>(
         mut self,
         reconcile: R,
         error_policy: P,

@@ -40,6 +40,8 @@ pub struct ControllerOptions {
     pub(crate) drain_timeout: Option<Duration>,
     pub(crate) reconcile_timeout: Option<Duration>,
     pub(crate) metrics: Option<super::ControllerMetrics>,
+    /// (ring, shard) when sharded.
+    pub(crate) shard: Option<(String, String)>,
 }
 
 impl Default for ControllerOptions {
@@ -51,6 +53,7 @@ impl Default for ControllerOptions {
             drain_timeout: Some(Duration::from_secs(30)),
             reconcile_timeout: None,
             metrics: None,
+            shard: None,
         }
     }
 }
@@ -106,6 +109,19 @@ impl ControllerOptions {
     #[must_use]
     pub fn metrics(mut self, metrics: &super::ControllerMetrics) -> Self {
         self.metrics = Some(metrics.clone());
+        self
+    }
+
+    /// Reconcile only `shard`'s objects of the sharded `ring` (see
+    /// [`sharding`](crate::sharding)): the primary's and each owned kind's informers select
+    /// the shard's label, and the reconcile is wrapped in
+    /// [`reconcile_sharded`](crate::sharding::reconcile_sharded) (drained objects let go,
+    /// moves never taken for deletions). A [`Manager`](crate::manager::Manager) made with
+    /// [`ManagerOptions::sharded`](crate::ManagerOptions::sharded) sets it on every
+    /// controller it makes.
+    #[must_use]
+    pub fn sharded(mut self, ring: impl Into<String>, shard: impl Into<String>) -> Self {
+        self.shard = Some((ring.into(), shard.into()));
         self
     }
 }

@@ -55,6 +55,7 @@ mod health;
 mod options;
 mod run;
 mod server;
+mod sharding;
 mod shutdown;
 
 use std::{fmt::Display, future::Future, net::SocketAddr, sync::Arc};
@@ -155,6 +156,10 @@ pub struct Manager {
     recorder: std::sync::OnceLock<Recorder>,
     healthz: Vec<(String, Check)>,
     readyz: Vec<(String, Check)>,
+    /// Where the Leases are (when elected or sharded).
+    leases: Option<Arc<dyn crate::lease::LeaseStore>>,
+    /// The kinds the sharder places, from every sharded controller added.
+    sharded_kinds: Arc<Mutex<Vec<crate::sharding::ShardedKind>>>,
 }
 
 impl std::fmt::Debug for Manager {
@@ -179,20 +184,30 @@ impl Manager {
             client.clone(),
             options.factory.clone().metrics(&core_metrics),
         );
-        let elector = match &options.leader_election {
-            Some(config) => Some(match &options.lease_store {
-                Some(store) => LeaderElector::new(store.clone(), config.clone())?,
-                None => {
-                    let namespace = config
-                        .namespace
-                        .clone()
-                        .unwrap_or_else(|| client.default_namespace().to_owned());
-                    let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
-                        kube::Api::namespaced(client.clone(), &namespace);
-                    LeaderElector::new(leases, config.clone().namespace(namespace))?
-                }
-            }),
-            None => None,
+        // Sharded, the replica's shard Lease is what it must hold to reconcile.
+        let election = match &options.sharding {
+            Some(sharding) => Some(sharding.lease(options.leader_election.as_ref())),
+            None => options.leader_election.clone(),
+        };
+        let (elector, leases) = match election {
+            Some(config) => {
+                let namespace = config
+                    .namespace
+                    .clone()
+                    .unwrap_or_else(|| client.default_namespace().to_owned());
+                let leases: Arc<dyn crate::lease::LeaseStore> = match &options.lease_store {
+                    Some(store) => store.clone(),
+                    None => Arc::new(
+                        kube::Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(
+                            client.clone(),
+                            &namespace,
+                        ),
+                    ),
+                };
+                let elector = LeaderElector::new(leases.clone(), config.namespace(namespace))?;
+                (Some(elector), Some(leases))
+            }
+            None => (None, None),
         };
         Ok(Self {
             client,
@@ -206,6 +221,8 @@ impl Manager {
             recorder: std::sync::OnceLock::new(),
             healthz: Vec::new(),
             readyz: Vec::new(),
+            leases,
+            sharded_kinds: Arc::default(),
         })
     }
 
@@ -287,7 +304,11 @@ impl Manager {
         K: Watchable,
         K::Scope: FactoryScope,
     {
-        Controller::new(&self.factory, options.metrics(&self.controller_metrics))
+        let mut options = options.metrics(&self.controller_metrics);
+        if let Some(sharding) = &self.options.sharding {
+            options = options.sharded(sharding.ring.clone(), sharding.shard.clone());
+        }
+        Controller::new(&self.factory, options)
     }
 
     /// Runs `controller` with `reconcile`, `error_policy` and `ctx` (only while leading,
@@ -308,6 +329,7 @@ impl Manager {
         P: Fn(&Cached<K>, &E, &Ctx) -> Action + Send + Sync + 'static,
     {
         let name = controller.name().to_owned();
+        self.add_sharded_kinds(controller.sharded_kinds());
         self.runnables.push(Runnable {
             name,
             leader_only: true,
@@ -320,6 +342,28 @@ impl Manager {
                 })
             }),
         });
+    }
+
+    /// Registers a sharded controller's kinds with the sharder, started with the first.
+    fn add_sharded_kinds(&mut self, kinds: &[crate::sharding::ShardedKind]) {
+        let (Some(sharding), Some(elector), Some(leases)) =
+            (&self.options.sharding, &self.elector, &self.leases)
+        else {
+            return;
+        };
+        let first = self.sharded_kinds.lock().is_empty();
+        self.sharded_kinds.lock().extend(kinds.iter().cloned());
+        if first && !kinds.is_empty() {
+            let (sharding, lease, leases, kinds) = (
+                sharding.clone(),
+                elector.config().clone(),
+                leases.clone(),
+                self.sharded_kinds.clone(),
+            );
+            self.add("sharder", false, move |cancel| {
+                sharding::run_sharder(sharding, lease, leases, kinds, cancel)
+            });
+        }
     }
 
     /// Runs `task` with the manager: its token is cancelled to ask it to finish; if it

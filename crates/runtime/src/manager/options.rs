@@ -26,6 +26,7 @@ pub struct ManagerOptions {
     pub(crate) lease_store: Option<Arc<dyn LeaseStore>>,
     pub(crate) max_watch_failures: u32,
     pub(crate) factory: FactoryOptions,
+    pub(crate) sharding: Option<super::sharding::Sharding>,
 }
 
 impl std::fmt::Debug for ManagerOptions {
@@ -37,6 +38,7 @@ impl std::fmt::Debug for ManagerOptions {
             .field("lease_store", &self.lease_store.as_ref().map(|_| "custom"))
             .field("max_watch_failures", &self.max_watch_failures)
             .field("factory", &self.factory)
+            .field("sharding", &self.sharding)
             .finish()
     }
 }
@@ -50,6 +52,7 @@ impl Default for ManagerOptions {
             lease_store: None,
             max_watch_failures: 10,
             factory: FactoryOptions::default(),
+            sharding: None,
         }
     }
 }
@@ -148,6 +151,41 @@ impl ManagerOptions {
     #[must_use]
     pub fn max_watch_failures(mut self, failures: u32) -> Self {
         self.max_watch_failures = failures.max(1);
+        self
+    }
+
+    /// Run as `shard` of the sharded `ring`: N replicas, each caching and reconciling about
+    /// 1/N of the objects (see [`sharding`](crate::sharding)). The replica holds the shard
+    /// Lease `<ring>-<shard>` instead of competing for one leader Lease (its controllers run
+    /// while it holds it and are halted the moment it cannot renew, exactly as under
+    /// [`leader_election`](Self::leader_election), whose namespace and durations it takes
+    /// when set); every controller the manager makes is
+    /// [sharded](crate::ControllerOptions::sharded); and one replica, elected on the Lease
+    /// `<ring>-sharder`, labels the objects of every sharded controller's kinds each
+    /// `every` (5 s by default through [`ManagerOptions::sharded`]). Reconcile functions do
+    /// not change. `shard` must be unique and stable per replica (a StatefulSet's pod name).
+    /// RBAC: the Leases (get, create, update, list) in the Lease namespace, and list and
+    /// patch on the sharded kinds in every namespace (the sharder lists them cluster-wide).
+    ///
+    /// ```
+    /// use kube_informer_runtime::manager::ManagerOptions;
+    ///
+    /// let options = ManagerOptions::default().sharded("web", "web-0");
+    /// # let _ = options;
+    /// ```
+    #[must_use]
+    pub fn sharded(mut self, ring: impl Into<String>, shard: impl Into<String>) -> Self {
+        self.sharding = Some(super::sharding::Sharding::new(ring.into(), shard.into()));
+        self
+    }
+
+    /// How often the elected sharder places the objects (default 5 s): a new object is
+    /// labelled, and so cached and reconciled by its shard, within this.
+    #[must_use]
+    pub fn sharding_period(mut self, every: Duration) -> Self {
+        if let Some(sharding) = &mut self.sharding {
+            sharding.every = every;
+        }
         self
     }
 }

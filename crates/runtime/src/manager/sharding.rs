@@ -1,0 +1,99 @@
+//! A sharded manager's extra parts: its shard Lease as its "leadership", and the elected
+//! sharder that places the objects of its controllers' kinds.
+
+use std::{sync::Arc, time::Duration};
+
+use parking_lot::Mutex;
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    leader_election::{LeaderElectionConfig, LeaderElector},
+    lease::LeaseStore,
+    sharding::{Members, ShardedKind, Sharder, shard_lease},
+};
+
+/// What [`ManagerOptions::sharded`](super::ManagerOptions::sharded) asked for.
+#[derive(Debug, Clone)]
+pub(crate) struct Sharding {
+    pub(crate) ring: String,
+    pub(crate) shard: String,
+    pub(crate) every: Duration,
+}
+
+impl Sharding {
+    pub(crate) fn new(ring: String, shard: String) -> Self {
+        Self {
+            ring,
+            shard,
+            every: Duration::from_secs(5),
+        }
+    }
+
+    /// The replica's shard Lease, with the namespace and durations of `base` when given.
+    pub(crate) fn lease(&self, base: Option<&LeaderElectionConfig>) -> LeaderElectionConfig {
+        let mut config = shard_lease(&self.ring, &self.shard);
+        if let Some(base) = base {
+            config = config
+                .lease_duration(base.lease_duration)
+                .renew_deadline(base.renew_deadline)
+                .retry_period(base.retry_period);
+            if let Some(namespace) = &base.namespace {
+                config = config.namespace(namespace.clone());
+            }
+        }
+        config
+    }
+
+    /// The sharder's election: one replica of the ring places the objects.
+    fn election(&self, shard_lease: &LeaderElectionConfig) -> LeaderElectionConfig {
+        let mut config = LeaderElectionConfig::new(format!("{}-sharder", self.ring))
+            .identity(self.shard.clone())
+            .lease_duration(shard_lease.lease_duration)
+            .renew_deadline(shard_lease.renew_deadline)
+            .retry_period(shard_lease.retry_period);
+        if let Some(namespace) = &shard_lease.namespace {
+            config = config.namespace(namespace.clone());
+        }
+        config
+    }
+}
+
+/// Runs the sharder while this replica is elected for it, until `cancel`: the election and
+/// the rounds both live in this future (nothing is spawned), and losing the election stops
+/// the rounds at once.
+pub(crate) async fn run_sharder(
+    sharding: Sharding,
+    shard_lease: LeaderElectionConfig,
+    leases: Arc<dyn LeaseStore>,
+    kinds: Arc<Mutex<Vec<ShardedKind>>>,
+    cancel: CancellationToken,
+) -> Result<(), String> {
+    let elector = LeaderElector::new(leases.clone(), sharding.election(&shard_lease))
+        .map_err(|e| e.to_string())?;
+    let members = Members::new(leases, sharding.ring.clone());
+    let sharder = Sharder::new(sharding.ring.clone());
+    let kinds = kinds.lock().clone();
+    let rounds = async {
+        let mut leading = elector.leading();
+        loop {
+            if leading.wait_for(|l| *l).await.is_err() {
+                return;
+            }
+            let stop = CancellationToken::new();
+            tokio::select! {
+                () = sharder.run(&members, &kinds, sharding.every, stop.clone()) => return,
+                lost = leading.wait_for(|l| !*l) => {
+                    stop.cancel();
+                    if lost.is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    };
+    tokio::select! {
+        () = elector.run(cancel.clone()) => {}
+        () = rounds => {}
+    }
+    Ok(())
+}

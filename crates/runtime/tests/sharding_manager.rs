@@ -1,0 +1,373 @@
+//! Sharded managers on fake-apiserver, turned on with one option and an unchanged
+//! reconcile: three replicas split the objects (each caches and reconciles only its own),
+//! a killed replica's objects are taken over once its Lease expires, a joining replica
+//! takes its share through the drain handover, a replica partitioned from its Lease stops
+//! before its objects are handed on — and, with objects changing all along, an
+//! instrumented reconcile shows that no object is ever reconciled by two replicas at once.
+
+mod common;
+
+use std::{
+    collections::{BTreeMap, BTreeSet, HashMap},
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
+
+use futures_util::future::BoxFuture;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube_informer_runtime::lease::LeaseStore;
+
+use common::server;
+use fake_apiserver::{FakeApiServer, Gvr};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+use kube_informer::factory::{InformerSpec, SharedInformerFactory};
+use kube_informer_runtime::{
+    Action, Cached, CancellationToken, ControllerOptions, LeaderElectionConfig, Manager,
+    ManagerOptions,
+    lease::MemoryLeases,
+    sharding::{Ring, shard_label, shard_selectors},
+};
+use parking_lot::Mutex;
+use serde_json::json;
+
+const OBJECTS: usize = 150;
+
+/// Who reconciles what: each key's replica while a reconcile runs, every overlap seen, and
+/// who reconciled each key last.
+#[derive(Default)]
+struct Ledger {
+    running: HashMap<String, String>,
+    overlaps: Vec<String>,
+    last: BTreeMap<String, String>,
+    /// Keys whose reconciles take long (so they run when their object moves).
+    slow: BTreeSet<String>,
+}
+
+/// One replica's way to the Leases, which a partition cuts (its requests fail).
+#[derive(Clone)]
+struct Link {
+    leases: Arc<MemoryLeases>,
+    cut: Arc<AtomicBool>,
+}
+
+impl Link {
+    fn check(&self) -> Result<(), kube::Error> {
+        if self.cut.load(Ordering::SeqCst) {
+            return Err(kube::Error::Service("partitioned".into()));
+        }
+        Ok(())
+    }
+}
+
+impl LeaseStore for Link {
+    fn get<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<Lease>, kube::Error>> {
+        Box::pin(async move {
+            self.check()?;
+            self.leases.get(name).await
+        })
+    }
+    fn create<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<Lease, kube::Error>> {
+        Box::pin(async move {
+            self.check()?;
+            self.leases.create(lease).await
+        })
+    }
+    fn replace<'a>(
+        &'a self,
+        name: &'a str,
+        lease: &'a Lease,
+    ) -> BoxFuture<'a, Result<Lease, kube::Error>> {
+        Box::pin(async move {
+            self.check()?;
+            self.leases.replace(name, lease).await
+        })
+    }
+    fn list<'a>(
+        &'a self,
+        label: &'a str,
+        value: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<Lease>, kube::Error>> {
+        Box::pin(async move {
+            self.check()?;
+            self.leases.list(label, value).await
+        })
+    }
+}
+
+struct Running {
+    ledger: Arc<Mutex<Ledger>>,
+    key: String,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.ledger.lock().running.remove(&self.key);
+    }
+}
+
+struct Replica {
+    factory: SharedInformerFactory,
+    cut: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+    graceful: CancellationToken,
+}
+
+async fn replica(
+    server: &FakeApiServer,
+    leases: &Arc<MemoryLeases>,
+    ledger: &Arc<Mutex<Ledger>>,
+    name: &'static str,
+) -> Replica {
+    let short = LeaderElectionConfig::new("unused")
+        .lease_duration(Duration::from_secs(3))
+        .renew_deadline(Duration::from_secs(2))
+        .retry_period(Duration::from_millis(500));
+    let cut = Arc::new(AtomicBool::new(false));
+    let link = Link {
+        leases: leases.clone(),
+        cut: cut.clone(),
+    };
+    let options = ManagerOptions::for_tests()
+        .lease_store(Arc::new(link))
+        .leader_election(short)
+        .sharded("web", name)
+        .sharding_period(Duration::from_millis(200));
+    let mut manager = Manager::new(server.client().unwrap(), options)
+        .await
+        .unwrap();
+    let factory = manager.factory().clone();
+    let controller = manager.controller::<ConfigMap>(ControllerOptions::default().name("web"));
+    let ledger = ledger.clone();
+    // The reconcile knows nothing of sharding.
+    let reconcile = move |cached: Cached<ConfigMap>, _ctx: Arc<()>| {
+        let ledger = ledger.clone();
+        async move {
+            let Cached::Present(cm) = cached else {
+                return Ok::<_, kube::Error>(Action::Done);
+            };
+            let key = cm.metadata.name.clone().unwrap();
+            {
+                let mut ledger = ledger.lock();
+                if let Some(other) = ledger.running.insert(key.clone(), name.to_owned()) {
+                    ledger.overlaps.push(format!("{key}: {other} and {name}"));
+                }
+            }
+            // Out of the ledger when the reconcile ends or is dropped (a killed replica).
+            let running = Running {
+                ledger: ledger.clone(),
+                key: key.clone(),
+            };
+            // Slow on the shards it leaves, quick on the one it joins: without the handover
+            // the newcomer would start on it while the old shard still runs.
+            let slow = name != "d" && ledger.lock().slow.contains(&key);
+            tokio::time::sleep(Duration::from_millis(if slow { 300 } else { 20 })).await;
+            drop(running);
+            ledger.lock().last.insert(key, name.to_owned());
+            Ok(Action::Done)
+        }
+    };
+    manager.add_controller(controller, reconcile, |_, _, _| Action::Retry, Arc::new(()));
+    let graceful = CancellationToken::new();
+    let task = tokio::spawn({
+        let graceful = graceful.clone();
+        async move {
+            let _ = manager.run_until(graceful, CancellationToken::new()).await;
+        }
+    });
+    Replica {
+        factory,
+        cut,
+        task,
+        graceful,
+    }
+}
+
+/// The shard label of every object on the server.
+async fn labels(server: &FakeApiServer) -> BTreeMap<String, String> {
+    let api: Api<ConfigMap> = Api::namespaced(server.client().unwrap(), "shop");
+    let label = shard_label("web");
+    api.list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|cm| {
+            let shard = cm.metadata.labels.and_then(|mut l| l.remove(&label));
+            (cm.metadata.name.unwrap(), shard.unwrap_or_default())
+        })
+        .collect()
+}
+
+/// Waits until every object is labelled for one of `shards` and each of them has some, the
+/// last reconcile of each object was by its shard, and each shard's cache holds exactly
+/// its objects.
+async fn settled(
+    server: &FakeApiServer,
+    ledger: &Mutex<Ledger>,
+    replicas: &[(&str, &Replica)],
+) -> BTreeMap<String, String> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let labels = labels(server).await;
+        let shards: BTreeSet<&str> = replicas.iter().map(|(n, _)| *n).collect();
+        let placed = labels.values().all(|s| shards.contains(s.as_str()))
+            && shards
+                .iter()
+                .all(|shard| labels.values().any(|s| s == shard));
+        let reconciled = placed && {
+            let ledger = ledger.lock();
+            labels.iter().all(|(k, s)| ledger.last.get(k) == Some(s))
+        };
+        let cached = reconciled
+            && replicas.iter().all(|(name, replica)| {
+                let informer = replica.factory.informer_with::<ConfigMap>(
+                    InformerSpec::new().selectors(shard_selectors("web", name)),
+                );
+                let mine: BTreeSet<String> = labels
+                    .iter()
+                    .filter(|(_, s)| s == name)
+                    .map(|(k, _)| format!("shop/{k}"))
+                    .collect();
+                let cache: BTreeSet<String> = informer
+                    .store()
+                    .list_keys()
+                    .into_iter()
+                    .map(|k| k.to_string())
+                    .collect();
+                cache == mine
+            });
+        if cached {
+            return labels;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never settled on {shards:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sharded_managers_split_take_over_and_never_reconcile_one_object_twice_at_once() {
+    let server = server().await;
+    let cms = Gvr::core("configmaps");
+    for i in 0..OBJECTS {
+        server
+            .create(
+                &cms,
+                Some("shop"),
+                json!({"metadata": {"name": format!("cm-{i:03}")}}),
+            )
+            .unwrap();
+    }
+    let leases = Arc::new(MemoryLeases::default());
+    let ledger = Arc::new(Mutex::new(Ledger::default()));
+    // Churn all along: every few milliseconds an object changes, so reconciles are running
+    // whenever an object moves.
+    let stop_churn = CancellationToken::new();
+    let churn = tokio::spawn({
+        let (api, stop) = (
+            Api::<ConfigMap>::namespaced(server.client().unwrap(), "shop"),
+            stop_churn.clone(),
+        );
+        async move {
+            let mut n = 0u64;
+            while !stop.is_cancelled() {
+                n += 1;
+                let name = format!("cm-{:03}", (n * 7919) % OBJECTS as u64);
+                let patch = json!({"data": {"n": n.to_string()}});
+                // A conflict with the sharder's write is harmless here.
+                let _ = api
+                    .patch(&name, &Default::default(), &kube::api::Patch::Merge(&patch))
+                    .await;
+                tokio::time::sleep(Duration::from_millis(3)).await;
+            }
+        }
+    });
+    let a = replica(&server, &leases, &ledger, "a").await;
+    let mut b = replica(&server, &leases, &ledger, "b").await;
+    let c = replica(&server, &leases, &ledger, "c").await;
+
+    let three = settled(&server, &ledger, &[("a", &a), ("b", &b), ("c", &c)]).await;
+    for shard in ["a", "b", "c"] {
+        let n = three.values().filter(|s| *s == shard).count();
+        assert!(n > OBJECTS / 6, "{shard} holds {n} of {OBJECTS}");
+    }
+
+    // Kill c: its manager's future is dropped, its Lease left to expire.
+    c.task.abort();
+    let _ = c.task.await;
+    let two = settled(&server, &ledger, &[("a", &a), ("b", &b)]).await;
+    for (key, shard) in &three {
+        if shard != "c" {
+            assert_eq!(&two[key], shard, "{key} moved though its shard lives");
+        }
+    }
+
+    // d joins while the objects it will take are being reconciled, slowly, by their
+    // current shards: d must not start on one before its old shard has finished and let go.
+    let ring = Ring::new(["a", "b", "d"]);
+    let moving: BTreeSet<String> = two
+        .keys()
+        .filter(|k| ring.shard_for(&format!("/ConfigMap/shop/{k}")) == Some("d"))
+        .cloned()
+        .collect();
+    ledger.lock().slow = moving.clone();
+    let api: Api<ConfigMap> = Api::namespaced(server.client().unwrap(), "shop");
+    for key in &moving {
+        let patch = json!({"data": {"moving": "yes"}});
+        api.patch(key, &Default::default(), &kube::api::Patch::Merge(&patch))
+            .await
+            .unwrap();
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !ledger.lock().running.keys().any(|k| moving.contains(k)) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no slow reconcile started"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let d = replica(&server, &leases, &ledger, "d").await;
+    let with_d = settled(&server, &ledger, &[("a", &a), ("b", &b), ("d", &d)]).await;
+    let to_d: BTreeSet<String> = with_d
+        .iter()
+        .filter(|(_, s)| *s == "d")
+        .map(|(k, _)| k.clone())
+        .collect();
+    assert_eq!(to_d, moving, "d took other objects than its share");
+    for (key, shard) in &with_d {
+        assert!(
+            shard == "d" || shard == &two[key],
+            "{key} moved between old shards"
+        );
+    }
+
+    // Partition b from the Leases (its requests to them fail; it still reaches the
+    // objects): it stops at its renew deadline, and its objects go to a and d only once its
+    // Lease has expired.
+    b.cut.store(true, Ordering::SeqCst);
+    let without_b = settled(&server, &ledger, &[("a", &a), ("d", &d)]).await;
+    for (key, shard) in &with_d {
+        if shard != "b" {
+            assert_eq!(&without_b[key], shard, "{key} moved though its shard lives");
+        }
+    }
+    let _ = (&mut b.task).await; // its manager ended: leadership lost
+
+    stop_churn.cancel();
+    churn.await.unwrap();
+    assert!(
+        ledger.lock().overlaps.is_empty(),
+        "reconciled by two replicas at once: {:?}",
+        ledger.lock().overlaps
+    );
+    for replica in [a, d] {
+        replica.graceful.cancel();
+        replica.task.await.unwrap();
+    }
+}
