@@ -60,8 +60,8 @@
 //! - [`lease`] and [`leader_election`]: client-go's Lease-based election.
 //! - [`manager`]: the [`Manager`] that runs it all, with `/healthz`,
 //!   `/readyz`, `/metrics`, leader gating and graceful shutdown.
-//! - [`sharding`]: the placement of objects on shards (a consistent-hash ring and the
-//!   sharding key); sharded controllers are being built on it.
+//! - [`sharding`]: N replicas each caching and reconciling ~1/N of the objects
+//!   ([`ManagerOptions::sharded`]), never two on one object at once.
 //!
 //! The informer core (kube-informer) stays free of HTTP servers and signal handling: they
 //! live here, with the manager.
