@@ -63,21 +63,62 @@ async fn settle() {
     tokio::time::sleep(Duration::from_millis(100)).await;
 }
 
+/// A source that counts what the reflector took from it, and an informer over it with a
+/// queue of [`CAPACITY`]; handlers are added before [`Rig::start`].
+struct Rig {
+    source: MemorySource<ConfigMap>,
+    counted: Counted,
+    informer: SharedIndexInformer<ConfigMap>,
+}
+
+impl Rig {
+    fn new() -> Self {
+        let source = MemorySource::default();
+        let counted = Counted {
+            source: source.clone(),
+            pulled: Arc::new(AtomicUsize::new(0)),
+        };
+        let options = InformerOptions::default()
+            .queue_capacity(Some(CAPACITY))
+            .reflector(ReflectorOptions::default().streaming_lists(false));
+        let informer = SharedIndexInformer::new(counted.clone(), options);
+        Self {
+            source,
+            counted,
+            informer,
+        }
+    }
+
+    /// Runs the informer until it has synced; cancel the token and await the task to stop.
+    async fn start(&self) -> (CancellationToken, tokio::task::JoinHandle<()>) {
+        let cancel = CancellationToken::new();
+        let run = tokio::spawn({
+            let (informer, cancel) = (self.informer.clone(), cancel.clone());
+            async move { informer.run(cancel).await }
+        });
+        self.informer
+            .wait_for_sync(Duration::from_secs(10))
+            .await
+            .unwrap();
+        (cancel, run)
+    }
+
+    /// [`EVENTS`] new objects at the source.
+    fn add_events(&self) {
+        for i in 0..EVENTS {
+            self.source.add(cm(format!("cm-{i:04}")));
+        }
+    }
+}
+
 const EVENTS: usize = 2000;
 const CAPACITY: usize = 10;
 const LIMIT: usize = 10;
 
 #[tokio::test(start_paused = true)]
 async fn a_stalled_consumer_stops_the_reads_and_one_set_aside_frees_the_others() {
-    let source = MemorySource::default();
-    let counted = Counted {
-        source: source.clone(),
-        pulled: Arc::new(AtomicUsize::new(0)),
-    };
-    let options = InformerOptions::default()
-        .queue_capacity(Some(CAPACITY))
-        .reflector(ReflectorOptions::default().streaming_lists(false));
-    let informer = SharedIndexInformer::new(counted.clone(), options);
+    let rig = Rig::new();
+    let (source, counted, informer) = (&rig.source, &rig.counted, &rig.informer);
     // A consumer that is not reading: a stream nobody polls yet.
     let grace = Duration::from_secs(60);
     let mut stalled = informer.stream(
@@ -93,19 +134,9 @@ async fn a_stalled_consumer_stops_the_reads_and_one_set_aside_frees_the_others()
         }),
         HandlerOptions::default().name("counting"),
     );
-    let cancel = CancellationToken::new();
-    let run = tokio::spawn({
-        let (informer, cancel) = (informer.clone(), cancel.clone());
-        async move { informer.run(cancel).await }
-    });
-    informer
-        .wait_for_sync(Duration::from_secs(10))
-        .await
-        .unwrap();
+    let (cancel, run) = rig.start().await;
 
-    for i in 0..EVENTS {
-        source.add(cm(format!("cm-{i:04}")));
-    }
+    rig.add_events();
     settle().await;
     // Held back: the stalled stream holds at most its limit and one batch, the queue its
     // capacity, the reflector one event; nothing else was read from the source.
@@ -164,33 +195,16 @@ async fn a_stalled_consumer_stops_the_reads_and_one_set_aside_frees_the_others()
 /// after one grace period, and its backlog then grew with everything the source had.)
 #[tokio::test(start_paused = true)]
 async fn a_slow_consumer_that_keeps_up_paces_the_informer_and_is_never_set_aside() {
-    let source = MemorySource::default();
-    let counted = Counted {
-        source: source.clone(),
-        pulled: Arc::new(AtomicUsize::new(0)),
-    };
-    let options = InformerOptions::default()
-        .queue_capacity(Some(CAPACITY))
-        .reflector(ReflectorOptions::default().streaming_lists(false));
-    let informer = SharedIndexInformer::new(counted.clone(), options);
+    let rig = Rig::new();
+    let (counted, informer) = (&rig.counted, &rig.informer);
     let grace = Duration::from_secs(1);
     let mut slow = informer.stream(
         HandlerOptions::default()
             .name("slow")
             .backpressure(LIMIT, grace),
     );
-    let cancel = CancellationToken::new();
-    let run = tokio::spawn({
-        let (informer, cancel) = (informer.clone(), cancel.clone());
-        async move { informer.run(cancel).await }
-    });
-    informer
-        .wait_for_sync(Duration::from_secs(10))
-        .await
-        .unwrap();
-    for i in 0..EVENTS {
-        source.add(cm(format!("cm-{i:04}")));
-    }
+    let (cancel, run) = rig.start().await;
+    rig.add_events();
     // 10 ms a notification: 2000 events take 20 s, the grace is 1 s.
     let started = tokio::time::Instant::now();
     let mut worst_backlog = 0;
@@ -231,28 +245,11 @@ async fn a_slow_consumer_that_keeps_up_paces_the_informer_and_is_never_set_aside
 
 #[tokio::test(start_paused = true)]
 async fn without_backpressure_a_stalled_consumer_holds_nobody_back() {
-    let source = MemorySource::default();
-    let counted = Counted {
-        source: source.clone(),
-        pulled: Arc::new(AtomicUsize::new(0)),
-    };
-    let options = InformerOptions::default()
-        .queue_capacity(Some(CAPACITY))
-        .reflector(ReflectorOptions::default().streaming_lists(false));
-    let informer = SharedIndexInformer::new(counted.clone(), options);
+    let rig = Rig::new();
+    let (counted, informer) = (&rig.counted, &rig.informer);
     let stalled = informer.stream(HandlerOptions::default().without_backpressure());
-    let cancel = CancellationToken::new();
-    let run = tokio::spawn({
-        let (informer, cancel) = (informer.clone(), cancel.clone());
-        async move { informer.run(cancel).await }
-    });
-    informer
-        .wait_for_sync(Duration::from_secs(10))
-        .await
-        .unwrap();
-    for i in 0..EVENTS {
-        source.add(cm(format!("cm-{i:04}")));
-    }
+    let (cancel, run) = rig.start().await;
+    rig.add_events();
     settle().await;
     assert_eq!(counted.pulled.load(Ordering::SeqCst), EVENTS);
     assert_eq!(stalled.registration().backlog(), EVENTS);

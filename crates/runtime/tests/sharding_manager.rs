@@ -16,11 +16,7 @@ use std::{
     time::Duration,
 };
 
-use futures_util::future::BoxFuture;
-use k8s_openapi::api::coordination::v1::Lease;
-use kube_informer_runtime::lease::LeaseStore;
-
-use common::server;
+use common::{link::Link, server};
 use fake_apiserver::{FakeApiServer, Gvr};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
@@ -45,57 +41,6 @@ struct Ledger {
     last: BTreeMap<String, String>,
     /// Keys whose reconciles take long (so they run when their object moves).
     slow: BTreeSet<String>,
-}
-
-/// One replica's way to the Leases, which a partition cuts (its requests fail).
-#[derive(Clone)]
-struct Link {
-    leases: Arc<MemoryLeases>,
-    cut: Arc<AtomicBool>,
-}
-
-impl Link {
-    fn check(&self) -> Result<(), kube::Error> {
-        if self.cut.load(Ordering::SeqCst) {
-            return Err(kube::Error::Service("partitioned".into()));
-        }
-        Ok(())
-    }
-}
-
-impl LeaseStore for Link {
-    fn get<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<Lease>, kube::Error>> {
-        Box::pin(async move {
-            self.check()?;
-            self.leases.get(name).await
-        })
-    }
-    fn create<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<Lease, kube::Error>> {
-        Box::pin(async move {
-            self.check()?;
-            self.leases.create(lease).await
-        })
-    }
-    fn replace<'a>(
-        &'a self,
-        name: &'a str,
-        lease: &'a Lease,
-    ) -> BoxFuture<'a, Result<Lease, kube::Error>> {
-        Box::pin(async move {
-            self.check()?;
-            self.leases.replace(name, lease).await
-        })
-    }
-    fn list<'a>(
-        &'a self,
-        label: &'a str,
-        value: &'a str,
-    ) -> BoxFuture<'a, Result<Vec<Lease>, kube::Error>> {
-        Box::pin(async move {
-            self.check()?;
-            self.leases.list(label, value).await
-        })
-    }
 }
 
 struct Running {
@@ -126,11 +71,8 @@ async fn replica(
         .lease_duration(Duration::from_secs(3))
         .renew_deadline(Duration::from_secs(2))
         .retry_period(Duration::from_millis(500));
-    let cut = Arc::new(AtomicBool::new(false));
-    let link = Link {
-        leases: leases.clone(),
-        cut: cut.clone(),
-    };
+    let link = Link::new(leases);
+    let cut = link.cut.clone();
     let options = ManagerOptions::for_tests()
         .lease_store(Arc::new(link))
         .leader_election(short)

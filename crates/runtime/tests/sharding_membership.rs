@@ -11,66 +11,16 @@ use std::{
     time::Duration,
 };
 
-use futures_util::future::BoxFuture;
-use k8s_openapi::api::coordination::v1::Lease;
+mod common;
+
+use common::link::Link;
 use kube_informer_runtime::{
     CancellationToken,
     leader_election::LeaderElector,
-    lease::{LeaseStore, MemoryLeases},
+    lease::MemoryLeases,
     sharding::{Members, Ring, shard_lease},
 };
 use tokio::time::Instant;
-
-/// One replica's view of the shared Leases, which a partition cuts off.
-#[derive(Clone)]
-struct Link {
-    leases: Arc<MemoryLeases>,
-    cut: Arc<AtomicBool>,
-}
-
-impl Link {
-    fn check(&self) -> Result<(), kube::Error> {
-        if self.cut.load(Ordering::SeqCst) {
-            return Err(kube::Error::Service("partitioned".into()));
-        }
-        Ok(())
-    }
-}
-
-impl LeaseStore for Link {
-    fn get<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<Lease>, kube::Error>> {
-        Box::pin(async move {
-            self.check()?;
-            self.leases.get(name).await
-        })
-    }
-    fn create<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<Lease, kube::Error>> {
-        Box::pin(async move {
-            self.check()?;
-            self.leases.create(lease).await
-        })
-    }
-    fn replace<'a>(
-        &'a self,
-        name: &'a str,
-        lease: &'a Lease,
-    ) -> BoxFuture<'a, Result<Lease, kube::Error>> {
-        Box::pin(async move {
-            self.check()?;
-            self.leases.replace(name, lease).await
-        })
-    }
-    fn list<'a>(
-        &'a self,
-        label: &'a str,
-        value: &'a str,
-    ) -> BoxFuture<'a, Result<Vec<Lease>, kube::Error>> {
-        Box::pin(async move {
-            self.check()?;
-            self.leases.list(label, value).await
-        })
-    }
-}
 
 struct Replica {
     elector: LeaderElector,
@@ -80,11 +30,8 @@ struct Replica {
 }
 
 fn replica(leases: &Arc<MemoryLeases>, shard: &str) -> Replica {
-    let cut = Arc::new(AtomicBool::new(false));
-    let link = Link {
-        leases: leases.clone(),
-        cut: cut.clone(),
-    };
+    let link = Link::new(leases);
+    let cut = link.cut.clone();
     let elector = LeaderElector::new(link, shard_lease("web", shard)).unwrap();
     let cancel = CancellationToken::new();
     let task = tokio::spawn({

@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+pub(crate) mod link;
 pub(crate) mod schedule;
 
 use std::{sync::Arc, time::Duration};

@@ -1,0 +1,118 @@
+//! The sharder's loop on fake-apiserver: objects created while it runs are labelled for
+//! the live shards, and a killed replica's objects go to the living ones once its Lease
+//! has expired. (Placement, filtering and the drain handover on both servers:
+//! `e2e/tests/sharding.rs`.)
+
+use std::{sync::Arc, time::Duration};
+
+use fake_apiserver::{FakeApiServer, Gvr, ServerConfig};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+use kube_informer_runtime::{
+    CancellationToken,
+    leader_election::LeaderElector,
+    lease::MemoryLeases,
+    sharding::{Members, Placement, ShardedKind, Sharder, shard_label},
+};
+use serde_json::json;
+
+/// The sharder's loop on short Leases: objects created while it runs are labelled, and
+/// when a replica is killed (its Lease no longer renewed) its objects go to the living
+/// ones once its Lease has expired, without a drain (a dead shard reconciles nothing).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sharders_loop_labels_new_objects_and_moves_a_dead_shards_objects() {
+    let server = FakeApiServer::start(ServerConfig::default().namespaces(["demo"]))
+        .await
+        .unwrap();
+    let cms = Gvr::core("configmaps");
+    let leases = Arc::new(MemoryLeases::default());
+    let short = |name: &str| {
+        kube_informer_runtime::sharding::shard_lease("web", name)
+            .lease_duration(Duration::from_secs(3))
+            .renew_deadline(Duration::from_secs(2))
+            .retry_period(Duration::from_millis(500))
+    };
+    let mut replicas = Vec::new();
+    for name in ["a", "b", "c"] {
+        let elector = LeaderElector::new(leases.clone(), short(name)).unwrap();
+        let cancel = CancellationToken::new();
+        let task = tokio::spawn({
+            let (e, c) = (elector.clone(), cancel.clone());
+            async move { e.run(c).await }
+        });
+        elector.leading().wait_for(|l| *l).await.unwrap();
+        replicas.push((name, cancel, task));
+    }
+    let members = Members::new(leases.clone(), "web");
+    let kinds = [ShardedKind::of::<ConfigMap>(
+        server.client().unwrap(),
+        Some("demo"),
+        Placement::Own,
+    )];
+    let stop = CancellationToken::new();
+    let sharder = tokio::spawn({
+        let stop = stop.clone();
+        async move {
+            Sharder::new("web")
+                .run(&members, &kinds, Duration::from_millis(100), stop)
+                .await;
+        }
+    });
+    for i in 0..60 {
+        server
+            .create(
+                &cms,
+                Some("demo"),
+                json!({"metadata": {"name": format!("cm-{i}")}}),
+            )
+            .unwrap();
+    }
+    let api: Api<ConfigMap> = Api::namespaced(server.client().unwrap(), "demo");
+    let label = shard_label("web");
+    let shards_of = || async {
+        let mut by_shard = std::collections::BTreeMap::<String, usize>::new();
+        for cm in api.list(&Default::default()).await.unwrap().items {
+            let shard = cm
+                .metadata
+                .labels
+                .and_then(|mut l| l.remove(&label))
+                .unwrap_or_default();
+            *by_shard.entry(shard).or_default() += 1;
+        }
+        by_shard
+    };
+    let wait_for = |want: &'static [&'static str]| async move {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let by_shard = shards_of().await;
+            if by_shard.keys().map(String::as_str).eq(want.iter().copied()) {
+                return by_shard;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "shards {by_shard:?}, want {want:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    let three = wait_for(&["a", "b", "c"]).await;
+    assert_eq!(three.values().sum::<usize>(), 60);
+
+    // Kill c: its task aborted, its Lease left as it was.
+    let (_, _, task) = replicas.pop().unwrap();
+    task.abort();
+    let _ = task.await;
+    let two = wait_for(&["a", "b"]).await;
+    assert_eq!(two.values().sum::<usize>(), 60);
+    assert!(
+        two["a"] >= three["a"] && two["b"] >= three["b"],
+        "a living shard lost objects"
+    );
+
+    stop.cancel();
+    sharder.await.unwrap();
+    for (_, cancel, task) in replicas {
+        cancel.cancel();
+        task.await.unwrap();
+    }
+}
