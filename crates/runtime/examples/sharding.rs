@@ -1,0 +1,267 @@
+//! Sharded controllers in one process, on the embedded fake-apiserver: three replicas of one
+//! manager split 300 ConfigMaps (each caches and reconciles only its share), replica-c is
+//! killed and the others take its objects once its Lease expires, replica-d joins and takes
+//! its share through the drain handover; objects change all along. At the end the demo checks
+//! that every object is with a live replica, that the caches are disjoint and complete, and
+//! that no object was ever reconciled by two replicas at once.
+//!
+//! ```text
+//! cargo run --example sharding
+//! ```
+
+use std::{
+    collections::{BTreeMap, BTreeSet, HashMap},
+    process::ExitCode,
+    sync::Arc,
+    time::Duration,
+};
+
+use fake_apiserver::{FakeApiServer, Gvr, ServerConfig};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::{
+    Api,
+    api::{Patch, PatchParams},
+};
+use kube_informer::factory::{InformerSpec, SharedInformerFactory};
+use kube_informer_runtime::{
+    Action, Cached, CancellationToken, ControllerOptions, LeaderElectionConfig, Manager,
+    ManagerOptions,
+    sharding::{shard_label, shard_selectors},
+};
+use parking_lot::Mutex;
+use serde_json::json;
+
+const OBJECTS: usize = 300;
+
+/// Which replica runs a reconcile of each object now, what overlapped, and counts.
+#[derive(Default)]
+struct Ledger {
+    running: HashMap<String, &'static str>,
+    overlaps: Vec<String>,
+    reconciles: BTreeMap<&'static str, usize>,
+}
+
+struct Running {
+    ledger: Arc<Mutex<Ledger>>,
+    key: String,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.ledger.lock().running.remove(&self.key);
+    }
+}
+
+/// A replica: its manager's task (aborted to kill it) and its informers.
+struct Replica {
+    name: &'static str,
+    factory: SharedInformerFactory,
+    task: tokio::task::JoinHandle<()>,
+    graceful: CancellationToken,
+}
+
+async fn start(server: &FakeApiServer, ledger: &Arc<Mutex<Ledger>>, name: &'static str) -> Replica {
+    // Short Leases so that the demo shows a takeover in seconds (defaults: 15 s / 10 s / 2 s).
+    let lease = LeaderElectionConfig::new("unused")
+        .namespace("default")
+        .lease_duration(Duration::from_secs(4))
+        .renew_deadline(Duration::from_secs(3))
+        .retry_period(Duration::from_secs(1));
+    let options = ManagerOptions::for_tests()
+        .leader_election(lease)
+        .sharded("configs", name)
+        .sharding_period(Duration::from_millis(500));
+    let mut manager = Manager::new(server.client().expect("a client"), options)
+        .await
+        .expect("a manager");
+    let factory = manager.factory().clone();
+    let controller = manager.controller::<ConfigMap>(ControllerOptions::default().name("configs"));
+    let ledger = ledger.clone();
+    // An ordinary reconcile: nothing in it knows about sharding.
+    let reconcile = move |cached: Cached<ConfigMap>, _ctx: Arc<()>| {
+        let ledger = ledger.clone();
+        async move {
+            let Cached::Present(cm) = cached else {
+                return Ok::<_, kube::Error>(Action::Done);
+            };
+            let key = cm.metadata.name.clone().unwrap_or_default();
+            {
+                let mut ledger = ledger.lock();
+                if let Some(other) = ledger.running.insert(key.clone(), name) {
+                    ledger.overlaps.push(format!("{key}: {other} and {name}"));
+                }
+                *ledger.reconciles.entry(name).or_default() += 1;
+            }
+            // Out of the ledger when the reconcile ends, or is dropped with a killed replica.
+            let _running = Running { ledger, key };
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            Ok(Action::Done)
+        }
+    };
+    manager.add_controller(controller, reconcile, |_, _, _| Action::Retry, Arc::new(()));
+    let graceful = CancellationToken::new();
+    let task = tokio::spawn({
+        let graceful = graceful.clone();
+        async move {
+            if let Err(error) = manager.run_until(graceful, CancellationToken::new()).await {
+                eprintln!("{name}: {error}");
+            }
+        }
+    });
+    Replica {
+        name,
+        factory,
+        task,
+        graceful,
+    }
+}
+
+fn cached(replica: &Replica) -> BTreeSet<String> {
+    let informer = replica.factory.informer_with::<ConfigMap>(
+        InformerSpec::new().selectors(shard_selectors("configs", replica.name)),
+    );
+    informer
+        .store()
+        .list_keys()
+        .into_iter()
+        .map(|k| k.to_string())
+        .collect()
+}
+
+/// The shard label of every object.
+async fn placement(api: &Api<ConfigMap>) -> BTreeMap<String, String> {
+    let label = shard_label("configs");
+    let listed = api
+        .list(&Default::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
+    listed
+        .into_iter()
+        .map(|cm| {
+            let shard = cm.metadata.labels.and_then(|mut l| l.remove(&label));
+            (
+                cm.metadata.name.unwrap_or_default(),
+                shard.unwrap_or_else(|| "-".into()),
+            )
+        })
+        .collect()
+}
+
+async fn report(second: u64, api: &Api<ConfigMap>, replicas: &[&Replica], ledger: &Mutex<Ledger>) {
+    let placement = placement(api).await;
+    let mut line = format!("[{second:2}s]");
+    for replica in replicas {
+        let labelled = placement.values().filter(|s| *s == replica.name).count();
+        let reconciles = ledger
+            .lock()
+            .reconciles
+            .get(replica.name)
+            .copied()
+            .unwrap_or(0);
+        line += &format!(
+            "  {}: {labelled:3} objects, {:3} cached, {reconciles:4} reconciles",
+            replica.name,
+            cached(replica).len()
+        );
+    }
+    let unplaced = placement.values().filter(|s| *s == "-").count();
+    println!("{line}  (unplaced: {unplaced})");
+}
+
+/// Reports once a second for `seconds`, counting on from `from`.
+async fn phase(
+    from: u64,
+    seconds: u64,
+    api: &Api<ConfigMap>,
+    replicas: &[&Replica],
+    ledger: &Mutex<Ledger>,
+) -> u64 {
+    for second in from + 1..=from + seconds {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        report(second, api, replicas, ledger).await;
+    }
+    from + seconds
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let server = FakeApiServer::start(ServerConfig::default().namespaces(["default"]))
+        .await
+        .expect("fake-apiserver");
+    let cms = Gvr::core("configmaps");
+    for i in 0..OBJECTS {
+        server
+            .create(
+                &cms,
+                Some("default"),
+                json!({"metadata": {"name": format!("cm-{i:03}")}}),
+            )
+            .expect("a ConfigMap");
+    }
+    let api: Api<ConfigMap> = Api::namespaced(server.client().expect("a client"), "default");
+    let ledger = Arc::new(Mutex::new(Ledger::default()));
+    println!("{OBJECTS} ConfigMaps; three replicas of one sharded manager (ring \"configs\")");
+    let a = start(&server, &ledger, "replica-a").await;
+    let b = start(&server, &ledger, "replica-b").await;
+    let c = start(&server, &ledger, "replica-c").await;
+
+    // Churn: objects change all along, so reconciles run while objects move.
+    let stop_churn = CancellationToken::new();
+    let churn = tokio::spawn({
+        let (api, stop) = (api.clone(), stop_churn.clone());
+        async move {
+            let mut n = 0u64;
+            while !stop.is_cancelled() {
+                n += 1;
+                let name = format!("cm-{:03}", (n * 7919) % OBJECTS as u64);
+                let patch = json!({"data": {"n": n.to_string()}});
+                let _ = api
+                    .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await;
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    });
+
+    let mut second = phase(0, 4, &api, &[&a, &b, &c], &ledger).await;
+    println!("killing replica-c (no goodbye: its Lease is left to expire)");
+    c.task.abort();
+    let _ = c.task.await;
+    second = phase(second, 7, &api, &[&a, &b], &ledger).await;
+    println!("replica-d joins");
+    let d = start(&server, &ledger, "replica-d").await;
+    phase(second, 5, &api, &[&a, &b, &d], &ledger).await;
+    stop_churn.cancel();
+    let _ = churn.await;
+
+    // The verdict.
+    let placement = placement(&api).await;
+    let live: BTreeSet<&str> = ["replica-a", "replica-b", "replica-d"].into();
+    let mut problems = Vec::new();
+    if let Some((key, shard)) = placement.iter().find(|(_, s)| !live.contains(s.as_str())) {
+        problems.push(format!("{key} is with {shard}, not a live replica"));
+    }
+    let caches: Vec<BTreeSet<String>> = [&a, &b, &d].iter().map(|r| cached(r)).collect();
+    let union: BTreeSet<&String> = caches.iter().flatten().collect();
+    if union.len() != OBJECTS || caches.iter().map(BTreeSet::len).sum::<usize>() != OBJECTS {
+        problems.push("the caches are not disjoint and complete".into());
+    }
+    let overlaps = ledger.lock().overlaps.clone();
+    if !overlaps.is_empty() {
+        problems.push(format!("reconciled by two replicas at once: {overlaps:?}"));
+    }
+    for replica in [a, b, d] {
+        replica.graceful.cancel();
+        let _ = replica.task.await;
+    }
+    if problems.is_empty() {
+        println!(
+            "verdict: every object is with a live replica, the caches are disjoint and complete, and no object was ever reconciled by two replicas at once"
+        );
+        ExitCode::SUCCESS
+    } else {
+        println!("verdict: FAILED: {}", problems.join("; "));
+        ExitCode::FAILURE
+    }
+}
