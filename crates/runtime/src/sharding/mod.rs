@@ -27,6 +27,9 @@
 //! # Ok(()) }
 //! ```
 //!
+//! The [sharding page](https://github.com/kube-informer/kube-informer/blob/main/docs/sharding.md)
+//! explains the design, its guarantees, its timing and its limits at more length.
+//!
 //! # How it works, and what it guarantees
 //!
 //! - **Membership**: each replica holds its shard Lease `<ring>-<shard>` ([`shard_lease`],
