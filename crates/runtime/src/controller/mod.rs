@@ -265,11 +265,14 @@ where
 
     /// Relates `T` to this controller: its informer is made now (so its cache fills on
     /// every replica), `handler` is attached when the controller starts.
-    fn relate<T: Watchable>(mut self, handler: HandlerFuncs<T>) -> Self
+    fn relate<T: Watchable>(
+        mut self,
+        informer: SharedIndexInformer<T>,
+        handler: HandlerFuncs<T>,
+    ) -> Self
     where
         T::Scope: FactoryScope,
     {
-        let informer = informer_of::<T>(&self.factory, self.options.shard.as_ref());
         let options = HandlerOptions::default().name(format!("{} relation", self.name));
         self.wait_for(informer.clone());
         self.relations
@@ -296,7 +299,9 @@ where
             this.sharded_kinds
                 .push(ShardedKind::of::<C>(client, None, Placement::Controller));
         }
-        this.relate(handler)
+        // Sharded, children are labelled with their owner's shard: select them by it.
+        let informer = informer_of::<C>(&this.factory, this.options.shard.as_ref());
+        this.relate(informer, handler)
     }
 
     /// The kinds a sharder must place for this controller: its own kind by its key, each
@@ -316,7 +321,9 @@ where
         O::Scope: FactoryScope,
     {
         let handler = relations::mapped(self.queue.clone(), map);
-        self.relate(handler)
+        // Watched kinds are not sharded: every replica sees all of them.
+        let informer = self.factory.informer::<O>();
+        self.relate(informer, handler)
     }
 
     /// Reconcile only the updates of `K` this predicate passes (adds, deletes and resyncs
