@@ -56,7 +56,8 @@
 //!   [`reconcile_sharded`] does the shard's half around the unchanged reconcile, and never
 //!   takes an object that moved away for a deleted one.
 //!
-//! Tested on fake-apiserver and kube-apiserver: disjoint caches whose union is everything,
+//! Tested on fake-apiserver and kube-apiserver (the e2e crate's `sharding.rs` and
+//! `sharded_managers.rs`): disjoint caches whose union is everything,
 //! a joining shard taking its share, a killed and a partitioned replica taken over, and,
 //! with objects changing all along and reconciles slow on the shards they leave, no object
 //! ever reconciled by two replicas at once (a direct move instead of the drain fails that

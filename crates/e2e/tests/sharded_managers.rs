@@ -1,11 +1,10 @@
-//! Sharded managers on fake-apiserver, turned on with one option and an unchanged
-//! reconcile: three replicas split the objects (each caches and reconciles only its own),
+//! Sharded managers on both servers (fake-apiserver and kube-apiserver, Leases and labels
+//! through the API), turned on with one option and an unchanged reconcile: three replicas split the objects (each caches and reconciles only its own),
 //! a killed replica's objects are taken over once its Lease expires, a joining replica
 //! takes its share through the drain handover, a replica partitioned from its Lease stops
-//! before its objects are handed on — and, with objects changing all along, an
-//! instrumented reconcile shows that no object is ever reconciled by two replicas at once.
-
-mod common;
+//! before its objects are handed on — and, with objects changing all along and reconciles
+//! slow on the shards objects leave, an instrumented reconcile shows that no object is ever
+//! reconciled by two replicas at once (a direct move instead of the drain fails it).
 
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
@@ -16,21 +15,27 @@ use std::{
     time::Duration,
 };
 
-use common::{link::Link, server};
-use fake_apiserver::{FakeApiServer, Gvr};
+use futures_util::future::BoxFuture;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube_informer_runtime::lease::LeaseStore;
+
+use e2e::{Backend, both, ensure_namespace};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
-use kube_informer::factory::{InformerSpec, SharedInformerFactory};
+use kube_informer::{
+    Selectors,
+    factory::{FactoryOptions, InformerSpec, SharedInformerFactory},
+};
 use kube_informer_runtime::{
     Action, Cached, CancellationToken, ControllerOptions, LeaderElectionConfig, Manager,
     ManagerOptions,
-    lease::MemoryLeases,
-    sharding::{Ring, shard_label, shard_selectors},
+    sharding::{Ring, drain_label, shard_label, shard_selectors},
 };
 use parking_lot::Mutex;
 use serde_json::json;
 
-const OBJECTS: usize = 150;
+const OBJECTS: usize = 90;
+const NS: &str = "sharded-managers";
 
 /// Who reconciles what: each key's replica while a reconcile runs, every overlap seen, and
 /// who reconciled each key last.
@@ -41,6 +46,57 @@ struct Ledger {
     last: BTreeMap<String, String>,
     /// Keys whose reconciles take long (so they run when their object moves).
     slow: BTreeSet<String>,
+}
+
+/// One replica's way to the Leases on the server, which a partition cuts (its requests to
+/// them fail at once; it still reaches the objects).
+struct Link {
+    leases: Arc<dyn LeaseStore>,
+    cut: Arc<AtomicBool>,
+}
+
+impl Link {
+    fn check(&self) -> Result<(), kube::Error> {
+        if self.cut.load(Ordering::SeqCst) {
+            return Err(kube::Error::Service("partitioned".into()));
+        }
+        Ok(())
+    }
+}
+
+impl LeaseStore for Link {
+    fn get<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<Lease>, kube::Error>> {
+        Box::pin(async move {
+            self.check()?;
+            self.leases.get(name).await
+        })
+    }
+    fn create<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<Lease, kube::Error>> {
+        Box::pin(async move {
+            self.check()?;
+            self.leases.create(lease).await
+        })
+    }
+    fn replace<'a>(
+        &'a self,
+        name: &'a str,
+        lease: &'a Lease,
+    ) -> BoxFuture<'a, Result<Lease, kube::Error>> {
+        Box::pin(async move {
+            self.check()?;
+            self.leases.replace(name, lease).await
+        })
+    }
+    fn list<'a>(
+        &'a self,
+        label: &'a str,
+        value: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<Lease>, kube::Error>> {
+        Box::pin(async move {
+            self.check()?;
+            self.leases.list(label, value).await
+        })
+    }
 }
 
 struct Running {
@@ -61,26 +117,24 @@ struct Replica {
     graceful: CancellationToken,
 }
 
-async fn replica(
-    server: &FakeApiServer,
-    leases: &Arc<MemoryLeases>,
-    ledger: &Arc<Mutex<Ledger>>,
-    name: &'static str,
-) -> Replica {
+async fn replica(backend: &Backend, ledger: &Arc<Mutex<Ledger>>, name: &'static str) -> Replica {
     let short = LeaderElectionConfig::new("unused")
+        .namespace(NS)
         .lease_duration(Duration::from_secs(3))
         .renew_deadline(Duration::from_secs(2))
         .retry_period(Duration::from_millis(500));
-    let link = Link::new(leases);
-    let cut = link.cut.clone();
+    let cut = Arc::new(AtomicBool::new(false));
+    let link = Link {
+        leases: Arc::new(Api::<Lease>::namespaced(backend.client(), NS)),
+        cut: cut.clone(),
+    };
     let options = ManagerOptions::for_tests()
         .lease_store(Arc::new(link))
+        .factory(FactoryOptions::default().selectors(Selectors::default().in_namespace(NS)))
         .leader_election(short)
         .sharded("web", name)
         .sharding_period(Duration::from_millis(200));
-    let mut manager = Manager::new(server.client().unwrap(), options)
-        .await
-        .unwrap();
+    let mut manager = Manager::new(backend.client(), options).await.unwrap();
     let factory = manager.factory().clone();
     let controller = manager.controller::<ConfigMap>(ControllerOptions::default().name("web"));
     let ledger = ledger.clone();
@@ -128,18 +182,22 @@ async fn replica(
     }
 }
 
-/// The shard label of every object on the server.
-async fn labels(server: &FakeApiServer) -> BTreeMap<String, String> {
-    let api: Api<ConfigMap> = Api::namespaced(server.client().unwrap(), "shop");
-    let label = shard_label("web");
+/// The shard label of every object on the server (`<shard>+drain` while it is drained).
+async fn labels(backend: &Backend) -> BTreeMap<String, String> {
+    let api: Api<ConfigMap> = Api::namespaced(backend.client(), NS);
+    let (label, drain) = (shard_label("web"), drain_label("web"));
     api.list(&Default::default())
         .await
         .unwrap()
         .items
         .into_iter()
         .map(|cm| {
-            let shard = cm.metadata.labels.and_then(|mut l| l.remove(&label));
-            (cm.metadata.name.unwrap(), shard.unwrap_or_default())
+            let labels = cm.metadata.labels.unwrap_or_default();
+            let mut shard = labels.get(&label).cloned().unwrap_or_default();
+            if labels.contains_key(&drain) {
+                shard += "+drain";
+            }
+            (cm.metadata.name.unwrap(), shard)
         })
         .collect()
 }
@@ -148,13 +206,13 @@ async fn labels(server: &FakeApiServer) -> BTreeMap<String, String> {
 /// last reconcile of each object was by its shard, and each shard's cache holds exactly
 /// its objects.
 async fn settled(
-    server: &FakeApiServer,
+    backend: &Backend,
     ledger: &Mutex<Ledger>,
     replicas: &[(&str, &Replica)],
 ) -> BTreeMap<String, String> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     loop {
-        let labels = labels(server).await;
+        let labels = labels(backend).await;
         let shards: BTreeSet<&str> = replicas.iter().map(|(n, _)| *n).collect();
         let placed = labels.values().all(|s| shards.contains(s.as_str()))
             && shards
@@ -172,7 +230,7 @@ async fn settled(
                 let mine: BTreeSet<String> = labels
                     .iter()
                     .filter(|(_, s)| s == name)
-                    .map(|(k, _)| format!("shop/{k}"))
+                    .map(|(k, _)| format!("{NS}/{k}"))
                     .collect();
                 let cache: BTreeSet<String> = informer
                     .store()
@@ -187,33 +245,31 @@ async fn settled(
         }
         assert!(
             tokio::time::Instant::now() < deadline,
-            "never settled on {shards:?}"
+            "{}: never settled on {shards:?}",
+            backend.name()
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sharded_managers_split_take_over_and_never_reconcile_one_object_twice_at_once() {
-    let server = server().await;
-    let cms = Gvr::core("configmaps");
+async fn sharded_managers_split_take_over_and_never_reconcile_one_object_twice_at_once(
+    backend: Backend,
+) {
+    let client = backend.client();
+    ensure_namespace(&client, NS).await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
     for i in 0..OBJECTS {
-        server
-            .create(
-                &cms,
-                Some("shop"),
-                json!({"metadata": {"name": format!("cm-{i:03}")}}),
-            )
-            .unwrap();
+        let cm: ConfigMap =
+            serde_json::from_value(json!({"metadata": {"name": format!("cm-{i:03}")}})).unwrap();
+        api.create(&Default::default(), &cm).await.unwrap();
     }
-    let leases = Arc::new(MemoryLeases::default());
     let ledger = Arc::new(Mutex::new(Ledger::default()));
     // Churn all along: every few milliseconds an object changes, so reconciles are running
     // whenever an object moves.
     let stop_churn = CancellationToken::new();
     let churn = tokio::spawn({
         let (api, stop) = (
-            Api::<ConfigMap>::namespaced(server.client().unwrap(), "shop"),
+            Api::<ConfigMap>::namespaced(client.clone(), NS),
             stop_churn.clone(),
         );
         async move {
@@ -230,11 +286,11 @@ async fn sharded_managers_split_take_over_and_never_reconcile_one_object_twice_a
             }
         }
     });
-    let a = replica(&server, &leases, &ledger, "a").await;
-    let mut b = replica(&server, &leases, &ledger, "b").await;
-    let c = replica(&server, &leases, &ledger, "c").await;
+    let a = replica(&backend, &ledger, "a").await;
+    let mut b = replica(&backend, &ledger, "b").await;
+    let c = replica(&backend, &ledger, "c").await;
 
-    let three = settled(&server, &ledger, &[("a", &a), ("b", &b), ("c", &c)]).await;
+    let three = settled(&backend, &ledger, &[("a", &a), ("b", &b), ("c", &c)]).await;
     for shard in ["a", "b", "c"] {
         let n = three.values().filter(|s| *s == shard).count();
         assert!(n > OBJECTS / 6, "{shard} holds {n} of {OBJECTS}");
@@ -243,7 +299,7 @@ async fn sharded_managers_split_take_over_and_never_reconcile_one_object_twice_a
     // Kill c: its manager's future is dropped, its Lease left to expire.
     c.task.abort();
     let _ = c.task.await;
-    let two = settled(&server, &ledger, &[("a", &a), ("b", &b)]).await;
+    let two = settled(&backend, &ledger, &[("a", &a), ("b", &b)]).await;
     for (key, shard) in &three {
         if shard != "c" {
             assert_eq!(&two[key], shard, "{key} moved though its shard lives");
@@ -255,11 +311,10 @@ async fn sharded_managers_split_take_over_and_never_reconcile_one_object_twice_a
     let ring = Ring::new(["a", "b", "d"]);
     let moving: BTreeSet<String> = two
         .keys()
-        .filter(|k| ring.shard_for(&format!("/ConfigMap/shop/{k}")) == Some("d"))
+        .filter(|k| ring.shard_for(&format!("/ConfigMap/{NS}/{k}")) == Some("d"))
         .cloned()
         .collect();
     ledger.lock().slow = moving.clone();
-    let api: Api<ConfigMap> = Api::namespaced(server.client().unwrap(), "shop");
     for key in &moving {
         let patch = json!({"data": {"moving": "yes"}});
         api.patch(key, &Default::default(), &kube::api::Patch::Merge(&patch))
@@ -274,8 +329,8 @@ async fn sharded_managers_split_take_over_and_never_reconcile_one_object_twice_a
         );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    let d = replica(&server, &leases, &ledger, "d").await;
-    let with_d = settled(&server, &ledger, &[("a", &a), ("b", &b), ("d", &d)]).await;
+    let d = replica(&backend, &ledger, "d").await;
+    let with_d = settled(&backend, &ledger, &[("a", &a), ("b", &b), ("d", &d)]).await;
     let to_d: BTreeSet<String> = with_d
         .iter()
         .filter(|(_, s)| *s == "d")
@@ -293,7 +348,7 @@ async fn sharded_managers_split_take_over_and_never_reconcile_one_object_twice_a
     // objects): it stops at its renew deadline, and its objects go to a and d only once its
     // Lease has expired.
     b.cut.store(true, Ordering::SeqCst);
-    let without_b = settled(&server, &ledger, &[("a", &a), ("d", &d)]).await;
+    let without_b = settled(&backend, &ledger, &[("a", &a), ("d", &d)]).await;
     for (key, shard) in &with_d {
         if shard != "b" {
             assert_eq!(&without_b[key], shard, "{key} moved though its shard lives");
@@ -313,3 +368,5 @@ async fn sharded_managers_split_take_over_and_never_reconcile_one_object_twice_a
         replica.task.await.unwrap();
     }
 }
+
+both!(sharded_managers_split_take_over_and_never_reconcile_one_object_twice_at_once);
