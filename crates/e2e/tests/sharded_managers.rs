@@ -8,16 +8,12 @@
 
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
-    sync::{
-        Arc,
-        atomic::{AtomicBool, Ordering},
-    },
+    sync::Arc,
     time::Duration,
 };
 
-use futures_util::future::BoxFuture;
 use k8s_openapi::api::coordination::v1::Lease;
-use kube_informer_runtime::lease::LeaseStore;
+use kube_informer_runtime::lease::Partitionable;
 
 use e2e::{Backend, both, ensure_namespace};
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -48,57 +44,6 @@ struct Ledger {
     slow: BTreeSet<String>,
 }
 
-/// One replica's way to the Leases on the server, which a partition cuts (its requests to
-/// them fail at once; it still reaches the objects).
-struct Link {
-    leases: Arc<dyn LeaseStore>,
-    cut: Arc<AtomicBool>,
-}
-
-impl Link {
-    fn check(&self) -> Result<(), kube::Error> {
-        if self.cut.load(Ordering::SeqCst) {
-            return Err(kube::Error::Service("partitioned".into()));
-        }
-        Ok(())
-    }
-}
-
-impl LeaseStore for Link {
-    fn get<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<Lease>, kube::Error>> {
-        Box::pin(async move {
-            self.check()?;
-            self.leases.get(name).await
-        })
-    }
-    fn create<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<Lease, kube::Error>> {
-        Box::pin(async move {
-            self.check()?;
-            self.leases.create(lease).await
-        })
-    }
-    fn replace<'a>(
-        &'a self,
-        name: &'a str,
-        lease: &'a Lease,
-    ) -> BoxFuture<'a, Result<Lease, kube::Error>> {
-        Box::pin(async move {
-            self.check()?;
-            self.leases.replace(name, lease).await
-        })
-    }
-    fn list<'a>(
-        &'a self,
-        label: &'a str,
-        value: &'a str,
-    ) -> BoxFuture<'a, Result<Vec<Lease>, kube::Error>> {
-        Box::pin(async move {
-            self.check()?;
-            self.leases.list(label, value).await
-        })
-    }
-}
-
 struct Running {
     ledger: Arc<Mutex<Ledger>>,
     key: String,
@@ -112,7 +57,7 @@ impl Drop for Running {
 
 struct Replica {
     factory: SharedInformerFactory,
-    cut: Arc<AtomicBool>,
+    link: Partitionable,
     task: tokio::task::JoinHandle<()>,
     graceful: CancellationToken,
 }
@@ -123,13 +68,9 @@ async fn replica(backend: &Backend, ledger: &Arc<Mutex<Ledger>>, name: &'static 
         .lease_duration(Duration::from_secs(3))
         .renew_deadline(Duration::from_secs(2))
         .retry_period(Duration::from_millis(500));
-    let cut = Arc::new(AtomicBool::new(false));
-    let link = Link {
-        leases: Arc::new(Api::<Lease>::namespaced(backend.client(), NS)),
-        cut: cut.clone(),
-    };
+    let link = Partitionable::new(Api::<Lease>::namespaced(backend.client(), NS));
     let options = ManagerOptions::for_tests()
-        .lease_store(Arc::new(link))
+        .lease_store(Arc::new(link.clone()))
         .factory(FactoryOptions::default().selectors(Selectors::default().in_namespace(NS)))
         .leader_election(short)
         .sharded("web", name)
@@ -176,7 +117,7 @@ async fn replica(backend: &Backend, ledger: &Arc<Mutex<Ledger>>, name: &'static 
     });
     Replica {
         factory,
-        cut,
+        link,
         task,
         graceful,
     }
@@ -347,7 +288,7 @@ async fn sharded_managers_split_take_over_and_never_reconcile_one_object_twice_a
     // Partition b from the Leases (its requests to them fail; it still reaches the
     // objects): it stops at its renew deadline, and its objects go to a and d only once its
     // Lease has expired.
-    b.cut.store(true, Ordering::SeqCst);
+    b.link.set_partitioned(true);
     let without_b = settled(&backend, &ledger, &[("a", &a), ("d", &d)]).await;
     for (key, shard) in &with_d {
         if shard != "b" {

@@ -3,36 +3,26 @@
 //! partitioned one has always stopped (its `leading` false) before any observer drops it —
 //! under seeded random schedules.
 
-use std::{
-    sync::{
-        Arc,
-        atomic::{AtomicBool, Ordering},
-    },
-    time::Duration,
-};
+use std::{sync::Arc, time::Duration};
 
-mod common;
-
-use common::link::Link;
 use kube_informer_runtime::{
     CancellationToken,
     leader_election::LeaderElector,
-    lease::MemoryLeases,
+    lease::{MemoryLeases, Partitionable},
     sharding::{Members, Ring, shard_lease},
 };
 use tokio::time::Instant;
 
 struct Replica {
     elector: LeaderElector,
-    cut: Arc<AtomicBool>,
+    link: Partitionable,
     cancel: CancellationToken,
     task: tokio::task::JoinHandle<()>,
 }
 
 fn replica(leases: &Arc<MemoryLeases>, shard: &str) -> Replica {
-    let link = Link::new(leases);
-    let cut = link.cut.clone();
-    let elector = LeaderElector::new(link, shard_lease("web", shard)).unwrap();
+    let link = Partitionable::new(leases.clone());
+    let elector = LeaderElector::new(link.clone(), shard_lease("web", shard)).unwrap();
     let cancel = CancellationToken::new();
     let task = tokio::spawn({
         let (elector, cancel) = (elector.clone(), cancel.clone());
@@ -40,7 +30,7 @@ fn replica(leases: &Arc<MemoryLeases>, shard: &str) -> Replica {
     });
     Replica {
         elector,
-        cut,
+        link,
         cancel,
         task,
     }
@@ -174,7 +164,7 @@ async fn a_partitioned_replica_has_stopped_before_any_observer_drops_it() {
                 *stepped_down.lock() = Some(Instant::now());
             }
         });
-        b.cut.store(true, Ordering::SeqCst);
+        b.link.set_partitioned(true);
         let dropped = loop {
             tokio::time::sleep(Duration::from_millis(200 + next(&mut rng) % 1800)).await;
             if !members.observe().await.unwrap().contains("b") {

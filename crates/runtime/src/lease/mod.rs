@@ -8,6 +8,7 @@
 //! once, one gets a 409). The Lease's timestamps are written for people and other tools but
 //! never trusted for decisions, so clock skew between machines cannot make two holders.
 
+mod partitionable;
 mod record;
 mod store;
 
@@ -21,7 +22,10 @@ use parking_lot::Mutex;
 use tokio::time::Instant;
 
 use self::record::LeaseRecord;
-pub use self::store::{LeaseStore, MemoryLeases};
+pub use self::{
+    partitionable::Partitionable,
+    store::{LeaseStore, MemoryLeases},
+};
 
 /// A Lease this process competes for (or holds), with what it last observed of it.
 ///

@@ -2,7 +2,6 @@
 
 #![allow(dead_code)]
 
-pub(crate) mod link;
 pub(crate) mod schedule;
 
 use std::{sync::Arc, time::Duration};
