@@ -37,6 +37,7 @@ mod config;
 mod faults;
 pub mod fixtures;
 mod http;
+mod memory;
 mod meta;
 mod objects;
 mod ops;
@@ -155,6 +156,7 @@ pub struct FakeApiServer {
     /// Cancelled by [`FakeApiServer::terminate`]: the listener closes, connections stay.
     accepting: CancellationToken,
     tasks: Vec<JoinHandle<()>>,
+    memory: Arc<memory::Connections>,
 }
 
 impl std::fmt::Debug for FakeApiServer {
@@ -211,7 +213,13 @@ impl FakeApiServer {
             inner.config.bookmark_interval,
             stop.clone(),
         ));
+        let memory = Arc::new(memory::Connections::new(
+            inner.clone(),
+            stop.clone(),
+            accepting.clone(),
+        ));
         Ok(Self {
+            memory,
             inner,
             addr,
             url: format!("http://{addr}"),
@@ -239,6 +247,32 @@ impl FakeApiServer {
             .map_err(|e| Error::Client(format!("{e}")))?;
         let config = kube::Config::new(uri);
         kube::Client::try_from(config).map_err(|e| Error::Client(e.to_string()))
+    }
+
+    /// A `kube::Client` that reaches this server without a socket (default namespace
+    /// `default`): each request gets an in-memory connection carrying the same HTTP/1.1
+    /// bytes as [`client`](Self::client)'s TCP. For tests on a paused tokio clock
+    /// (`#[tokio::test(start_paused = true)]`), where the clock moves whenever the runtime
+    /// waits on the operating system: in memory, the runtime is idle only when the server
+    /// is too, and a schedule is a function of its seed. (Decode in place as well, with
+    /// `kube_informer::list_watch::set_decoding_threads(0)`.)
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use fake_apiserver::{FakeApiServer, ServerConfig};
+    /// use k8s_openapi::api::core::v1::Namespace;
+    ///
+    /// let server = FakeApiServer::start(ServerConfig::default().namespaces(["shop"])).await.unwrap();
+    /// let namespaces: kube::Api<Namespace> = kube::Api::all(server.memory_client());
+    /// let before = tokio::time::Instant::now();
+    /// assert!(namespaces.get("shop").await.is_ok());
+    /// assert_eq!(before, tokio::time::Instant::now(), "the paused clock did not move");
+    /// server.shutdown().await;
+    /// # }
+    /// ```
+    pub fn memory_client(&self) -> kube::Client {
+        kube::Client::new(memory::MemoryService(self.memory.clone()), "default")
     }
 
     /// The latest resourceVersion (the global revision).
@@ -335,6 +369,7 @@ impl FakeApiServer {
         for task in self.tasks.drain(..) {
             let _ = task.await;
         }
+        self.memory.close().await;
     }
 
     fn stop_now(&self) {

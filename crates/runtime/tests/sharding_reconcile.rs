@@ -1,7 +1,7 @@
 //! A shard's controller through `reconcile_sharded` on fake-apiserver: its own objects are
 //! reconciled, a drained one is let go (its labels removed) and not reconciled again, an
 //! object that moved to another shard is never taken for a deletion, and a real deletion
-//! still reaches the reconcile as `Gone`.
+//! still reaches the reconcile as `Gone` — on the shard that held the object only.
 
 mod common;
 
@@ -153,4 +153,124 @@ async fn a_shard_reconciles_its_own_lets_go_of_drained_and_tells_moves_from_dele
 
     cancel.cancel();
     run.await.unwrap().unwrap();
+}
+
+type Running =
+    tokio::task::JoinHandle<Result<(), kube_informer_runtime::controller::ControllerError>>;
+
+/// Runs one shard's controller of ConfigMaps owning Secrets, recording what it reconciles.
+fn run_shard(
+    client: &kube::Client,
+    shard: &'static str,
+    cancel: &CancellationToken,
+) -> (Running, Recorded) {
+    let factory = SharedInformerFactory::new(
+        client.clone(),
+        FactoryOptions::default().selectors(shard_selectors("web", shard)),
+    );
+    let controller = Controller::<ConfigMap>::new(
+        &factory,
+        ControllerOptions::default().name("web").workers(1),
+    )
+    .owns::<k8s_openapi::api::core::v1::Secret>();
+    let seen = Recorded::default();
+    let log = seen.clone();
+    let reconcile = reconcile_sharded(
+        "web",
+        shard,
+        client.clone(),
+        move |cached: Cached<ConfigMap>, _: Arc<()>| {
+            let log = log.clone();
+            async move {
+                log.push(match &cached {
+                    Cached::Present(cm) => format!("present {}", cm.metadata.name.clone().unwrap()),
+                    Cached::Gone(key) => format!("gone {key}"),
+                });
+                Ok::<_, kube::Error>(Action::Done)
+            }
+        },
+    );
+    let run = controller.run(
+        reconcile,
+        |_, _, _| Action::Retry,
+        Arc::new(()),
+        cancel.clone(),
+    );
+    (tokio::spawn(run), seen)
+}
+
+/// A deleted owner whose child then moves to another shard (a rebalance, while the
+/// garbage collector has not yet removed the child): only the shard that held the owner
+/// runs its last reconcile. Found by `sharding_schedules.rs`: the child's arrival made the
+/// other shard reconcile the deleted owner too, at the same time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_shard_that_held_a_deleted_object_reconciles_its_deletion() {
+    let server = server().await;
+    let (cms, secrets) = (Gvr::core("configmaps"), Gvr::core("secrets"));
+    let label = shard_label("web");
+    let owner = server
+        .create(
+            &cms,
+            Some("shop"),
+            json!({"metadata": {"name": "owner", "labels": {&label: "a"}}}),
+        )
+        .unwrap();
+    let reference = json!({"apiVersion": "v1", "kind": "ConfigMap", "name": "owner",
+                           "uid": owner["metadata"]["uid"], "controller": true});
+    server
+        .create(
+            &secrets,
+            Some("shop"),
+            json!({"metadata": {"name": "child", "labels": {&label: "a"}, "ownerReferences": [reference]}}),
+        )
+        .unwrap();
+    server
+        .create(
+            &cms,
+            Some("shop"),
+            json!({"metadata": {"name": "sentinel", "labels": {&label: "b"}}}),
+        )
+        .unwrap();
+    let client = server.client().unwrap();
+    let cancel = CancellationToken::new();
+    let (run_a, a) = run_shard(&client, "a", &cancel);
+    let (run_b, b) = run_shard(&client, "b", &cancel);
+    until("a holds the owner", || a.count("present owner") >= 1).await;
+    until("b holds the sentinel", || b.count("present sentinel") == 1).await;
+
+    server.delete(&cms, Some("shop"), "owner").unwrap();
+    until("a reconciled the deletion", || {
+        a.count("gone shop/owner") == 1
+    })
+    .await;
+    // The orphaned child moves to b, as a sharder moves children with their owner's key.
+    server
+        .patch(
+            &secrets,
+            Some("shop"),
+            "child",
+            json!({"metadata": {"labels": {&label: "b"}}}),
+        )
+        .unwrap();
+    // A sentinel change after the move: b's one worker takes its queue in order.
+    server
+        .patch(
+            &cms,
+            Some("shop"),
+            "sentinel",
+            json!({"data": {"touched": "yes"}}),
+        )
+        .unwrap();
+    until("b's sentinel", || b.count("present sentinel") == 2).await;
+    assert_eq!(
+        b.count("gone shop/owner"),
+        0,
+        "b reconciled a's deletion: {:?}",
+        b.all()
+    );
+    assert_eq!(a.count("gone shop/owner"), 1, "{:?}", a.all());
+
+    cancel.cancel();
+    run_a.await.unwrap().unwrap();
+    run_b.await.unwrap().unwrap();
 }

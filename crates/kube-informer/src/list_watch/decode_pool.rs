@@ -16,9 +16,9 @@
 //! The pool is shared by every reflector in the process ([`DecodePool::shared`]); it is
 //! started by the first holder and stopped (its threads joined) when the last one drops it.
 //! A panic in a decoder (a user's `Deserialize`) is caught: the job's caller gets
-//! [`DecodeFailed`] and the thread goes on. (Tests on a paused tokio clock use
-//! `MemorySource`, which decodes nothing: over real HTTP a paused clock moves whenever the
-//! runtime waits, for a response or for a decode here alike.)
+//! [`DecodeFailed`] and the thread goes on. With no threads
+//! ([`set_decoding_threads(0)`](super::set_decoding_threads)), jobs run on the caller's
+//! task: a paused tokio clock then never sees the runtime idle in the middle of a decode.
 
 use std::{
     panic::{AssertUnwindSafe, catch_unwind},
@@ -61,13 +61,13 @@ static SHARED: Shared = Shared(Mutex::new(Weak::new()));
 impl DecodePool {
     /// The process's pool, started if nobody holds it.
     pub(crate) fn shared() -> Arc<Self> {
-        SHARED.get(super::decoders())
+        SHARED.get(super::decoding_threads())
     }
 
     fn start(threads: usize) -> Self {
         let (sender, receiver) = mpsc::channel::<Job>();
         let receiver = Arc::new(Mutex::new(receiver));
-        let threads = (0..threads.max(1))
+        let threads = (0..threads)
             .filter_map(|i| {
                 let receiver = Arc::clone(&receiver);
                 std::thread::Builder::new()
@@ -84,7 +84,7 @@ impl DecodePool {
     }
 
     /// Runs `decode` on one of the pool's threads; the result arrives when it is done.
-    /// Without a thread to run it (none could be started), it runs here.
+    /// Without a thread to run it (none wanted, or none could be started), it runs here.
     pub(crate) fn run<R, F>(
         &self,
         decode: F,
@@ -144,6 +144,8 @@ impl Drop for DecodePool {
 mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
+    use futures_util::FutureExt;
+
     use super::*;
 
     #[tokio::test]
@@ -163,6 +165,22 @@ mod tests {
             results.into_iter().map(Result::unwrap).collect::<Vec<_>>(),
             (0..8).map(|i| i * 2).collect::<Vec<_>>()
         );
+    }
+
+    #[tokio::test]
+    async fn without_threads_jobs_run_on_the_callers_thread_and_a_panic_costs_only_its_job() {
+        let pool = DecodePool::start(0);
+        assert_eq!(pool.threads(), 0);
+        let here = std::thread::current().id();
+        let decoding = pool.run(move || std::thread::current().id() == here);
+        assert_eq!(
+            decoding.now_or_never(),
+            Some(Ok(true)),
+            "done before it is awaited"
+        );
+        let panicked = pool.run(|| -> u32 { panic!("a user's Deserialize panicked") });
+        assert_eq!(panicked.await, Err(DecodeFailed));
+        assert_eq!(pool.run(|| 7).await, Ok(7));
     }
 
     #[tokio::test]

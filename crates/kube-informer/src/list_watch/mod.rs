@@ -22,11 +22,41 @@ pub use self::{
     decode::UndecodableLine, memory::MemorySource, page::ListPage, selectors::Selectors,
 };
 
-/// How many LIST pages or watch batches decode at once: one per core (at least two, so
-/// fetching and decoding overlap even on one core).
+static DECODING_THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+
+/// Sets how many threads decode the objects of every LIST page and watch event in this
+/// process, before the first informer starts. By default there is one per core (at least
+/// two), shared by all informers.
+///
+/// `0` decodes on each reflector's own task instead, with no threads: for tests on a paused
+/// tokio clock (`start_paused`), where waiting for a decoding thread counts as idle and lets
+/// the clock jump ahead in the middle of an event, and for programs that must not start
+/// threads. It costs throughput: the watch is not read while it decodes.
+///
+/// The first call decides (or the first informer, which fixes the default); a later call
+/// returns the number in effect as `Err`.
+///
+/// ```
+/// // At the top of a test that runs informers over HTTP on a paused clock:
+/// let _ = kube_informer::list_watch::set_decoding_threads(0);
+/// assert_eq!(kube_informer::list_watch::set_decoding_threads(4), Err(0));
+/// ```
+pub fn set_decoding_threads(threads: usize) -> Result<(), usize> {
+    DECODING_THREADS
+        .set(threads)
+        .map_err(|_| decoding_threads())
+}
+
+/// The decoding threads (see [`set_decoding_threads`]); 0 decodes in place.
+pub(crate) fn decoding_threads() -> usize {
+    *DECODING_THREADS
+        .get_or_init(|| std::thread::available_parallelism().map_or(2, |n| n.get().max(2)))
+}
+
+/// How many LIST pages or watch batches decode at once: one per decoding thread (at least
+/// one).
 pub(crate) fn decoders() -> usize {
-    static DECODERS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *DECODERS.get_or_init(|| std::thread::available_parallelism().map_or(2, |n| n.get().max(2)))
+    decoding_threads().max(1)
 }
 
 /// The events of one watch, decoded. An `Err` ends the watch (the reflector resumes it).

@@ -1,6 +1,6 @@
 //! A shard's half of the protocol, around an unchanged reconcile function.
 
-use std::{future::Future, sync::Arc};
+use std::{collections::HashSet, future::Future, sync::Arc};
 
 use futures_util::future::BoxFuture;
 use kube::{
@@ -8,6 +8,7 @@ use kube::{
     api::{Api, ApiResource, DynamicObject},
 };
 use kube_informer::ObjectKey;
+use parking_lot::Mutex;
 
 use super::{Standing, acknowledge_drain, standing};
 use crate::controller::{Action, Cached};
@@ -20,7 +21,11 @@ use crate::controller::{Action, Cached};
 ///   key at once, so none of it runs here any more;
 /// - an object the shard's informer reports gone is looked up first: if it still exists
 ///   it has *moved* to another shard (its label changed), which is not a deletion, and the
-///   reconcile is not called; only a real deletion reaches it as [`Cached::Gone`].
+///   reconcile is not called; only a real deletion reaches it as [`Cached::Gone`], and only
+///   on the shard that held the object (reconciled it labelled for itself, and did not
+///   let go of it since). A key queued by a child whose deleted owner another shard held
+///   is not reconciled here: otherwise two shards could run the deleted owner's last
+///   reconcile at once while its children move between them.
 ///
 /// A request of its own that fails is logged and the key retried with backoff
 /// ([`Action::Retry`]). The shard's informers must select its label
@@ -68,20 +73,39 @@ where
 {
     let (ring, shard): (Arc<str>, Arc<str>) = (ring.into().into(), shard.into().into());
     let reconcile = Arc::new(reconcile);
+    // The keys this shard holds (it reconciled them labelled for it, and has not let go of
+    // them since): only these get their deletion reconciled here.
+    let held: Arc<Mutex<HashSet<ObjectKey>>> = Arc::default();
     move |cached: Cached<K>, ctx: Arc<Ctx>| {
-        let (ring, shard, client, reconcile) = (
+        let (ring, shard, client, reconcile, held) = (
             ring.clone(),
             shard.clone(),
             client.clone(),
             reconcile.clone(),
+            held.clone(),
         );
         Box::pin(async move {
             let present = match &cached {
                 Cached::Present(object) => object.clone(),
                 Cached::Gone(key) => {
-                    return match moved_away::<K>(&client, key, &ring, &shard).await {
-                        Ok(true) => Ok(Action::Done),
-                        Ok(false) => reconcile(cached, ctx).await,
+                    let key = key.clone();
+                    return match still_there::<K>(&client, &key).await {
+                        // Moved away (or back, and its informer is about to say so).
+                        Ok(true) => {
+                            held.lock().remove(&key);
+                            Ok(Action::Done)
+                        }
+                        Ok(false) if held.lock().contains(&key) => {
+                            let result = reconcile(cached, ctx).await;
+                            if matches!(result, Ok(Action::Done)) {
+                                held.lock().remove(&key);
+                            }
+                            result
+                        }
+                        Ok(false) => {
+                            tracing::debug!(%key, ring = %ring, "deleted while another shard held it: not reconciled here");
+                            Ok(Action::Done)
+                        }
                         Err(error) => {
                             tracing::warn!(%key, %error, ring = %ring, "cannot tell a deletion from a move; retrying");
                             Ok(Action::Retry)
@@ -89,15 +113,31 @@ where
                     };
                 }
             };
-            match standing(present.meta(), &ring, &shard) {
-                Standing::Mine => reconcile(cached, ctx).await,
-                Standing::Elsewhere => Ok(Action::Done),
+            let meta = present.meta();
+            let key = ObjectKey::new(
+                meta.namespace.as_deref(),
+                meta.name.as_deref().unwrap_or_default(),
+            );
+            match standing(meta, &ring, &shard) {
+                Standing::Mine => {
+                    held.lock().insert(key);
+                    reconcile(cached, ctx).await
+                }
+                Standing::Elsewhere => {
+                    held.lock().remove(&key);
+                    Ok(Action::Done)
+                }
                 Standing::Draining => match acknowledge_drain(&client, &(), &ring, &*present).await
                 {
-                    // Acknowledged, or it changed meanwhile (its next event brings it back).
-                    Ok(_) => Ok(Action::Done),
+                    Ok(acknowledged) => {
+                        if acknowledged {
+                            held.lock().remove(&key);
+                        }
+                        // Or it changed meanwhile: its next event brings it back.
+                        Ok(Action::Done)
+                    }
                     Err(error) => {
-                        tracing::warn!(key = ?present.meta().name, %error, ring = %ring, "cannot let go of a drained object; retrying");
+                        tracing::warn!(%key, %error, ring = %ring, "cannot let go of a drained object; retrying");
                         Ok(Action::Retry)
                     }
                 },
@@ -106,28 +146,15 @@ where
     }
 }
 
-/// Whether the object `key` still exists, no longer this shard's: it moved, it was not
-/// deleted.
-async fn moved_away<K>(
-    client: &kube::Client,
-    key: &ObjectKey,
-    ring: &str,
-    shard: &str,
-) -> Result<bool, kube::Error>
+/// Whether the object `key` still exists on the server (labelled for whichever shard).
+async fn still_there<K>(client: &kube::Client, key: &ObjectKey) -> Result<bool, kube::Error>
 where
     K: Resource<DynamicType = ()>,
 {
     let resource = ApiResource::erase::<K>(&());
-    let (namespace, name) = match key.as_str().split_once('/') {
-        Some((namespace, name)) => (Some(namespace), name),
-        None => (None, key.as_str()),
-    };
-    let api: Api<DynamicObject> = match namespace {
+    let api: Api<DynamicObject> = match key.namespace() {
         Some(namespace) => Api::namespaced_with(client.clone(), namespace, &resource),
         None => Api::all_with(client.clone(), &resource),
     };
-    Ok(match api.get_opt(name).await? {
-        None => false,
-        Some(object) => standing(&object.metadata, ring, shard) != Standing::Mine,
-    })
+    Ok(api.get_opt(key.name()).await?.is_some())
 }

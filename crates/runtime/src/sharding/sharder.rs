@@ -212,8 +212,12 @@ impl Sharder {
                 .patch(&step.name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await
             {
-                Ok(_) => applied.labelled += 1,
+                Ok(_) => {
+                    tracing::debug!(ring = %self.ring, name = %step.name, from = ?step.from, to = %step.to, step = ?step.step, "labelled");
+                    applied.labelled += 1;
+                }
                 Err(kube::Error::Api(status)) if matches!(status.code, 404 | 409) => {
+                    tracing::debug!(ring = %self.ring, name = %step.name, "changed since the plan");
                     applied.stale += 1;
                 }
                 Err(error) => return Err(error),
@@ -289,7 +293,10 @@ pub async fn acknowledge_drain<K: Resource>(
         .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
     {
-        Ok(_) => Ok(true),
+        Ok(_) => {
+            tracing::debug!(%ring, %name, "let go of a drained object");
+            Ok(true)
+        }
         Err(kube::Error::Api(status)) if matches!(status.code, 404 | 409) => Ok(false),
         Err(error) => Err(error),
     }
