@@ -289,3 +289,42 @@ async fn a_port_in_use_is_named_in_the_error() {
     let text = err.to_string();
     assert!(text.contains(&format!("127.0.0.1:{port}")), "{text}");
 }
+
+/// The in-memory client on a paused clock: requests and a watch answer without the clock
+/// moving, a restart cuts the watch as over TCP, a terminated server refuses new requests
+/// with an error saying so, and shutdown ends what is still open.
+#[tokio::test(start_paused = true)]
+async fn the_memory_client_speaks_the_same_api_without_a_socket() {
+    let server = server(ServerConfig::default()).await;
+    let api: Api<ConfigMap> = Api::namespaced(server.memory_client(), "demo");
+    let start = tokio::time::Instant::now();
+    api.create(&PostParams::default(), &configmap("a"))
+        .await
+        .unwrap();
+    let list = api.list(&ListParams::default()).await.unwrap();
+    let rv = list.metadata.resource_version.clone().unwrap();
+    let mut watch = api
+        .watch(&WatchParams::default(), &rv)
+        .await
+        .unwrap()
+        .boxed();
+    api.create(&PostParams::default(), &configmap("b"))
+        .await
+        .unwrap();
+    match watch.try_next().await.unwrap() {
+        Some(WatchEvent::Added(cm)) => assert_eq!(cm.metadata.name.as_deref(), Some("b")),
+        other => panic!("expected b's ADDED, got {other:?}"),
+    }
+    assert_eq!(start, tokio::time::Instant::now(), "the paused clock moved");
+    assert_eq!(server.requests().len(), 4, "recorded like TCP requests");
+
+    server.restart();
+    assert!(
+        watch.try_next().await.unwrap().is_none(),
+        "a restart ends the watch"
+    );
+    server.terminate();
+    let refused = api.get("a").await.unwrap_err();
+    assert!(refused.to_string().contains("not listening"), "{refused}");
+    server.shutdown().await;
+}
