@@ -116,3 +116,80 @@ async fn the_sharders_loop_labels_new_objects_and_moves_a_dead_shards_objects() 
         task.await.unwrap();
     }
 }
+
+/// A new object is labelled when its event reaches the sharder's cache, not at the next
+/// round: with rounds an hour apart, on a paused clock over an in-memory server (the clock
+/// moves only when everything is idle), it is labelled within a few milliseconds.
+#[test]
+fn a_new_object_is_labelled_on_its_event_not_at_the_next_round() {
+    let _ = kube_informer::list_watch::set_decoding_threads(0);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let server = FakeApiServer::start(ServerConfig::default().namespaces(["demo"]))
+            .await
+            .unwrap();
+        let cms = Gvr::core("configmaps");
+        let leases = Arc::new(MemoryLeases::default());
+        let elector = LeaderElector::new(
+            leases.clone(),
+            kube_informer_runtime::sharding::shard_lease("web", "a"),
+        )
+        .unwrap();
+        let cancel = CancellationToken::new();
+        let member = tokio::spawn({
+            let (e, c) = (elector.clone(), cancel.clone());
+            async move { e.run(c).await }
+        });
+        elector.leading().wait_for(|l| *l).await.unwrap();
+        server
+            .create(&cms, Some("demo"), json!({"metadata": {"name": "before"}}))
+            .unwrap();
+        let members = Members::new(leases.clone(), "web");
+        let kinds = [ShardedKind::of::<ConfigMap>(
+            server.memory_client(),
+            Some("demo"),
+            Placement::Own,
+        )];
+        let stop = CancellationToken::new();
+        let sharder = Sharder::new("web");
+        let run = sharder.run(&members, &kinds, Duration::from_secs(3600), stop.clone());
+        let check = async {
+            let label = shard_label("web");
+            let labelled = |name: &str| {
+                server.get(&cms, Some("demo"), name).unwrap()["metadata"]["labels"][&label]
+                    == "a"
+            };
+            let polls_until = |name: &'static str| async move {
+                for poll in 0.. {
+                    if labelled(name) {
+                        return poll;
+                    }
+                    assert!(poll < 360_000, "{name} never labelled");
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+                unreachable!()
+            };
+            // The first round, at once.
+            polls_until("before").await;
+            server
+                .create(&cms, Some("demo"), json!({"metadata": {"name": "after"}}))
+                .unwrap();
+            let start = tokio::time::Instant::now();
+            polls_until("after").await;
+            let took = start.elapsed();
+            assert!(
+                took < Duration::from_millis(100),
+                "labelled after {took:?}: at a round, not on its event"
+            );
+            stop.cancel();
+        };
+        tokio::join!(run, check);
+        cancel.cancel();
+        member.await.unwrap();
+        server.shutdown().await;
+    });
+}

@@ -179,8 +179,10 @@ impl ManagerOptions {
         self
     }
 
-    /// How often the elected sharder places the objects (default 5 s): a new object is
-    /// labelled, and so cached and reconciled by its shard, within this.
+    /// How often the elected sharder observes the shard Leases and plans every object
+    /// again (default 5 s): a dead shard's objects move within its Lease's duration plus
+    /// this, and a joining shard gets its share from the next tick. A new or changed object
+    /// is placed as soon as its event reaches the sharder's cache, not at a tick.
     #[must_use]
     pub fn sharding_period(mut self, every: Duration) -> Self {
         if let Some(sharding) = &mut self.sharding {

@@ -45,10 +45,11 @@
 //!   only for itself, a leaving one gives up only its own.
 //! - **Server-side filtering**: one replica, elected on `<ring>-sharder`, labels every
 //!   object of the sharded kinds `shard.kube-informer.dev/<ring>=<shard>` ([`Sharder`],
-//!   [`shard_label`]) each [`sharding_period`](crate::ManagerOptions::sharding_period)
-//!   (5 s: a new object is reconciled within that); each replica's informers select their
-//!   label ([`shard_selectors`]), so its cache, its watch traffic and its reconciles are
-//!   ~1/N.
+//!   [`shard_label`]) from a slim metadata cache of its own: a new object as soon as its
+//!   event arrives, and every object again each
+//!   [`sharding_period`](crate::ManagerOptions::sharding_period) (5 s) against the live
+//!   shards. Each replica's informers select their label ([`shard_selectors`]), so its
+//!   cache, its watch traffic and its reconciles are ~1/N.
 //! - **Handover without two replicas at once**: an object leaving a *live* shard is
 //!   drained first ([`drain_label`]); the old shard lets go ([`acknowledge_drain`]) inside
 //!   the object's own reconcile slot, so no reconcile of it runs there any more; only then
@@ -65,6 +66,7 @@
 
 mod key;
 mod membership;
+mod placing;
 mod reconcile;
 mod ring;
 mod rounds;

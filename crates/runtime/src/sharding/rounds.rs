@@ -1,20 +1,18 @@
-//! The sharder's loop: rounds of observe, list, plan and label, until cancelled.
+//! The kinds a sharder places, and one round over a kind from a LIST (for a ring run by
+//! hand; [`Sharder::run`] keeps a cache instead, see `placing.rs`).
 
-use std::time::Duration;
-
+use super::{Applied, Members, Placement, Sharder};
 use kube::{
     Api, Resource,
     api::{ApiResource, DynamicObject, ListParams, ObjectList, PartialObjectMeta},
 };
-use tokio_util::sync::CancellationToken;
-
-use super::{Applied, Members, Placement, Sharder};
 
 /// One sharded kind for [`Sharder::run`]: where its objects are listed, and how they are
 /// placed.
 #[derive(Clone)]
 pub struct ShardedKind {
     api: Api<DynamicObject>,
+    namespace: Option<String>,
     resource: ApiResource,
     placement: Placement,
 }
@@ -42,9 +40,25 @@ impl ShardedKind {
         };
         Self {
             api,
+            namespace: namespace.map(str::to_owned),
             resource,
             placement,
         }
+    }
+
+    /// The client its objects are read and labelled through.
+    pub(super) fn client(&self) -> kube::Client {
+        self.api.clone().into_client()
+    }
+
+    /// The namespace its objects are placed in (`None`: all).
+    pub fn namespace(&self) -> Option<&str> {
+        self.namespace.as_deref()
+    }
+
+    /// The API resource.
+    pub(super) fn resource(&self) -> &ApiResource {
+        &self.resource
     }
 
     /// The kind's name.
@@ -87,57 +101,5 @@ impl Sharder {
             objects: listed.items.len(),
             applied,
         })
-    }
-
-    /// Runs a round for each of `kinds` every `every` until `cancel`: a new object is labelled
-    /// within `every` (plus one LIST), a dead shard's objects within its Lease's duration
-    /// plus `every`. A failed round is logged and retried at the next tick. Run one sharder
-    /// per ring, under leader election (its writes are guarded, so a second one during a
-    /// handover only repeats work).
-    ///
-    /// ```no_run
-    /// # async fn run(client: kube::Client) {
-    /// use std::time::Duration;
-    /// use k8s_openapi::api::{apps::v1::Deployment, coordination::v1::Lease};
-    /// use kube_informer_runtime::{CancellationToken, sharding::{Members, Placement, ShardedKind, Sharder}};
-    ///
-    /// let members = Members::new(kube::Api::<Lease>::namespaced(client.clone(), "operators"), "web");
-    /// let kinds = [ShardedKind::of::<Deployment>(client, None, Placement::Own)];
-    /// Sharder::new("web").run(&members, &kinds, Duration::from_secs(5), CancellationToken::new()).await;
-    /// # }
-    /// ```
-    pub async fn run(
-        &self,
-        members: &Members,
-        kinds: &[ShardedKind],
-        every: Duration,
-        cancel: CancellationToken,
-    ) {
-        loop {
-            for kind in kinds {
-                self.logged_round(members, kind).await;
-            }
-            tokio::select! {
-                () = cancel.cancelled() => return,
-                () = tokio::time::sleep(every) => {}
-            }
-        }
-    }
-
-    async fn logged_round(&self, members: &Members, kind: &ShardedKind) {
-        match self.round(members, kind).await {
-            Ok(round) if round.applied != Applied::default() => {
-                tracing::debug!(
-                    ring = self.ring(),
-                    kind = kind.kind(),
-                    ?round,
-                    "sharding round"
-                );
-            }
-            Ok(_) => {}
-            Err(error) => {
-                tracing::warn!(ring = self.ring(), kind = kind.kind(), %error, "a sharding round failed; retrying at the next one");
-            }
-        }
     }
 }

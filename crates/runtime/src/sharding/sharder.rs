@@ -1,6 +1,7 @@
 //! The sharder: labels each object with the shard that owns it, so that each replica's
 //! informers can ask the API server for their own objects only.
 
+use futures_util::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{
     Resource,
@@ -184,7 +185,8 @@ impl Sharder {
     }
 
     /// Writes the labels of `moves` (objects of type `K`) through the API server, each a
-    /// merge patch guarded by the version the plan saw.
+    /// merge patch guarded by the version the plan saw, 16 at a time. The first error
+    /// other than a conflict or a 404 ends it (the next round plans again).
     pub async fn apply<K>(
         &self,
         client: &kube::Client,
@@ -195,35 +197,57 @@ impl Sharder {
         K: Resource,
     {
         let resource = ApiResource::erase::<K>(dynamic_type);
+        // The futures first, then the stream: a stream mapping `&Move` to a future would be
+        // a higher-ranked closure, and the caller's future would not be `Send`.
+        let writes: Vec<_> = moves
+            .iter()
+            .map(|step| self.write(client, &resource, step))
+            .collect();
+        let mut writes =
+            futures_util::stream::iter(writes).buffer_unordered(super::placing::PARALLEL_WRITES);
         let mut applied = Applied::default();
-        for step in moves {
-            let api: Api<DynamicObject> = match &step.namespace {
-                Some(namespace) => Api::namespaced_with(client.clone(), namespace, &resource),
-                None => Api::all_with(client.clone(), &resource),
-            };
-            let labels = match step.step {
-                Step::Assign => serde_json::json!({ &self.label: step.to, &self.drain: null }),
-                Step::Drain => serde_json::json!({ &self.drain: "true" }),
-            };
-            let patch = serde_json::json!({
-                "metadata": { "resourceVersion": step.resource_version, "labels": labels }
-            });
-            match api
-                .patch(&step.name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-            {
-                Ok(_) => {
-                    tracing::debug!(ring = %self.ring, name = %step.name, from = ?step.from, to = %step.to, step = ?step.step, "labelled");
-                    applied.labelled += 1;
-                }
-                Err(kube::Error::Api(status)) if matches!(status.code, 404 | 409) => {
-                    tracing::debug!(ring = %self.ring, name = %step.name, "changed since the plan");
-                    applied.stale += 1;
-                }
-                Err(error) => return Err(error),
+        while let Some(written) = writes.next().await {
+            match written? {
+                true => applied.labelled += 1,
+                false => applied.stale += 1,
             }
         }
         Ok(applied)
+    }
+
+    /// Writes one move's labels: `Ok(false)` if the object changed or went away since the
+    /// plan.
+    async fn write(
+        &self,
+        client: &kube::Client,
+        resource: &ApiResource,
+        step: &Move,
+    ) -> Result<bool, kube::Error> {
+        let api: Api<DynamicObject> = match &step.namespace {
+            Some(namespace) => Api::namespaced_with(client.clone(), namespace, resource),
+            None => Api::all_with(client.clone(), resource),
+        };
+        let labels = match step.step {
+            Step::Assign => serde_json::json!({ &self.label: step.to, &self.drain: null }),
+            Step::Drain => serde_json::json!({ &self.drain: "true" }),
+        };
+        let patch = serde_json::json!({
+            "metadata": { "resourceVersion": step.resource_version, "labels": labels }
+        });
+        match api
+            .patch(&step.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => {
+                tracing::debug!(ring = %self.ring, name = %step.name, from = ?step.from, to = %step.to, step = ?step.step, "labelled");
+                Ok(true)
+            }
+            Err(kube::Error::Api(status)) if matches!(status.code, 404 | 409) => {
+                tracing::debug!(ring = %self.ring, name = %step.name, "changed since the plan");
+                Ok(false)
+            }
+            Err(error) => Err(error),
+        }
     }
 }
 

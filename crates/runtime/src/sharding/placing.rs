@@ -1,0 +1,232 @@
+//! The sharder's loop: a metadata cache per sharded kind, each object placed as its event
+//! arrives, and every object planned again each tick against the live shards.
+//!
+//! The caches hold a slim copy of each object's metadata (name, namespace, version, the
+//! ring's two labels and the controller reference; about 300 bytes), so a sharder of 100k
+//! objects holds tens of megabytes and reads nothing but the changes from the API server.
+//! A round that listed everything each tick would ask the server for every object's full
+//! metadata every few seconds.
+
+use std::{collections::HashSet, sync::Arc, time::Duration};
+
+use futures_util::{StreamExt, future::join_all};
+use kube::api::{DynamicObject, PartialObjectMeta};
+use kube_informer::{
+    ObjectKey,
+    informer::{HandlerFuncs, HandlerOptions, InformerOptions, SharedIndexInformer},
+    list_watch::ClientListerWatcher,
+    meta_namespace_key,
+};
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use super::{Members, Ring, ShardedKind, Sharder, drain_label, shard_label};
+
+/// Labels written at once, at most: a rebalance of tens of thousands of objects takes
+/// seconds, not minutes, without flooding the API server.
+pub(super) const PARALLEL_WRITES: usize = 16;
+
+type Meta = PartialObjectMeta<DynamicObject>;
+
+/// One kind's slim metadata cache, and the keys that changed since they were placed.
+struct Watched<'a> {
+    kind: &'a ShardedKind,
+    informer: SharedIndexInformer<Meta>,
+    changed: Arc<Changed>,
+}
+
+#[derive(Default)]
+struct Changed {
+    keys: Mutex<HashSet<ObjectKey>>,
+    notify: Notify,
+}
+
+impl<'a> Watched<'a> {
+    fn new(sharder: &Sharder, kind: &'a ShardedKind) -> Self {
+        let lister =
+            ClientListerWatcher::<Meta>::new(kind.client(), kind.namespace(), kind.resource())
+                .metadata_only();
+        let name = format!("sharder-{}-{}", sharder.ring(), kind.kind());
+        let informer = SharedIndexInformer::new(lister, InformerOptions::default().name(name));
+        let (label, drain) = (shard_label(sharder.ring()), drain_label(sharder.ring()));
+        // Installed before the informer runs, which is when a transform can be set.
+        let _ = informer.set_transform(move |meta| slim(meta, &label, &drain));
+        let changed = Arc::new(Changed::default());
+        let (on_add, on_update) = (changed.clone(), changed.clone());
+        // The handler only notes the key: it never waits, so it never holds the informer up.
+        let handler = HandlerFuncs::new()
+            .on_add(move |meta: Arc<Meta>, _| on_add.note(meta.as_ref()))
+            .on_update(move |_, meta: Arc<Meta>| on_update.note(meta.as_ref()));
+        // Registered for the informer's lifetime: both end with this loop.
+        drop(informer.add_event_handler(handler, HandlerOptions::default()));
+        Self {
+            kind,
+            informer,
+            changed,
+        }
+    }
+}
+
+impl Changed {
+    fn note(&self, meta: &Meta) {
+        if let Ok(key) = meta_namespace_key(meta) {
+            self.keys.lock().insert(key);
+            self.notify.notify_one();
+        }
+    }
+
+    fn take(&self) -> HashSet<ObjectKey> {
+        std::mem::take(&mut *self.keys.lock())
+    }
+}
+
+/// What the sharder needs of an object's metadata, and nothing else.
+fn slim(meta: Meta, label: &str, drain: &str) -> Meta {
+    let mut slim = Meta {
+        types: meta.types,
+        metadata: Default::default(),
+        _phantom: Default::default(),
+    };
+    let m = meta.metadata;
+    slim.metadata.name = m.name;
+    slim.metadata.namespace = m.namespace;
+    slim.metadata.resource_version = m.resource_version;
+    slim.metadata.labels = m.labels.map(|labels| {
+        labels
+            .into_iter()
+            .filter(|(k, _)| k == label || k == drain)
+            .collect()
+    });
+    slim.metadata.owner_references = m.owner_references.map(|owners| {
+        owners
+            .into_iter()
+            .filter(|o| o.controller == Some(true))
+            .collect()
+    });
+    slim
+}
+
+impl Sharder {
+    /// Places the objects of `kinds` on the live shards of `members` until `cancel`:
+    /// each object as soon as its event reaches the sharder's metadata cache (a new object
+    /// is labelled within a request's time), and every object again each `every` against
+    /// the ring observed then (a dead shard's objects move within its Lease's duration plus
+    /// `every`). A failed round is logged and retried at the next tick. Run one sharder per
+    /// ring, under leader election (its writes are guarded by resourceVersion, so a second
+    /// one during a handover only repeats work).
+    ///
+    /// ```no_run
+    /// # async fn run(client: kube::Client) {
+    /// use std::time::Duration;
+    /// use k8s_openapi::api::{apps::v1::Deployment, coordination::v1::Lease};
+    /// use kube_informer_runtime::{CancellationToken, sharding::{Members, Placement, ShardedKind, Sharder}};
+    ///
+    /// let members = Members::new(kube::Api::<Lease>::namespaced(client.clone(), "operators"), "web");
+    /// let kinds = [ShardedKind::of::<Deployment>(client, None, Placement::Own)];
+    /// Sharder::new("web").run(&members, &kinds, Duration::from_secs(5), CancellationToken::new()).await;
+    /// # }
+    /// ```
+    pub async fn run(
+        &self,
+        members: &Members,
+        kinds: &[ShardedKind],
+        every: Duration,
+        cancel: CancellationToken,
+    ) {
+        let watched: Vec<Watched<'_>> = kinds.iter().map(|k| Watched::new(self, k)).collect();
+        // The caches live in this future: dropping it (the sharder lost its election)
+        // stops them.
+        let caches = join_all(watched.iter().map(|w| w.informer.run(cancel.clone())));
+        tokio::select! {
+            _ = caches => {}
+            () = self.place(members, &watched, every, &cancel) => {}
+        }
+    }
+
+    async fn place(
+        &self,
+        members: &Members,
+        watched: &[Watched<'_>],
+        every: Duration,
+        cancel: &CancellationToken,
+    ) {
+        for w in watched {
+            while let Err(error) = w
+                .informer
+                .wait_for_sync(every.max(Duration::from_secs(10)))
+                .await
+            {
+                tracing::warn!(ring = self.ring(), kind = w.kind.kind(), %error, "the sharder's cache is not synced yet");
+            }
+        }
+        let mut ring: Option<Ring> = None;
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let changed = futures_util::stream::select_all(watched.iter().enumerate().map(|(i, w)| {
+            let changed = w.changed.clone();
+            futures_util::stream::unfold(changed, move |c| async move {
+                c.notify.notified().await;
+                Some((i, c))
+            })
+            .boxed()
+        }));
+        let mut changed = std::pin::pin!(changed);
+        loop {
+            tokio::select! {
+                () = cancel.cancelled() => return,
+                _ = tick.tick() => {
+                    match members.observe().await {
+                        Ok(observed) => ring = Some(observed),
+                        Err(error) => {
+                            tracing::warn!(ring = self.ring(), %error, "cannot read the shard Leases; retrying at the next round");
+                            continue;
+                        }
+                    }
+                    for w in watched {
+                        w.changed.take();
+                        let objects = w.informer.store().list();
+                        self.place_objects(ring.as_ref(), w, &objects).await;
+                    }
+                }
+                Some(i) = changed.next() => {
+                    let w = &watched[i];
+                    let store = w.informer.store();
+                    let objects: Vec<Arc<Meta>> = w
+                        .changed
+                        .take()
+                        .into_iter()
+                        .filter_map(|key| store.get_by_key(key.as_str()))
+                        .collect();
+                    self.place_objects(ring.as_ref(), w, &objects).await;
+                }
+            }
+        }
+    }
+
+    async fn place_objects(&self, ring: Option<&Ring>, w: &Watched<'_>, objects: &[Arc<Meta>]) {
+        // Before the first ring is observed, nothing is placed.
+        let Some(ring) = ring else { return };
+        let kind = w.kind;
+        let moves = self.plan(
+            ring,
+            objects.iter().map(|o| &**o),
+            kind.resource(),
+            kind.placement(),
+        );
+        if moves.is_empty() {
+            return;
+        }
+        match self
+            .apply::<DynamicObject>(&kind.client(), kind.resource(), &moves)
+            .await
+        {
+            Ok(applied) => {
+                tracing::debug!(ring = self.ring(), kind = kind.kind(), ?applied, "placed");
+            }
+            Err(error) => {
+                tracing::warn!(ring = self.ring(), kind = kind.kind(), %error, "placing objects failed; retrying at the next round");
+            }
+        }
+    }
+}
