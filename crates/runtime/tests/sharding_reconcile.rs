@@ -274,3 +274,57 @@ async fn only_the_shard_that_held_a_deleted_object_reconciles_its_deletion() {
     run_a.await.unwrap().unwrap();
     run_b.await.unwrap().unwrap();
 }
+
+/// A sharded controller on a factory limited to namespaces has its kinds placed in those
+/// namespaces only (a namespaced operator needs no cluster-wide list or patch); on an
+/// unlimited factory, everywhere.
+#[tokio::test]
+async fn a_sharded_controller_places_its_kinds_in_its_factorys_namespaces() {
+    use kube_informer::Selectors;
+    use kube_informer_runtime::sharding::Placement;
+
+    let nowhere = kube::Config::new("http://127.0.0.1:1".parse().unwrap());
+    let client = kube::Client::try_from(nowhere).unwrap();
+    let placed = |selectors: Selectors| {
+        let factory = SharedInformerFactory::new(
+            client.clone(),
+            FactoryOptions::default().selectors(selectors),
+        );
+        let controller = Controller::<ConfigMap>::new(
+            &factory,
+            ControllerOptions::default()
+                .name("web")
+                .sharded("web", "s0"),
+        )
+        .owns::<k8s_openapi::api::core::v1::Secret>();
+        controller
+            .sharded_kinds()
+            .iter()
+            .map(|k| {
+                (
+                    k.kind().to_owned(),
+                    k.namespace().map(str::to_owned),
+                    k.placement(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let (own, child) = (Placement::Own, Placement::Controller);
+    let ns = |n: &str| Some(n.to_owned());
+    assert_eq!(
+        placed(Selectors::default().in_namespaces(["a", "b"])),
+        [
+            ("ConfigMap".to_owned(), ns("a"), own),
+            ("ConfigMap".to_owned(), ns("b"), own),
+            ("Secret".to_owned(), ns("a"), child),
+            ("Secret".to_owned(), ns("b"), child),
+        ]
+    );
+    assert_eq!(
+        placed(Selectors::default()),
+        [
+            ("ConfigMap".to_owned(), None, own),
+            ("Secret".to_owned(), None, child),
+        ]
+    );
+}

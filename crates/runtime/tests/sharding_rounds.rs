@@ -160,8 +160,7 @@ fn a_new_object_is_labelled_on_its_event_not_at_the_next_round() {
         let check = async {
             let label = shard_label("web");
             let labelled = |name: &str| {
-                server.get(&cms, Some("demo"), name).unwrap()["metadata"]["labels"][&label]
-                    == "a"
+                server.get(&cms, Some("demo"), name).unwrap()["metadata"]["labels"][&label] == "a"
             };
             let polls_until = |name: &'static str| async move {
                 for poll in 0.. {

@@ -177,6 +177,27 @@ impl SharedInformerFactory {
         &self.inner.client
     }
 
+    /// The namespaces its informers of namespaced kinds watch, if the factory is limited to
+    /// some ([`Selectors::in_namespaces`](crate::Selectors::in_namespaces)); `None`: all.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// use kube_informer::{FactoryOptions, Selectors, SharedInformerFactory};
+    ///
+    /// let client = kube::Client::try_from(kube::Config::new("http://127.0.0.1:1".parse().unwrap())).unwrap();
+    /// let options = FactoryOptions::default().selectors(Selectors::default().in_namespace("shop"));
+    /// let factory = SharedInformerFactory::new(client, options);
+    /// assert_eq!(factory.namespaces(), Some(&["shop".to_owned()][..]));
+    /// # }
+    /// ```
+    pub fn namespaces(&self) -> Option<&[String]> {
+        self.inner
+            .options
+            .selectors
+            .namespaces()
+            .filter(|namespaces| !namespaces.is_empty())
+    }
+
     /// The options of a new informer of `K`: the factory's, overridden by `spec`.
     fn informer_options<K: Resource + Clone + Send + Sync + 'static>(
         &self,

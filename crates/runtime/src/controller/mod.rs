@@ -111,6 +111,24 @@ where
     }
 }
 
+/// What a sharder places of `T` for a controller on `factory`: in the factory's namespaces
+/// when it is limited to some (so a namespaced operator needs no cluster-wide access),
+/// everywhere otherwise.
+fn sharded_kinds<T>(factory: &SharedInformerFactory, placement: Placement) -> Vec<ShardedKind>
+where
+    T: Watchable,
+    T::Scope: FactoryScope,
+{
+    let client = factory.client();
+    match factory.namespaces() {
+        Some(namespaces) if T::Scope::NAMESPACED => namespaces
+            .iter()
+            .map(|ns| ShardedKind::of::<T>(client.clone(), Some(ns), placement))
+            .collect(),
+        _ => vec![ShardedKind::of::<T>(client.clone(), None, placement)],
+    }
+}
+
 type SyncWait = Box<dyn Fn(Duration) -> BoxFuture<'static, Result<(), SyncError>> + Send + Sync>;
 /// A trigger's future, behind a mutex only so that the controller is `Sync`.
 type Trigger = parking_lot::Mutex<BoxFuture<'static, ()>>;
@@ -206,11 +224,10 @@ where
             config = config.metrics(metrics.core());
         }
         let queue = RateLimitingQueue::new(config);
-        let sharded_kinds = options
-            .shard
-            .iter()
-            .map(|_| ShardedKind::of::<K>(factory.client().clone(), None, Placement::Own))
-            .collect();
+        let sharded_kinds = match options.shard {
+            Some(_) => sharded_kinds::<K>(factory, Placement::Own),
+            None => Vec::new(),
+        };
         let mut controller = Self {
             factory: factory.clone(),
             informer: informer_of::<K>(factory, options.shard.as_ref()),
@@ -295,9 +312,8 @@ where
         );
         let mut this = self;
         if this.options.shard.is_some() {
-            let client = this.factory.client().clone();
-            this.sharded_kinds
-                .push(ShardedKind::of::<C>(client, None, Placement::Controller));
+            let kinds = sharded_kinds::<C>(&this.factory, Placement::Controller);
+            this.sharded_kinds.extend(kinds);
         }
         // Sharded, children are labelled with their owner's shard: select them by it.
         let informer = informer_of::<C>(&this.factory, this.options.shard.as_ref());
