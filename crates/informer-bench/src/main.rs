@@ -15,6 +15,7 @@ mod clients;
 mod decoders;
 mod measure;
 mod orchestrate;
+mod sharding;
 mod traffic;
 
 use clap::{Parser, Subcommand};
@@ -78,6 +79,29 @@ enum Command {
         #[arg(long)]
         deletes: Option<usize>,
     },
+    /// A sharded controller as 1, 2 and 4 replicas (processes) on realistic pods: per
+    /// replica cache, reconciles, memory and bytes read; rebalancing after a kill and a join
+    Sharding {
+        /// Pods in the cluster
+        #[arg(long, default_value_t = 100_000)]
+        pods: usize,
+        /// Replica counts to measure, one after the other
+        #[arg(long, value_delimiter = ',', default_value = "1,2,4")]
+        replicas: Vec<usize>,
+        /// The shard Leases' duration in seconds (renew deadline 2/3, retry 1/5 of it)
+        #[arg(long, default_value_t = 15)]
+        lease_secs: u64,
+    },
+    /// One replica of `sharding` (what it runs in each child process)
+    #[command(hide = true)]
+    ShardReplica {
+        #[arg(long)]
+        url: String,
+        #[arg(long)]
+        shard: String,
+        #[arg(long)]
+        lease_secs: u64,
+    },
     /// serde_json against simd-json and sonic-rs on the same pods
     #[cfg(feature = "decoders")]
     Decoders {
@@ -104,6 +128,24 @@ fn main() {
             m,
             k: k.max(1),
             deletes,
+        }),
+        Some(Command::Sharding {
+            pods,
+            replicas,
+            lease_secs,
+        }) => sharding::run(&sharding::Plan {
+            pods,
+            replicas,
+            lease: std::time::Duration::from_secs(lease_secs),
+        }),
+        Some(Command::ShardReplica {
+            url,
+            shard,
+            lease_secs,
+        }) => sharding::replica::run(&sharding::replica::Replica {
+            url,
+            shard,
+            lease: std::time::Duration::from_secs(lease_secs),
         }),
         #[cfg(feature = "decoders")]
         Some(Command::Decoders { events }) => decoders::run(events),

@@ -8,6 +8,11 @@ pub(crate) fn peak_rss_kib() -> u64 {
     status_field("VmHWM:")
 }
 
+/// Resident set size of this process now (`VmRSS`), in KiB.
+pub(crate) fn rss_kib() -> u64 {
+    status_field("VmRSS:")
+}
+
 fn status_field(name: &str) -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .unwrap_or_default()

@@ -34,6 +34,7 @@ pub(crate) fn render(
     gvr: &Gvr,
     filter: &Filter,
     params: &Params,
+    metadata_only: bool,
 ) -> Result<Vec<Bytes>, ApiError> {
     let mut storage = inner.storage.lock();
     let served_before = params
@@ -118,7 +119,11 @@ pub(crate) fn render(
         if count > 0 {
             buf.extend_from_slice(b",");
         }
-        buf.extend_from_slice(&object.body);
+        if metadata_only {
+            buf.extend_from_slice(&super::metadata::object(&object.body));
+        } else {
+            buf.extend_from_slice(&object.body);
+        }
         if buf.len() >= CHUNK {
             chunks.push(buf.split().freeze());
         }
@@ -157,10 +162,17 @@ pub(crate) fn render(
     if let (Some((token, served)), Some(store)) = (remember, storage.resource_mut(gvr)) {
         store.remember_served(token, served);
     }
+    let (kind, api_version) = match metadata_only {
+        true => (
+            super::metadata::LIST_KIND.to_owned(),
+            super::metadata::API_VERSION.to_owned(),
+        ),
+        false => (ty.list_kind(), ty.gvr.api_version()),
+    };
     let head = format!(
         "{{\"kind\":{},\"apiVersion\":{},\"metadata\":{},\"items\":[",
-        Value::from(ty.list_kind()),
-        Value::from(ty.gvr.api_version()),
+        Value::from(kind),
+        Value::from(api_version),
         metadata
     );
     drop(storage);
@@ -178,8 +190,9 @@ pub(crate) fn list(
     filter: &Filter,
     params: &Params,
     cut: bool,
+    metadata_only: bool,
 ) -> Result<Reply, ApiError> {
-    let body = render(inner, gvr, filter, params)?;
+    let body = render(inner, gvr, filter, params, metadata_only)?;
     if cut {
         return Ok(Reply::stream(200, Box::pin(cut_stream(body))));
     }

@@ -3,6 +3,7 @@
 
 mod discovery;
 mod list;
+mod metadata;
 mod params;
 mod response;
 mod scale;
@@ -346,6 +347,12 @@ fn resource_reply(
         .resource(gvr)
         .map(|r| r.object_prefix.clone())
         .unwrap_or_default();
+    // Metadata informers' reads, and writes that ask for it: the object's metadata only.
+    let metadata_only = table.is_none() && metadata::wanted(call.accept);
+    let reply = |code: u16, object: &StoredObject| match metadata_only {
+        true => Reply::bytes(code, metadata::object(&object.body)),
+        false => object_reply(code, &prefix, object),
+    };
     let manager = params.field_manager.clone().unwrap_or_else(|| {
         let product = call.user_agent.split('/').next().unwrap_or("unknown");
         if product == "kubectl" && *call.method == Method::POST {
@@ -361,9 +368,10 @@ fn resource_reply(
         (Verb::List, _) => {
             let filter = params.filter(&ty, ns)?;
             if let Some(include) = table {
-                let list: Value =
-                    serde_json::from_slice(&list::render(inner, gvr, &filter, &params)?.concat())
-                        .expect("the server's own JSON");
+                let list: Value = serde_json::from_slice(
+                    &list::render(inner, gvr, &filter, &params, false)?.concat(),
+                )
+                .expect("the server's own JSON");
                 let items: Vec<Value> = list["items"]
                     .as_array()
                     .into_iter()
@@ -374,13 +382,17 @@ fn resource_reply(
                 return Ok(Reply::json(200, &table));
             }
             let cut = inner.faults.lock().cut_list();
-            list::list(inner, gvr, &filter, &params, cut)
+            list::list(inner, gvr, &filter, &params, cut, metadata_only)
         }
         (Verb::Watch, _) => {
             let filter = params.filter(&ty, ns)?;
             let faults = inner.faults.lock().watch_faults();
-            let table = table.map(|include| (ty.clone(), include));
-            watch::watch(inner, gvr, filter, &params, faults, table)
+            let shape = match table {
+                Some(include) => watch::Shape::Table(ty.clone(), include),
+                None if metadata_only => watch::Shape::Metadata,
+                None => watch::Shape::Object,
+            };
+            watch::watch(inner, gvr, filter, &params, faults, shape)
         }
         (Verb::Get, Some(name)) => {
             let object = inner.get(gvr, ns, &name)?;
@@ -393,25 +405,25 @@ fn resource_reply(
                     &table::table(&ty, &[value], meta, include, true),
                 ));
             }
-            Ok(object_reply(200, &prefix, &object))
+            Ok(reply(200, &object))
         }
         (Verb::Create, None) if part == Part::Object => {
             let object = inner.create(gvr, ns, json_body(&call)?, &manager, part)?;
-            Ok(object_reply(201, &prefix, &object))
+            Ok(reply(201, &object))
         }
         (Verb::Update, Some(name)) => {
             let object = inner.update(gvr, ns, &name, json_body(&call)?, &manager, part)?;
-            Ok(object_reply(200, &prefix, &object))
+            Ok(reply(200, &object))
         }
         (Verb::Patch, Some(name)) => {
             let media = call.content_type.split(';').next().unwrap_or("").trim();
             if media == "application/apply-patch+yaml" {
                 return apply(inner, &ty, ns, &name, &params, &call, part)
-                    .map(|(code, object)| object_reply(code, &prefix, &object));
+                    .map(|(code, object)| reply(code, &object));
             }
             let patch = Patch::parse(media, call.body, &ty)?;
             let object = inner.patch(gvr, ns, &name, &patch, &manager, part)?;
-            Ok(object_reply(200, &prefix, &object))
+            Ok(reply(200, &object))
         }
         (Verb::Delete, Some(name)) if part == Part::Object => {
             let mut options = DeleteOptions {

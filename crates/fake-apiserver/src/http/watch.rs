@@ -62,7 +62,7 @@ pub(crate) fn watch(
     filter: Filter,
     params: &Params,
     faults: WatchFaults,
-    table: Option<(Arc<ResourceType>, Include)>,
+    shape: Shape,
 ) -> Result<Reply, ApiError> {
     let send_initial = params.send_initial_events;
     match (send_initial, params.resource_version_match.as_deref()) {
@@ -102,7 +102,10 @@ pub(crate) fn watch(
     let store = storage
         .resource_mut(gvr)
         .ok_or_else(ApiError::not_found_path)?;
-    let object_prefix = store.object_prefix.clone();
+    let object_prefix = match shape {
+        Shape::Metadata => Bytes::from_static(super::metadata::PREFIX.as_bytes()),
+        _ => store.object_prefix.clone(),
+    };
     let mut initial: VecDeque<Line> = VecDeque::new();
     match (send_initial == Some(true), requested) {
         // Current state as ADDED events: a streaming list, or a watch from "" / "0".
@@ -152,11 +155,15 @@ pub(crate) fn watch(
         faults,
         events_sent: 0,
         mode: Mode::Active,
-        table: table.map(|(ty, include)| TableMode {
-            ty,
-            include,
-            columns_sent: false,
-        }),
+        metadata_only: matches!(shape, Shape::Metadata),
+        table: match shape {
+            Shape::Table(ty, include) => Some(TableMode {
+                ty,
+                include,
+                columns_sent: false,
+            }),
+            _ => None,
+        },
     };
     let stream = futures_util::stream::unfold(state, |mut s| async move {
         let chunk = s.next_chunk().await?;
@@ -190,6 +197,18 @@ struct WatchState {
     mode: Mode,
     /// Events as one-row Tables (`kubectl get -w`).
     table: Option<TableMode>,
+    /// Events' objects as `PartialObjectMetadata`.
+    metadata_only: bool,
+}
+
+/// What a watch's events carry.
+pub(crate) enum Shape {
+    /// The objects.
+    Object,
+    /// One-row Tables (`kubectl get -w`).
+    Table(Arc<ResourceType>, Include),
+    /// `PartialObjectMetadata` (metadata informers).
+    Metadata,
 }
 
 struct TableMode {
@@ -276,7 +295,10 @@ impl WatchState {
                     EventType::Deleted => 2,
                 };
                 self.pending.push_back(self.type_prefixes[i].clone());
-                self.pending.push_back(object.body_tail());
+                self.pending.push_back(match self.metadata_only {
+                    true => super::metadata::tail(&object.body),
+                    false => object.body_tail(),
+                });
                 self.pending.push_back(Bytes::from_static(b"}\n"));
                 self.events_sent += 1;
                 self.after_events();
