@@ -89,6 +89,54 @@ async fn schedule(seed: u64) {
     world.check();
 }
 
+/// With a manager's default timing (15 s Leases), a killed replica's objects are labelled,
+/// cached and reconciled on the others within the Lease's duration and five seconds, the
+/// sharder's own replica included (the next sharder has been watching the Leases, so it
+/// does not count the dead shard alive for another duration).
+#[test]
+fn a_killed_replicas_objects_move_within_the_lease_duration_and_five_seconds() {
+    let _ = kube_informer::list_watch::set_decoding_threads(0);
+    for (seed, kill_the_sharder) in [(1, true), (2, false), (3, true), (4, false)] {
+        paused(async move {
+            let timing = Timing::defaults();
+            let bound = timing.lease() + std::time::Duration::from_secs(5);
+            let mut world = World::new(seed, Rng(seed), timing).await;
+            world.quick_reconciles = true;
+            world.populate(60).await;
+            for slot in 0..3 {
+                world.start(slot).await;
+            }
+            world.settle("3 replicas").await;
+            let sharder = world.sharder_slot().await;
+            let victim = if kill_the_sharder {
+                sharder
+            } else {
+                (sharder + 1) % 3
+            };
+            world.kill_slot(victim).await;
+            let killed = tokio::time::Instant::now();
+            world.settle("a replica killed").await;
+            let took = killed.elapsed();
+            assert!(
+                took <= bound,
+                "seed {seed}: killing s{victim} (the sharder: {kill_the_sharder}) took {took:?} to settle, more than {bound:?}"
+            );
+            world.kill_all().await;
+            world.check();
+        });
+    }
+}
+
+/// Runs `test` on a fresh runtime with a paused clock.
+fn paused(test: impl std::future::Future<Output = ()>) {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap()
+        .block_on(test);
+}
+
 #[test]
 fn random_schedules_of_sharded_managers_never_reconcile_one_object_twice_at_once() {
     // Decoding on the reflectors' own tasks: a decoding thread would be a wait the paused
@@ -105,12 +153,7 @@ fn random_schedules_of_sharded_managers_never_reconcile_one_object_twice_at_once
     };
     for seed in seeds {
         // A runtime per seed: a fresh paused clock, and nothing left over from the last.
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .start_paused(true)
-            .build()
-            .unwrap()
-            .block_on(schedule(seed));
+        paused(schedule(seed));
     }
 }
 

@@ -76,7 +76,22 @@ pub(crate) async fn run_sharder(
     let rounds = async {
         let mut leading = elector.leading();
         loop {
-            if leading.wait_for(|l| *l).await.is_err() {
+            // Meanwhile the Leases are observed, so that once elected this replica knows
+            // for how long each has gone unchanged: a new observer would count a dead
+            // shard alive for one more Lease duration.
+            let observing = async {
+                loop {
+                    if let Err(error) = members.observe().await {
+                        tracing::debug!(%error, "cannot read the shard Leases");
+                    }
+                    tokio::time::sleep(crate::sharding::OBSERVE_EVERY).await;
+                }
+            };
+            let elected = tokio::select! {
+                elected = leading.wait_for(|l| *l) => elected.is_ok(),
+                () = observing => false,
+            };
+            if !elected {
                 return;
             }
             let stop = CancellationToken::new();

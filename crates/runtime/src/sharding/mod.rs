@@ -75,6 +75,7 @@ mod sharder;
 pub use self::{
     key::ShardKey,
     membership::{Members, RING_LABEL, shard_lease},
+    placing::OBSERVE_EVERY,
     reconcile::reconcile_sharded,
     ring::{Ring, TOKENS_PER_SHARD},
     rounds::{Round, ShardedKind},

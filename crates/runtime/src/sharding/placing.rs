@@ -27,6 +27,10 @@ use super::{Members, Ring, ShardedKind, Sharder, drain_label, shard_label};
 /// seconds, not minutes, without flooding the API server.
 pub(super) const PARALLEL_WRITES: usize = 16;
 
+/// How often the shard Leases are read (one small LIST): a shard's death is seen at most
+/// this long after its Lease expired, and a join this long after its Lease appeared.
+pub const OBSERVE_EVERY: Duration = Duration::from_secs(1);
+
 type Meta = PartialObjectMeta<DynamicObject>;
 
 /// One kind's slim metadata cache, and the keys that changed since they were placed.
@@ -110,11 +114,13 @@ fn slim(meta: Meta, label: &str, drain: &str) -> Meta {
 impl Sharder {
     /// Places the objects of `kinds` on the live shards of `members` until `cancel`:
     /// each object as soon as its event reaches the sharder's metadata cache (a new object
-    /// is labelled within a request's time), and every object again each `every` against
-    /// the ring observed then (a dead shard's objects move within its Lease's duration plus
-    /// `every`). A failed round is logged and retried at the next tick. Run one sharder per
-    /// ring, under leader election (its writes are guarded by resourceVersion, so a second
-    /// one during a handover only repeats work).
+    /// is labelled within a request's time); every object again as soon as the live shards
+    /// change (the Leases are read every [`OBSERVE_EVERY`], so a dead shard's objects move
+    /// within its Lease's duration plus a second), and each `every` in any case. A failed
+    /// round is logged and retried at the next one. Run one sharder per ring, under leader
+    /// election (its writes are guarded by resourceVersion, so a second one during a
+    /// handover only repeats work), with a `members` that has been observing the Leases
+    /// before (see [`Members::observe`]) if it can.
     ///
     /// ```no_run
     /// # async fn run(client: kube::Client) {
@@ -161,8 +167,9 @@ impl Sharder {
             }
         }
         let mut ring: Option<Ring> = None;
-        let mut tick = tokio::time::interval(every);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut observe = tokio::time::interval(OBSERVE_EVERY.min(every));
+        observe.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut planned_at = tokio::time::Instant::now();
         let changed = futures_util::stream::select_all(watched.iter().enumerate().map(|(i, w)| {
             let changed = w.changed.clone();
             futures_util::stream::unfold(changed, move |c| async move {
@@ -175,14 +182,23 @@ impl Sharder {
         loop {
             tokio::select! {
                 () = cancel.cancelled() => return,
-                _ = tick.tick() => {
-                    match members.observe().await {
-                        Ok(observed) => ring = Some(observed),
+                _ = observe.tick() => {
+                    let observed = match members.observe().await {
+                        Ok(observed) => observed,
                         Err(error) => {
-                            tracing::warn!(ring = self.ring(), %error, "cannot read the shard Leases; retrying at the next round");
+                            tracing::warn!(ring = self.ring(), %error, "cannot read the shard Leases; retrying");
                             continue;
                         }
+                    };
+                    let changed = ring.as_ref() != Some(&observed);
+                    if changed {
+                        tracing::info!(ring = self.ring(), shards = ?observed.shards().collect::<Vec<_>>(), "live shards");
                     }
+                    ring = Some(observed);
+                    if !changed && planned_at.elapsed() < every {
+                        continue;
+                    }
+                    planned_at = tokio::time::Instant::now();
                     for w in watched {
                         w.changed.take();
                         let objects = w.informer.store().list();

@@ -107,6 +107,28 @@ pub(crate) struct Timing {
 }
 
 impl Timing {
+    /// The defaults of a manager: a 15 s Lease renewed within 10 s, retried every 2 s, and
+    /// every object planned again every 5 s.
+    pub(crate) fn defaults() -> Self {
+        // LeaderElectionConfig's defaults, client-go's.
+        let (lease, renew) = (Duration::from_secs(15), Duration::from_secs(10));
+        let election = LeaderElectionConfig::new("unused")
+            .namespace(NS)
+            .lease_duration(lease)
+            .renew_deadline(renew)
+            .retry_period(Duration::from_secs(2));
+        Self {
+            election,
+            renew,
+            lease,
+            period: Duration::from_secs(5),
+        }
+    }
+
+    pub(crate) fn lease(&self) -> Duration {
+        self.lease
+    }
+
     pub(crate) fn random(rng: &mut Rng) -> Self {
         let retry = rng.millis(200, 500);
         let renew = retry.mul_f64(1.3) + rng.millis(500, 2000);
@@ -137,6 +159,8 @@ pub(crate) struct World {
     /// The life occupying each slot, if any.
     slots: [Option<usize>; SLOTS],
     objects: usize,
+    /// Reconciles of at most 50 ms (none still running seconds after its object moved).
+    pub(crate) quick_reconciles: bool,
 }
 
 fn trace(what: std::fmt::Arguments<'_>) {
@@ -160,6 +184,7 @@ impl World {
             lives: Vec::new(),
             slots: [None; SLOTS],
             objects: 0,
+            quick_reconciles: false,
         }
     }
 
@@ -215,6 +240,7 @@ impl World {
         let (ledger, lengths) = (self.ledger.clone(), Arc::new(Mutex::new(self.rng.clone())));
         lengths.lock().0 ^= id as u64 + 1;
         let name = shard.clone();
+        let quick = self.quick_reconciles;
         // The reconcile knows nothing of sharding; it only records when it runs.
         let reconcile = move |cm: Cached<ConfigMap>, _: Arc<()>| {
             let key = match &cm {
@@ -238,7 +264,9 @@ impl World {
             };
             let length = {
                 let mut rng = lengths.lock();
-                if rng.below(20) == 0 {
+                if quick {
+                    rng.millis(0, 50)
+                } else if rng.below(20) == 0 {
                     rng.millis(1000, 4000) // still running when its object moves
                 } else {
                     rng.millis(0, 300)
@@ -289,6 +317,22 @@ impl World {
                 self.slots[slot] = None;
             }
         }
+    }
+
+    /// The slot whose replica is the elected sharder.
+    pub(crate) async fn sharder_slot(&self) -> usize {
+        use kube_informer_runtime::lease::LeaseStore;
+        let lease = self.leases.get(&format!("{RING}-sharder")).await.unwrap();
+        let holder = lease
+            .and_then(|l| l.spec?.holder_identity)
+            .expect("a sharder");
+        holder.trim_start_matches('s').parse().unwrap()
+    }
+
+    /// Kills the replica in `slot` (its manager's future dropped).
+    pub(crate) async fn kill_slot(&mut self, slot: usize) {
+        let id = self.slots[slot].expect("a running slot");
+        self.kill(id).await;
     }
 
     pub(crate) async fn stop_gracefully(&mut self, slot: usize) {
