@@ -40,9 +40,9 @@
 //!   has stopped `lease − renew` (≥ 1 s) before anyone counts it dead.
 //! - **Placement**: [`ShardKey`] is an object's `group/kind/namespace/name`, or its
 //!   controller's for an owned child, so a family shares a shard; [`Ring`] is a
-//!   consistent-hash ring (XXH64, 100 points per shard, the placement of the
-//!   kubernetes-controller-sharding project): a joining shard takes ~1/N of the objects and
-//!   only for itself, a leaving one gives up only its own.
+//!   consistent-hash ring (XXH64, 1000 points per shard: every share within 7% of 1/N):
+//!   a joining shard takes ~1/N of the objects and only for itself, a leaving one gives up
+//!   only its own.
 //! - **Server-side filtering**: one replica, elected on `<ring>-sharder`, labels every
 //!   object of the sharded kinds `shard.kube-informer.dev/<ring>=<shard>` ([`Sharder`],
 //!   [`shard_label`]) from a slim metadata cache of its own: a new object as soon as its
