@@ -71,6 +71,8 @@ pub struct Members {
     /// Used when a Lease does not say its duration.
     default_duration: Duration,
     seen: Mutex<HashMap<String, Seen>>,
+    /// The last ring made, reused while the live shards stay the same.
+    last: Mutex<Ring>,
 }
 
 /// A Lease as last observed, and when (this machine's clock) it last changed.
@@ -97,6 +99,7 @@ impl Members {
             ring: ring.into(),
             default_duration: Duration::from_secs(15),
             seen: Mutex::new(HashMap::new()),
+            last: Mutex::new(Ring::default()),
         }
     }
 
@@ -144,7 +147,14 @@ impl Members {
                 alive.push(holder);
             }
         }
-        Ok(Ring::new(alive))
+        drop(seen);
+        alive.sort();
+        alive.dedup();
+        let mut last = self.last.lock();
+        if !last.shards().eq(alive.iter().map(String::as_str)) {
+            *last = Ring::new(alive);
+        }
+        Ok(last.clone())
     }
 }
 

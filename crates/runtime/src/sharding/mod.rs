@@ -71,6 +71,7 @@ mod reconcile;
 mod ring;
 mod rounds;
 mod sharder;
+mod slim;
 
 pub use self::{
     key::ShardKey,

@@ -1,16 +1,16 @@
 //! The sharder's loop: a metadata cache per sharded kind, each object placed as its event
 //! arrives, and every object planned again each tick against the live shards.
 //!
-//! The caches hold a slim copy of each object's metadata (name, namespace, version, the
-//! ring's two labels and the controller reference; about 300 bytes), so a sharder of 100k
-//! objects holds tens of megabytes and reads nothing but the changes from the API server.
-//! A round that listed everything each tick would ask the server for every object's full
-//! metadata every few seconds.
+//! The caches hold a slim copy of each object's metadata ([`Placed`]: name, namespace,
+//! version, the ring's labels and the controller reference), so a sharder of 100k objects
+//! holds tens of megabytes and reads nothing but the changes from the API server. A round
+//! that listed everything each tick would ask the server for every object's full metadata
+//! every few seconds.
 
 use std::{collections::HashSet, sync::Arc, time::Duration};
 
 use futures_util::{StreamExt, future::join_all};
-use kube::api::{DynamicObject, PartialObjectMeta};
+use kube::api::DynamicObject;
 use kube_informer::{
     ObjectKey,
     informer::{HandlerFuncs, HandlerOptions, InformerOptions, SharedIndexInformer},
@@ -21,7 +21,7 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::{Members, Ring, ShardedKind, Sharder, drain_label, shard_label};
+use super::{Members, Ring, ShardedKind, Sharder, slim::Placed};
 
 /// Labels written at once, at most: a rebalance of tens of thousands of objects takes
 /// seconds, not minutes, without flooding the API server.
@@ -31,7 +31,7 @@ pub(super) const PARALLEL_WRITES: usize = 16;
 /// this long after its Lease expired, and a join this long after its Lease appeared.
 pub const OBSERVE_EVERY: Duration = Duration::from_secs(1);
 
-type Meta = PartialObjectMeta<DynamicObject>;
+type Meta = Placed;
 
 /// One kind's slim metadata cache, and the keys that changed since they were placed.
 struct Watched<'a> {
@@ -53,9 +53,6 @@ impl<'a> Watched<'a> {
                 .metadata_only();
         let name = format!("sharder-{}-{}", sharder.ring(), kind.kind());
         let informer = SharedIndexInformer::new(lister, InformerOptions::default().name(name));
-        let (label, drain) = (shard_label(sharder.ring()), drain_label(sharder.ring()));
-        // Installed before the informer runs, which is when a transform can be set.
-        let _ = informer.set_transform(move |meta| slim(meta, &label, &drain));
         let changed = Arc::new(Changed::default());
         let (on_add, on_update) = (changed.clone(), changed.clone());
         // The handler only notes the key: it never waits, so it never holds the informer up.
@@ -83,32 +80,6 @@ impl Changed {
     fn take(&self) -> HashSet<ObjectKey> {
         std::mem::take(&mut *self.keys.lock())
     }
-}
-
-/// What the sharder needs of an object's metadata, and nothing else.
-fn slim(meta: Meta, label: &str, drain: &str) -> Meta {
-    let mut slim = Meta {
-        types: meta.types,
-        metadata: Default::default(),
-        _phantom: Default::default(),
-    };
-    let m = meta.metadata;
-    slim.metadata.name = m.name;
-    slim.metadata.namespace = m.namespace;
-    slim.metadata.resource_version = m.resource_version;
-    slim.metadata.labels = m.labels.map(|labels| {
-        labels
-            .into_iter()
-            .filter(|(k, _)| k == label || k == drain)
-            .collect()
-    });
-    slim.metadata.owner_references = m.owner_references.map(|owners| {
-        owners
-            .into_iter()
-            .filter(|o| o.controller == Some(true))
-            .collect()
-    });
-    slim
 }
 
 impl Sharder {

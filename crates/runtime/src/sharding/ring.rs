@@ -32,8 +32,9 @@ pub const TOKENS_PER_SHARD: usize = 1000;
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Ring {
-    /// Every shard's points, by hash (then name, so equal hashes order alike everywhere).
-    points: Vec<(u64, Arc<str>)>,
+    /// Every shard's points, by hash (then name, so equal hashes order alike everywhere);
+    /// shared by clones.
+    points: Arc<[(u64, Arc<str>)]>,
     /// The shards, sorted and without duplicates.
     shards: Vec<Arc<str>>,
 }
@@ -59,7 +60,10 @@ impl Ring {
             }
         }
         points.sort_unstable();
-        Self { points, shards }
+        Self {
+            points: points.into(),
+            shards,
+        }
     }
 
     /// The shard that owns `key`; `None` when the ring has no shard.
@@ -152,7 +156,11 @@ mod tests {
             let fair = keys.len() as f64 / n as f64;
             for (shard, count) in counts(&ring, &keys) {
                 let off = (count as f64 / fair - 1.0).abs();
-                assert!(off < 0.10, "{n} shards: {shard} holds {count}, {:.1}% off", off * 100.0);
+                assert!(
+                    off < 0.10,
+                    "{n} shards: {shard} holds {count}, {:.1}% off",
+                    off * 100.0
+                );
             }
         }
     }
