@@ -1,28 +1,26 @@
-//! Sharded controllers in one process, on the embedded fake-apiserver: three replicas of one
-//! manager split 300 ConfigMaps (each caches and reconciles only its share), replica-c is
-//! killed and the others take its objects once its Lease expires, replica-d joins and takes
-//! its share through the drain handover; objects change all along. At the end the demo checks
-//! that every object is with a live replica, that the caches are disjoint and complete, and
-//! that no object was ever reconciled by two replicas at once.
-//!
-//! ```text
-//! cargo run --example sharding
-//! ```
+//! The sharding demo's run, on whatever cluster its client reaches (the embedded
+//! fake-apiserver, or a real one): three replicas of one sharded manager split the
+//! ConfigMaps of one namespace, replica-c is killed and the others take its objects once
+//! its Lease expires, replica-d joins and takes its share through the drain handover, and
+//! objects change all along. The verdict: every object is with a live replica, the caches
+//! are disjoint and complete, and no object was ever reconciled by two replicas at once.
+//! (`crates/e2e/tests/sharding_demo_real.rs` runs it on kube-apiserver.)
 
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
-    process::ExitCode,
     sync::Arc,
     time::Duration,
 };
 
-use fake_apiserver::{FakeApiServer, Gvr, ServerConfig};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{
     Api,
-    api::{Patch, PatchParams},
+    api::{Patch, PatchParams, PostParams},
 };
-use kube_informer::factory::{InformerSpec, SharedInformerFactory};
+use kube_informer::{
+    Selectors,
+    factory::{FactoryOptions, InformerSpec, SharedInformerFactory},
+};
 use kube_informer_runtime::{
     Action, Cached, CancellationToken, ControllerOptions, LeaderElectionConfig, Manager,
     ManagerOptions,
@@ -31,7 +29,8 @@ use kube_informer_runtime::{
 use parking_lot::Mutex;
 use serde_json::json;
 
-const OBJECTS: usize = 300;
+/// ConfigMaps in the demo's namespace.
+pub(crate) const OBJECTS: usize = 300;
 
 /// Which replica runs a reconcile of each object now, what overlapped, and counts.
 #[derive(Default)]
@@ -60,18 +59,25 @@ struct Replica {
     graceful: CancellationToken,
 }
 
-async fn start(server: &FakeApiServer, ledger: &Arc<Mutex<Ledger>>, name: &'static str) -> Replica {
+async fn start(
+    client: &kube::Client,
+    namespace: &str,
+    ledger: &Arc<Mutex<Ledger>>,
+    name: &'static str,
+) -> Replica {
     // Short Leases so that the demo shows a takeover in seconds (defaults: 15 s / 10 s / 2 s).
     let lease = LeaderElectionConfig::new("unused")
-        .namespace("default")
+        .namespace(namespace)
         .lease_duration(Duration::from_secs(4))
         .renew_deadline(Duration::from_secs(3))
         .retry_period(Duration::from_secs(1));
-    let options = ManagerOptions::for_tests()
+    let options = ManagerOptions::default()
+        .no_endpoints()
+        .factory(FactoryOptions::default().selectors(Selectors::default().in_namespace(namespace)))
         .leader_election(lease)
         .sharded("configs", name)
         .sharding_period(Duration::from_millis(500));
-    let mut manager = Manager::new(server.client().expect("a client"), options)
+    let mut manager = Manager::new(client.clone(), options)
         .await
         .expect("a manager");
     let factory = manager.factory().clone();
@@ -184,27 +190,23 @@ async fn phase(
     from + seconds
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
-    let server = FakeApiServer::start(ServerConfig::default().namespaces(["default"]))
-        .await
-        .expect("fake-apiserver");
-    let cms = Gvr::core("configmaps");
+/// Runs the demo in `namespace` (it must exist and be empty of ConfigMaps), printing a line
+/// a second; `Err` with what went wrong if the verdict is not clean.
+pub(crate) async fn run(client: &kube::Client, namespace: &str) -> Result<(), String> {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
     for i in 0..OBJECTS {
-        server
-            .create(
-                &cms,
-                Some("default"),
-                json!({"metadata": {"name": format!("cm-{i:03}")}}),
-            )
-            .expect("a ConfigMap");
+        let cm: ConfigMap =
+            serde_json::from_value(json!({"metadata": {"name": format!("cm-{i:03}")}}))
+                .expect("a ConfigMap");
+        api.create(&PostParams::default(), &cm)
+            .await
+            .map_err(|e| format!("cannot create ConfigMap cm-{i:03}: {e}"))?;
     }
-    let api: Api<ConfigMap> = Api::namespaced(server.client().expect("a client"), "default");
     let ledger = Arc::new(Mutex::new(Ledger::default()));
     println!("{OBJECTS} ConfigMaps; three replicas of one sharded manager (ring \"configs\")");
-    let a = start(&server, &ledger, "replica-a").await;
-    let b = start(&server, &ledger, "replica-b").await;
-    let c = start(&server, &ledger, "replica-c").await;
+    let a = start(client, namespace, &ledger, "replica-a").await;
+    let b = start(client, namespace, &ledger, "replica-b").await;
+    let c = start(client, namespace, &ledger, "replica-c").await;
 
     // Churn: objects change all along, so reconciles run while objects move.
     let stop_churn = CancellationToken::new();
@@ -230,7 +232,7 @@ async fn main() -> ExitCode {
     let _ = c.task.await;
     second = phase(second, 7, &api, &[&a, &b], &ledger).await;
     println!("replica-d joins");
-    let d = start(&server, &ledger, "replica-d").await;
+    let d = start(client, namespace, &ledger, "replica-d").await;
     phase(second, 5, &api, &[&a, &b, &d], &ledger).await;
     stop_churn.cancel();
     let _ = churn.await;
@@ -259,9 +261,8 @@ async fn main() -> ExitCode {
         println!(
             "verdict: every object is with a live replica, the caches are disjoint and complete, and no object was ever reconciled by two replicas at once"
         );
-        ExitCode::SUCCESS
+        Ok(())
     } else {
-        println!("verdict: FAILED: {}", problems.join("; "));
-        ExitCode::FAILURE
+        Err(problems.join("; "))
     }
 }
