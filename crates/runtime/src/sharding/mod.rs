@@ -64,6 +64,7 @@
 //! ever reconciled by two replicas at once (a direct move instead of the drain fails that
 //! test). The parts are public for rings run outside a [`Manager`](crate::Manager).
 
+mod admission;
 mod key;
 mod membership;
 mod placing;
@@ -74,6 +75,7 @@ mod sharder;
 mod slim;
 
 pub use self::{
+    admission::label_at_creation,
     key::ShardKey,
     membership::{Members, RING_LABEL, shard_lease},
     placing::OBSERVE_EVERY,
