@@ -134,6 +134,7 @@ pub(crate) fn builtins() -> Vec<ResourceType> {
             .with_status_subresource(),
         ResourceType::namespaced(core("configmaps"), "ConfigMap").short_names(&["cm"]),
         ResourceType::namespaced(core("secrets"), "Secret"),
+        ResourceType::namespaced(core("serviceaccounts"), "ServiceAccount").short_names(&["sa"]),
         ResourceType::namespaced(core("services"), "Service")
             .short_names(&["svc"])
             .with_status_subresource(),

@@ -444,6 +444,7 @@ async fn version_and_discovery_documents() {
         "nodes",
         "pods",
         "secrets",
+        "serviceaccounts",
         "services",
     ] {
         assert!(names.contains(&expected), "{expected} missing from /api/v1");

@@ -83,6 +83,18 @@ impl<K: kube::Resource + Clone + Send + Sync + 'static> InformerSpec<K> {
         self
     }
 
+    /// The selectors set so far (each part left unset is the factory's).
+    pub fn current_selectors(&self) -> &Selectors {
+        &self.selectors
+    }
+
+    /// Also require `selector` of the labels (see [`Selectors::and_labels`]).
+    #[must_use]
+    pub fn and_labels(mut self, selector: impl Into<String>) -> Self {
+        self.selectors = self.selectors.and_labels(selector);
+        self
+    }
+
     /// Transform every object once before it is cached (after the factory-wide transforms).
     #[must_use]
     pub fn transform(mut self, transform: impl Fn(K) -> K + Send + Sync + 'static) -> Self {

@@ -60,6 +60,26 @@ impl Selectors {
         self
     }
 
+    /// Also require `selector` of the labels: `app=web` and `tier=front` make
+    /// `app=web,tier=front` (a label selector's requirements all apply).
+    ///
+    /// ```
+    /// use kube_informer::Selectors;
+    ///
+    /// let web = Selectors::default().labels("app=web").and_labels("tier=front");
+    /// assert_eq!(web.label_selector(), Some("app=web,tier=front"));
+    /// assert_eq!(Selectors::default().and_labels("a=b").label_selector(), Some("a=b"));
+    /// ```
+    #[must_use]
+    pub fn and_labels(mut self, selector: impl Into<String>) -> Self {
+        let more = selector.into();
+        self.label = Some(match self.label.take().filter(|l| !l.is_empty()) {
+            Some(label) => format!("{label},{more}"),
+            None => more,
+        });
+        self
+    }
+
     /// Only objects whose fields match `selector`.
     #[must_use]
     pub fn fields(mut self, selector: impl Into<String>) -> Self {

@@ -67,6 +67,7 @@ mod metrics;
 mod options;
 pub mod predicate;
 mod reconcile;
+mod relate;
 mod relations;
 
 use std::{fmt::Display, future::Future, sync::Arc, time::Duration};
@@ -93,34 +94,51 @@ pub use self::{
 };
 use crate::sharding::{Placement, ShardedKind};
 
-/// The informer of `T` a controller reads: the factory's, or, sharded, the one selecting
-/// the shard's label.
-fn informer_of<T>(
+/// The informer of `T` a controller reads: the factory's as `spec` says, and, sharded, also
+/// selecting the shard's label.
+fn informer_for<T>(
     factory: &SharedInformerFactory,
+    spec: InformerSpec<T>,
     shard: Option<&(String, String)>,
 ) -> SharedIndexInformer<T>
 where
     T: Watchable,
     T::Scope: FactoryScope,
 {
+    factory.informer_with::<T>(sharded_spec(spec, shard))
+}
+
+/// `spec`, and, sharded, the shard's label as well.
+fn sharded_spec<T>(spec: InformerSpec<T>, shard: Option<&(String, String)>) -> InformerSpec<T>
+where
+    T: Resource + Clone + Send + Sync + 'static,
+{
     match shard {
-        Some((ring, shard)) => factory.informer_with::<T>(
-            InformerSpec::new().selectors(crate::sharding::shard_selectors(ring, shard)),
-        ),
-        None => factory.informer::<T>(),
+        Some((ring, shard)) => {
+            let label = crate::sharding::shard_selectors(ring, shard);
+            spec.and_labels(label.label_selector().unwrap_or_default())
+        }
+        None => spec,
     }
 }
 
-/// What a sharder places of `T` for a controller on `factory`: in the factory's namespaces
-/// when it is limited to some (so a namespaced operator needs no cluster-wide access),
-/// everywhere otherwise.
-fn sharded_kinds<T>(factory: &SharedInformerFactory, placement: Placement) -> Vec<ShardedKind>
+/// What a sharder places of `T` for a controller on `factory`: in the informer's namespaces
+/// (`namespaces`, else the factory's) when it is limited to some, so that a namespaced
+/// operator needs no cluster-wide access; everywhere otherwise.
+fn sharded_kinds<T>(
+    factory: &SharedInformerFactory,
+    namespaces: Option<&[String]>,
+    placement: Placement,
+) -> Vec<ShardedKind>
 where
-    T: Watchable,
+    T: Resource<DynamicType = ()>,
     T::Scope: FactoryScope,
 {
     let client = factory.client();
-    match factory.namespaces() {
+    let namespaces = namespaces
+        .filter(|n| !n.is_empty())
+        .or_else(|| factory.namespaces());
+    match namespaces {
         Some(namespaces) if T::Scope::NAMESPACED => namespaces
             .iter()
             .map(|ns| ShardedKind::of::<T>(client.clone(), Some(ns), placement))
@@ -217,6 +235,32 @@ where
     /// A controller of `K`, reading `factory`'s shared informer of `K`. `options` are the
     /// workers' (count, retries, drain deadline) and its name (in metrics, logs, spans).
     pub fn new(factory: &SharedInformerFactory, options: ControllerOptions) -> Self {
+        Self::new_with(factory, InformerSpec::new(), options)
+    }
+
+    /// A controller of the `K` objects `spec` selects (its namespaces, label and field
+    /// selectors, transform, indexes): only those are cached and reconciled, and the
+    /// informer is shared with whoever asks the factory for the same spec.
+    /// controller-runtime's `ByObject`, kube-runtime's `Controller::new(api, config)`.
+    ///
+    /// ```no_run
+    /// # fn example(factory: &kube_informer::factory::SharedInformerFactory) {
+    /// use k8s_openapi::api::apps::v1::Deployment;
+    /// use kube_informer::{Selectors, factory::InformerSpec};
+    /// use kube_informer_runtime::controller::{Controller, ControllerOptions};
+    ///
+    /// // Only the team's Deployments, in its two namespaces.
+    /// let spec = InformerSpec::new()
+    ///     .selectors(Selectors::default().in_namespaces(["shop", "checkout"]).labels("team=payments"));
+    /// let controller = Controller::<Deployment>::new_with(factory, spec, ControllerOptions::default().name("payments"));
+    /// # let _ = controller;
+    /// # }
+    /// ```
+    pub fn new_with(
+        factory: &SharedInformerFactory,
+        spec: InformerSpec<K>,
+        options: ControllerOptions,
+    ) -> Self {
         let metrics = options.metrics.clone();
         let name = options.name.clone();
         let mut config = kube_informer::workqueue::QueueConfig::default().name(name.clone());
@@ -225,12 +269,15 @@ where
         }
         let queue = RateLimitingQueue::new(config);
         let sharded_kinds = match options.shard {
-            Some(_) => sharded_kinds::<K>(factory, Placement::Own),
+            Some(_) => {
+                let namespaces = spec.current_selectors().namespaces();
+                sharded_kinds::<K>(factory, namespaces, Placement::Own)
+            }
             None => Vec::new(),
         };
         let mut controller = Self {
             factory: factory.clone(),
-            informer: informer_of::<K>(factory, options.shard.as_ref()),
+            informer: informer_for::<K>(factory, spec, options.shard.as_ref()),
             queue,
             options,
             name,
@@ -297,49 +344,10 @@ where
         self
     }
 
-    /// Reconcile the controller owner of every `C` that changes (the ownerReference with
-    /// `controller: true` of kind `K`), deletions and tombstones included; children without
-    /// such an owner are ignored.
-    #[must_use]
-    pub fn owns<C: Watchable>(self) -> Self
-    where
-        C::Scope: FactoryScope,
-    {
-        let handler = relations::owned::<K, C>(
-            self.queue.clone(),
-            K::Scope::NAMESPACED,
-            self.expectations.clone(),
-        );
-        let mut this = self;
-        if this.options.shard.is_some() {
-            let kinds = sharded_kinds::<C>(&this.factory, Placement::Controller);
-            this.sharded_kinds.extend(kinds);
-        }
-        // Sharded, children are labelled with their owner's shard: select them by it.
-        let informer = informer_of::<C>(&this.factory, this.options.shard.as_ref());
-        this.relate(informer, handler)
-    }
-
     /// The kinds a sharder must place for this controller: its own kind by its key, each
     /// owned kind by its controller's (empty unless [sharded](ControllerOptions::sharded)).
     pub fn sharded_kinds(&self) -> &[ShardedKind] {
         &self.sharded_kinds
-    }
-
-    /// Reconcile the keys `map` gives for every `O` that changes (old and new state of an
-    /// update, and deleted objects, tombstones included).
-    #[must_use]
-    pub fn watches<O: Watchable>(
-        self,
-        map: impl Fn(&O) -> Vec<ObjectKey> + Send + Sync + 'static,
-    ) -> Self
-    where
-        O::Scope: FactoryScope,
-    {
-        let handler = relations::mapped(self.queue.clone(), map);
-        // Watched kinds are not sharded: every replica sees all of them.
-        let informer = self.factory.informer::<O>();
-        self.relate(informer, handler)
     }
 
     /// Reconcile only the updates of `K` this predicate passes (adds, deletes and resyncs

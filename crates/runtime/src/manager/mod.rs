@@ -62,7 +62,7 @@ use std::{fmt::Display, future::Future, net::SocketAddr, sync::Arc};
 
 use futures_util::future::BoxFuture;
 use kube_informer::{
-    factory::{FactoryScope, SharedInformerFactory},
+    factory::{FactoryScope, InformerSpec, SharedInformerFactory},
     metrics::Metrics,
 };
 use parking_lot::Mutex;
@@ -304,11 +304,36 @@ impl Manager {
         K: Watchable,
         K::Scope: FactoryScope,
     {
+        self.controller_with(InformerSpec::new(), options)
+    }
+
+    /// A controller of the `K` objects `spec` selects (see [`Controller::new_with`]).
+    ///
+    /// ```no_run
+    /// # fn example(manager: &kube_informer_runtime::manager::Manager) {
+    /// use k8s_openapi::api::apps::v1::Deployment;
+    /// use kube_informer::{Selectors, factory::InformerSpec};
+    /// use kube_informer_runtime::controller::ControllerOptions;
+    ///
+    /// let spec = InformerSpec::new().selectors(Selectors::default().labels("team=payments"));
+    /// let controller = manager.controller_with::<Deployment>(spec, ControllerOptions::default().name("payments"));
+    /// # let _ = controller;
+    /// # }
+    /// ```
+    pub fn controller_with<K>(
+        &self,
+        spec: InformerSpec<K>,
+        options: ControllerOptions,
+    ) -> Controller<K>
+    where
+        K: Watchable,
+        K::Scope: FactoryScope,
+    {
         let mut options = options.metrics(&self.controller_metrics);
         if let Some(sharding) = &self.options.sharding {
             options = options.sharded(sharding.ring.clone(), sharding.shard.clone());
         }
-        Controller::new(&self.factory, options)
+        Controller::new_with(&self.factory, spec, options)
     }
 
     /// Runs `controller` with `reconcile`, `error_policy` and `ctx` (only while leading,
