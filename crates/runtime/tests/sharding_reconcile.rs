@@ -328,3 +328,60 @@ async fn a_sharded_controller_places_its_kinds_in_its_factorys_namespaces() {
         ]
     );
 }
+
+/// A sharded controller of a scoped primary caches the objects its spec selects *and* its
+/// shard holds: the spec's label selector and the shard label both apply.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sharded_scoped_controller_selects_its_spec_and_its_shard() {
+    use kube_informer::{Selectors, factory::InformerSpec};
+
+    let server = server().await;
+    let cms = Gvr::core("configmaps");
+    let shard = shard_label("web");
+    for (name, labels) in [
+        ("web-mine", json!({"app": "web", &shard: "s0"})),
+        ("web-other-shard", json!({"app": "web", &shard: "s1"})),
+        ("not-web-mine", json!({"app": "db", &shard: "s0"})),
+    ] {
+        let object = json!({"metadata": {"name": name, "labels": labels}});
+        server.create(&cms, Some("shop"), object).unwrap();
+    }
+    let client = server.client().unwrap();
+    let factory = SharedInformerFactory::new(client.clone(), FactoryOptions::default());
+    let spec =
+        InformerSpec::new().selectors(Selectors::default().in_namespace("shop").labels("app=web"));
+    let controller = Controller::<ConfigMap>::new_with(
+        &factory,
+        spec,
+        ControllerOptions::default()
+            .name("web")
+            .sharded("web", "s0"),
+    );
+    let store = controller.informer().store();
+    let placed: Vec<_> = controller
+        .sharded_kinds()
+        .iter()
+        .map(|k| k.namespace().map(str::to_owned))
+        .collect();
+    assert_eq!(
+        placed,
+        [Some("shop".to_owned())],
+        "placed in the spec's namespace"
+    );
+    let cancel = CancellationToken::new();
+    let run = tokio::spawn(controller.run(
+        |_: Cached<ConfigMap>, _: Arc<()>| async { Ok::<_, kube::Error>(Action::Done) },
+        |_, _, _| Action::Retry,
+        Arc::new(()),
+        cancel.clone(),
+    ));
+    until("the cache synced", || !store.is_empty()).await;
+    let keys: Vec<String> = store
+        .list_keys()
+        .into_iter()
+        .map(|k| k.to_string())
+        .collect();
+    assert_eq!(keys, ["shop/web-mine"]);
+    cancel.cancel();
+    run.await.unwrap().unwrap();
+}
