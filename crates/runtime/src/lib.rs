@@ -93,6 +93,7 @@ pub mod leader_election;
 pub mod lease;
 pub mod manager;
 pub mod sharding;
+pub mod wait;
 
 pub use kube_informer;
 pub use tokio_util::sync::CancellationToken;
