@@ -73,6 +73,7 @@ mod relations;
 use std::{fmt::Display, future::Future, sync::Arc, time::Duration};
 
 use futures_util::{Stream, StreamExt, future::BoxFuture};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use kube_informer::{
     ObjectKey,
@@ -91,6 +92,7 @@ pub use self::{
     metrics::ControllerMetrics,
     options::{Action, ControllerOptions},
     predicate::Predicate,
+    relate::Relation,
 };
 use crate::sharding::{Placement, ShardedKind};
 
@@ -188,6 +190,8 @@ pub struct Controller<K: Resource> {
     options: ControllerOptions,
     name: String,
     predicate: Option<Predicate<K>>,
+    /// Every watch's update filter ([`event_filter`](Self::event_filter)).
+    event_filter: relations::EventFilter,
     resync: Option<Duration>,
     cache_sync_timeout: Duration,
     metrics: Option<ControllerMetrics>,
@@ -282,6 +286,7 @@ where
             options,
             name,
             predicate: None,
+            event_filter: relations::EventFilter::default(),
             resync: None,
             cache_sync_timeout: Duration::from_secs(120),
             metrics,
@@ -359,6 +364,33 @@ where
             Some(earlier) => earlier.and(predicate),
             None => predicate,
         });
+        self
+    }
+
+    /// Pass on only the updates whose metadata `filter` passes (old, new), of the primary
+    /// kind and of every related one: controller-runtime's `WithEventFilter`. Adds, deletes
+    /// and resyncs always pass. Called again, it replaces the filter.
+    ///
+    /// ```no_run
+    /// # fn example(manager: &kube_informer_runtime::manager::Manager) {
+    /// use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
+    /// use kube_informer_runtime::controller::ControllerOptions;
+    ///
+    /// // Nothing that only touches status: a spec change bumps the generation, and pods
+    /// // (which have none) still pass when their labels change.
+    /// let controller = manager
+    ///     .controller::<Deployment>(ControllerOptions::default().name("web"))
+    ///     .owns::<Pod>()
+    ///     .event_filter(|old, new| old.generation != new.generation || old.labels != new.labels);
+    /// # let _ = controller;
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn event_filter(
+        self,
+        filter: impl Fn(&ObjectMeta, &ObjectMeta) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        *self.event_filter.write() = Some(Arc::new(filter));
         self
     }
 
@@ -470,11 +502,11 @@ where
         if let Some(period) = self.resync {
             handler_options = handler_options.resync(period);
         }
-        let handler = relations::primary(
-            self.queue.clone(),
-            self.predicate.take(),
-            self.expectations.clone(),
-        );
+        let updates = relations::Updates {
+            predicate: self.predicate.take(),
+            filter: self.event_filter.clone(),
+        };
+        let handler = relations::primary(self.queue.clone(), updates, self.expectations.clone());
         // Owned from here on: dropping this future shuts the queue and detaches them.
         let mut attached = Attachments::new(self.queue.clone());
         attached.push(relations::attach_now(

@@ -10,8 +10,84 @@ use std::fmt::Debug;
 use kube::{Resource, api::PartialObjectMeta};
 use kube_informer::{ObjectKey, factory::FactoryScope, factory::InformerSpec};
 
-use super::{Controller, Watchable, informer_for, relations, sharded_kinds, sharded_spec};
+use super::{
+    Controller, Watchable, informer_for, predicate::Predicate, relations, sharded_kinds,
+    sharded_spec,
+};
 use crate::sharding::Placement;
+
+/// How a controller reads a related kind `T`: the informer's [`InformerSpec`] (which
+/// objects are cached), and a [`Predicate`] (which of their updates reconcile;
+/// controller-runtime's `WithPredicates`). An `InformerSpec` alone converts into one.
+///
+/// ```no_run
+/// # fn example(manager: &kube_informer_runtime::manager::Manager) {
+/// use k8s_openapi::api::{apps::v1::{Deployment, ReplicaSet}};
+/// use kube_informer::{Selectors, factory::InformerSpec};
+/// use kube_informer_runtime::controller::{ControllerOptions, Relation, predicate};
+///
+/// let replicas = Relation::new()
+///     .spec(InformerSpec::new().selectors(Selectors::default().labels("app=web")))
+///     .predicate(predicate::generation()); // a ReplicaSet's status alone reconciles nothing
+/// let controller = manager
+///     .controller::<Deployment>(ControllerOptions::default().name("web"))
+///     .owns_with::<ReplicaSet>(replicas);
+/// # let _ = controller;
+/// # }
+/// ```
+pub struct Relation<T> {
+    spec: InformerSpec<T>,
+    predicate: Option<Predicate<T>>,
+}
+
+impl<T> std::fmt::Debug for Relation<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Relation")
+            .field("spec", &self.spec)
+            .field("predicate", &self.predicate.is_some())
+            .finish()
+    }
+}
+
+impl<T: Resource + Clone + Send + Sync + 'static> Default for Relation<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T: Resource + Clone + Send + Sync + 'static> Relation<T> {
+    /// The factory's informer of `T`, every update.
+    pub fn new() -> Self {
+        Self {
+            spec: InformerSpec::new(),
+            predicate: None,
+        }
+    }
+
+    /// Read the objects `spec` selects.
+    #[must_use]
+    pub fn spec(mut self, spec: InformerSpec<T>) -> Self {
+        self.spec = spec;
+        self
+    }
+
+    /// Reconcile on the updates `predicate` passes only (adds, deletes and resyncs always
+    /// do). Called again, the predicates combine: an update must pass both.
+    #[must_use]
+    pub fn predicate(mut self, predicate: Predicate<T>) -> Self {
+        self.predicate = Some(match self.predicate.take() {
+            Some(earlier) => earlier.and(predicate),
+            None => predicate,
+        });
+        self
+    }
+}
+
+impl<T: Resource + Clone + Send + Sync + 'static> From<InformerSpec<T>> for Relation<T> {
+    fn from(spec: InformerSpec<T>) -> Self {
+        Self::new().spec(spec)
+    }
+}
 
 impl<K> Controller<K>
 where
@@ -27,7 +103,7 @@ where
     where
         C::Scope: FactoryScope,
     {
-        self.owns_with::<C>(InformerSpec::new())
+        self.owns_with::<C>(Relation::new())
     }
 
     /// [`owns`](Self::owns), reading only the `C` objects `spec` selects: say, the children
@@ -51,14 +127,16 @@ where
     /// # }
     /// ```
     #[must_use]
-    pub fn owns_with<C: Watchable>(mut self, spec: InformerSpec<C>) -> Self
+    pub fn owns_with<C: Watchable>(mut self, relation: impl Into<Relation<C>>) -> Self
     where
         C::Scope: FactoryScope,
     {
+        let Relation { spec, predicate } = relation.into();
         let handler = relations::owned::<K, C>(
             self.queue.clone(),
             K::Scope::NAMESPACED,
             self.expectations.clone(),
+            self.updates(predicate),
         );
         self.shard_children::<C>(spec.current_selectors().namespaces());
         // Sharded, children are labelled with their owner's shard: select them by it.
@@ -84,20 +162,30 @@ where
     /// # }
     /// ```
     #[must_use]
-    pub fn owns_metadata<C>(mut self, spec: InformerSpec<PartialObjectMeta<C>>) -> Self
+    pub fn owns_metadata<C>(mut self, relation: impl Into<Relation<PartialObjectMeta<C>>>) -> Self
     where
         C: Resource<DynamicType = ()> + Clone + Debug + Send + Sync + 'static,
         C::Scope: FactoryScope,
     {
+        let Relation { spec, predicate } = relation.into();
         let handler = relations::owned::<K, PartialObjectMeta<C>>(
             self.queue.clone(),
             K::Scope::NAMESPACED,
             self.expectations.clone(),
+            self.updates(predicate),
         );
         self.shard_children::<C>(spec.current_selectors().namespaces());
         let spec = sharded_spec(spec, self.options.shard.as_ref());
         let informer = self.factory.metadata_informer_with::<C>(spec);
         self.relate(informer, handler)
+    }
+
+    /// A relation's update filter: its predicate and the controller's event filter.
+    fn updates<T>(&self, predicate: Option<Predicate<T>>) -> relations::Updates<T> {
+        relations::Updates {
+            predicate,
+            filter: self.event_filter.clone(),
+        }
     }
 
     /// Sharded, the sharder places `C` by its controller's key, where `C` is read.
@@ -123,7 +211,7 @@ where
     where
         O::Scope: FactoryScope,
     {
-        self.watches_with(InformerSpec::new(), map)
+        self.watches_with(Relation::new(), map)
     }
 
     /// [`watches`](Self::watches), reading only the `O` objects `spec` selects. Watched kinds
@@ -151,13 +239,14 @@ where
     #[must_use]
     pub fn watches_with<O: Watchable>(
         self,
-        spec: InformerSpec<O>,
+        relation: impl Into<Relation<O>>,
         map: impl Fn(&O) -> Vec<ObjectKey> + Send + Sync + 'static,
     ) -> Self
     where
         O::Scope: FactoryScope,
     {
-        let handler = relations::mapped(self.queue.clone(), map);
+        let Relation { spec, predicate } = relation.into();
+        let handler = relations::mapped(self.queue.clone(), map, self.updates(predicate));
         let informer = informer_for::<O>(&self.factory, spec, None);
         self.relate(informer, handler)
     }
@@ -167,14 +256,15 @@ where
     #[must_use]
     pub fn watches_metadata<O>(
         self,
-        spec: InformerSpec<PartialObjectMeta<O>>,
+        relation: impl Into<Relation<PartialObjectMeta<O>>>,
         map: impl Fn(&PartialObjectMeta<O>) -> Vec<ObjectKey> + Send + Sync + 'static,
     ) -> Self
     where
         O: Resource<DynamicType = ()> + Clone + Debug + Send + Sync + 'static,
         O::Scope: FactoryScope,
     {
-        let handler = relations::mapped(self.queue.clone(), map);
+        let Relation { spec, predicate } = relation.into();
+        let handler = relations::mapped(self.queue.clone(), map, self.updates(predicate));
         let informer = self.factory.metadata_informer_with::<O>(spec);
         self.relate(informer, handler)
     }

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{Resource, ResourceExt};
 use kube_informer::{
     DeletedObject, ObjectKey,
@@ -18,20 +19,44 @@ use super::{Expectations, predicate::Predicate};
 /// Keys of `K` objects to reconcile, as a handler pushes them.
 pub(crate) type Queue = RateLimitingQueue<ObjectKey>;
 
+/// A test of an update's metadata (old, new) that every watch of a controller applies.
+pub(crate) type MetaFilter = Arc<dyn Fn(&ObjectMeta, &ObjectMeta) -> bool + Send + Sync>;
+
+/// The controller's event filter, shared by its handlers (set any time before it runs).
+pub(crate) type EventFilter = Arc<parking_lot::RwLock<Option<MetaFilter>>>;
+
+/// Which updates of `T` a handler passes on: a resync always; a real update when the
+/// relation's predicate and the controller's event filter both pass it.
+pub(crate) struct Updates<T> {
+    pub(crate) predicate: Option<Predicate<T>>,
+    pub(crate) filter: EventFilter,
+}
+
+impl<T: Resource + 'static> Updates<T> {
+    fn pass(&self, old: &Arc<T>, new: &Arc<T>) -> bool {
+        Arc::ptr_eq(old, new)
+            || (self.predicate.as_ref().is_none_or(|p| p.changed(old, new))
+                && self
+                    .filter
+                    .read()
+                    .as_ref()
+                    .is_none_or(|f| f(old.meta(), new.meta())))
+    }
+}
+
 /// The primary object's handler: adds and deletes (tombstones included) always queue the
 /// key; updates queue it when `predicate` says so, and resyncs (old and new the same
 /// object) always.
 pub(crate) fn primary<K: Resource + Send + Sync + 'static>(
     queue: Queue,
-    predicate: Option<Predicate<K>>,
+    updates: Updates<K>,
     expectations: Expectations,
 ) -> HandlerFuncs<K> {
     let (on_add, on_update, on_delete) = (queue.clone(), queue.clone(), queue);
     HandlerFuncs::new()
         .on_add(move |obj: Arc<K>, _| enqueue(&on_add, obj.as_ref()))
         .on_update(move |old: Arc<K>, new: Arc<K>| {
-            let resync = Arc::ptr_eq(&old, &new);
-            if resync || predicate.as_ref().is_none_or(|p| p.changed(&old, &new)) {
+            if updates.pass(&old, &new) {
                 enqueue(&on_update, new.as_ref());
             }
         })
@@ -74,6 +99,7 @@ pub(crate) fn owned<K, C>(
     queue: Queue,
     owner_namespaced: bool,
     expectations: Expectations,
+    updates: Updates<C>,
 ) -> HandlerFuncs<C>
 where
     K: Resource<DynamicType = ()> + 'static,
@@ -91,6 +117,9 @@ where
             }
         })
         .on_update(move |old: Arc<C>, new: Arc<C>| {
+            if !updates.pass(&old, &new) {
+                return;
+            }
             let (old, new) = (update_owner(&old), update_owner(&new));
             if old != new
                 && let Some(old) = old
@@ -111,9 +140,10 @@ where
 
 /// The handler of a watched kind `O`: queues the keys `map` gives for every added, updated
 /// (old and new) and deleted object, tombstones included.
-pub(crate) fn mapped<O: Send + Sync + 'static>(
+pub(crate) fn mapped<O: Resource + Send + Sync + 'static>(
     queue: Queue,
     map: impl Fn(&O) -> Vec<ObjectKey> + Send + Sync + 'static,
+    updates: Updates<O>,
 ) -> HandlerFuncs<O> {
     let map = Arc::new(map);
     let (add_map, update_map, delete_map) = (map.clone(), map.clone(), map);
@@ -121,6 +151,9 @@ pub(crate) fn mapped<O: Send + Sync + 'static>(
     HandlerFuncs::new()
         .on_add(move |obj: Arc<O>, _| add_map(&obj).into_iter().for_each(|k| on_add.add(k)))
         .on_update(move |old: Arc<O>, new: Arc<O>| {
+            if !updates.pass(&old, &new) {
+                return;
+            }
             let mut keys = update_map(&new);
             if !Arc::ptr_eq(&old, &new) {
                 keys.extend(update_map(&old));

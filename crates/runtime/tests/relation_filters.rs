@@ -1,0 +1,103 @@
+//! Per-relation predicates and the controller-wide event filter, on a paused clock over
+//! in-memory sources: an update a relation's predicate fails, or the event filter fails,
+//! reconciles nothing; one they pass reconciles the owner; adds always do.
+
+use std::{sync::Arc, time::Duration};
+
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube_informer::{
+    factory::{FactoryOptions, InformerSpec, SharedInformerFactory},
+    list_watch::MemorySource,
+};
+use kube_informer_runtime::{
+    CancellationToken,
+    controller::{Action, Cached, Controller, ControllerOptions, Relation, predicate},
+};
+use parking_lot::Mutex;
+use serde_json::{Value, json};
+
+fn owner(annotations: Value, data: &str) -> ConfigMap {
+    serde_json::from_value(json!({
+        "metadata": {"name": "owner", "namespace": "shop", "uid": "o-1", "annotations": annotations},
+        "data": {"v": data}
+    }))
+    .unwrap()
+}
+
+fn child(labels: Value, annotations: Value, data: &str) -> Secret {
+    serde_json::from_value(json!({
+        "metadata": {"name": "child", "namespace": "shop", "labels": labels, "annotations": annotations,
+                     "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner",
+                                          "uid": "o-1", "controller": true}]},
+        "stringData": {"v": data}
+    }))
+    .unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_relations_predicate_and_the_event_filter_drop_the_updates_they_fail() {
+    let (owners, children) = (
+        MemorySource::<ConfigMap>::default(),
+        MemorySource::<Secret>::default(),
+    );
+    owners.add(owner(json!({}), "1"));
+    children.add(child(json!({"tier": "a"}), json!({}), "1"));
+    let nowhere = kube::Config::new("http://127.0.0.1:1".parse().unwrap());
+    let factory = SharedInformerFactory::new(
+        kube::Client::try_from(nowhere).unwrap(),
+        FactoryOptions::default(),
+    );
+    factory.informer_with::<ConfigMap>(InformerSpec::new().list_watcher(owners.clone()));
+    factory.informer_with::<Secret>(InformerSpec::new().list_watcher(children.clone()));
+    let reconciles = Arc::new(Mutex::new(0usize));
+    let counted = reconciles.clone();
+    let controller =
+        Controller::<ConfigMap>::new(&factory, ControllerOptions::default().name("filters"))
+            // Only a child's label changes matter...
+            .owns_with::<Secret>(Relation::new().predicate(predicate::labels()))
+            // ...and no update that changes annotations, of any kind.
+            .event_filter(|old, new| old.annotations == new.annotations);
+    let cancel = CancellationToken::new();
+    let run = tokio::spawn(controller.run(
+        move |_: Cached<ConfigMap>, _: Arc<()>| {
+            *counted.lock() += 1;
+            async { Ok::<_, kube::Error>(Action::Done) }
+        },
+        |_, _, _| Action::Retry,
+        Arc::new(()),
+        cancel.clone(),
+    ));
+    // The clock moves only once everything is idle: a second later, every handler and
+    // reconcile the change caused has run.
+    let after = |change: &'static str| {
+        let reconciles = reconciles.clone();
+        async move {
+            let before = *reconciles.lock();
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let now = *reconciles.lock();
+            (change, now - before)
+        }
+    };
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(*reconciles.lock() >= 1, "the initial adds reconcile");
+
+    children.modify(child(json!({"tier": "a"}), json!({}), "2"));
+    assert_eq!(after("a child's data").await, ("a child's data", 0));
+    children.modify(child(json!({"tier": "b"}), json!({}), "2"));
+    assert_eq!(after("a child's labels").await, ("a child's labels", 1));
+    owners.modify(owner(json!({}), "2"));
+    assert_eq!(after("the owner's data").await, ("the owner's data", 1));
+    owners.modify(owner(json!({"note": "x"}), "2"));
+    assert_eq!(
+        after("the owner's annotations").await,
+        ("the owner's annotations", 0)
+    );
+    children.modify(child(json!({"tier": "c"}), json!({"note": "x"}), "2"));
+    assert_eq!(
+        after("a child's labels and annotations").await,
+        ("a child's labels and annotations", 0),
+        "the event filter applies to relations too"
+    );
+    cancel.cancel();
+    run.await.unwrap().unwrap();
+}
