@@ -187,6 +187,8 @@ pub struct Controller<K: Resource> {
     factory: SharedInformerFactory,
     informer: SharedIndexInformer<K>,
     queue: RateLimitingQueue<ObjectKey>,
+    /// How the handlers queue keys (the queue, and the debounce if any).
+    enqueue: relations::Enqueue,
     options: ControllerOptions,
     name: String,
     predicate: Option<Predicate<K>>,
@@ -272,6 +274,12 @@ where
             config = config.metrics(metrics.core());
         }
         let queue = RateLimitingQueue::new(config);
+        let enqueue = relations::Enqueue {
+            queue: queue.clone(),
+            debounce: options
+                .debounce
+                .map(|period| Arc::new(relations::Debounce::new(period))),
+        };
         let sharded_kinds = match options.shard {
             Some(_) => {
                 let namespaces = spec.current_selectors().namespaces();
@@ -283,6 +291,7 @@ where
             factory: factory.clone(),
             informer: informer_for::<K>(factory, spec, options.shard.as_ref()),
             queue,
+            enqueue,
             options,
             name,
             predicate: None,
@@ -506,7 +515,7 @@ where
             predicate: self.predicate.take(),
             filter: self.event_filter.clone(),
         };
-        let handler = relations::primary(self.queue.clone(), updates, self.expectations.clone());
+        let handler = relations::primary(self.enqueue.clone(), updates, self.expectations.clone());
         // Owned from here on: dropping this future shuts the queue and detaches them.
         let mut attached = Attachments::new(self.queue.clone());
         attached.push(relations::attach_now(
@@ -582,6 +591,7 @@ where
             namespaced: K::Scope::NAMESPACED,
             store: self.informer.store(),
             queue: self.queue.clone(),
+            debounce: self.enqueue.debounce.clone(),
             metrics: self.metrics.clone(),
             max_retries: self.options.max_retries,
             timeout: self.options.reconcile_timeout,

@@ -42,6 +42,7 @@ pub struct ControllerOptions {
     pub(crate) metrics: Option<super::ControllerMetrics>,
     /// (ring, shard) when sharded.
     pub(crate) shard: Option<(String, String)>,
+    pub(crate) debounce: Option<Duration>,
 }
 
 impl Default for ControllerOptions {
@@ -54,6 +55,7 @@ impl Default for ControllerOptions {
             reconcile_timeout: None,
             metrics: None,
             shard: None,
+            debounce: None,
         }
     }
 }
@@ -90,6 +92,25 @@ impl ControllerOptions {
     #[must_use]
     pub fn drain_timeout(mut self, limit: Option<Duration>) -> Self {
         self.drain_timeout = limit;
+        self
+    }
+
+    /// Wait until a key has been quiet this long before reconciling it: each change of the
+    /// object (or of a related one) restarts its wait, so a burst of changes costs one
+    /// reconcile after it ends (kube-runtime's `Config::debounce`; default `None`: at
+    /// once). Retries, `RequeueAfter` and resyncs are not delayed. A key that never stays
+    /// quiet for `period` is not reconciled until it does: keep it short.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use kube_informer_runtime::controller::ControllerOptions;
+    ///
+    /// let options = ControllerOptions::default().debounce(Some(Duration::from_millis(500)));
+    /// # let _ = options;
+    /// ```
+    #[must_use]
+    pub fn debounce(mut self, period: Option<Duration>) -> Self {
+        self.debounce = period.filter(|p| !p.is_zero());
         self
     }
 

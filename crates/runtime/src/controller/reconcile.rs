@@ -19,6 +19,7 @@ pub(super) struct Worker<K, Ctx, E, R> {
     pub(super) namespaced: bool,
     pub(super) store: ReadOnlyStore<K>,
     pub(super) queue: RateLimitingQueue<ObjectKey>,
+    pub(super) debounce: Option<Arc<super::relations::Debounce>>,
     pub(super) metrics: Option<ControllerMetrics>,
     pub(super) max_retries: Option<u32>,
     pub(super) timeout: Option<Duration>,
@@ -72,6 +73,8 @@ where
         &self,
         key: ObjectKey,
     ) -> impl Future<Output = Requeue> + Send + 'static + use<K, Ctx, E, R, Fut> {
+        // Still changing: back in the queue for the rest of its quiet period, not reconciled.
+        let quiet_left = self.debounce.as_ref().and_then(|d| d.wait_left(&key));
         let attempt = self.queue.num_requeues(&key) + 1;
         let span =
             tracing::info_span!("reconcile", controller = %self.name, object = %key, attempt);
@@ -88,6 +91,9 @@ where
             self.ctx.clone(),
         );
         async move {
+            if let Some(left) = quiet_left {
+                return Requeue::After(left);
+            }
             if let Some(why) = malformed {
                 tracing::error!("not reconciled: {why}");
                 if let Some(m) = &metrics {

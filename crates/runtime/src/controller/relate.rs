@@ -133,7 +133,7 @@ where
     {
         let Relation { spec, predicate } = relation.into();
         let handler = relations::owned::<K, C>(
-            self.queue.clone(),
+            self.enqueue.clone(),
             K::Scope::NAMESPACED,
             self.expectations.clone(),
             self.updates(predicate),
@@ -169,7 +169,7 @@ where
     {
         let Relation { spec, predicate } = relation.into();
         let handler = relations::owned::<K, PartialObjectMeta<C>>(
-            self.queue.clone(),
+            self.enqueue.clone(),
             K::Scope::NAMESPACED,
             self.expectations.clone(),
             self.updates(predicate),
@@ -246,7 +246,7 @@ where
         O::Scope: FactoryScope,
     {
         let Relation { spec, predicate } = relation.into();
-        let handler = relations::mapped(self.queue.clone(), map, self.updates(predicate));
+        let handler = relations::mapped(self.enqueue.clone(), map, self.updates(predicate));
         let informer = informer_for::<O>(&self.factory, spec, None);
         self.relate(informer, handler)
     }
@@ -264,7 +264,7 @@ where
         O::Scope: FactoryScope,
     {
         let Relation { spec, predicate } = relation.into();
-        let handler = relations::mapped(self.queue.clone(), map, self.updates(predicate));
+        let handler = relations::mapped(self.enqueue.clone(), map, self.updates(predicate));
         let informer = self.factory.metadata_informer_with::<O>(spec);
         self.relate(informer, handler)
     }

@@ -19,6 +19,61 @@ use super::{Expectations, predicate::Predicate};
 /// Keys of `K` objects to reconcile, as a handler pushes them.
 pub(crate) type Queue = RateLimitingQueue<ObjectKey>;
 
+/// How the handlers queue a key: at once, or after it has been quiet for the debounce
+/// period (see [`ControllerOptions::debounce`](super::ControllerOptions::debounce)).
+#[derive(Clone)]
+pub(crate) struct Enqueue {
+    pub(crate) queue: Queue,
+    pub(crate) debounce: Option<Arc<Debounce>>,
+}
+
+impl Enqueue {
+    pub(crate) fn add(&self, key: ObjectKey) {
+        match &self.debounce {
+            None => self.queue.add(key),
+            Some(debounce) => {
+                debounce.changed(&key);
+                // The queue keeps the earliest of a key's delays; the worker waits the rest.
+                self.queue.add_after(key, debounce.period);
+            }
+        }
+    }
+}
+
+/// When each key last changed, for the debounce.
+pub(crate) struct Debounce {
+    period: std::time::Duration,
+    changed: parking_lot::Mutex<std::collections::HashMap<ObjectKey, tokio::time::Instant>>,
+}
+
+impl Debounce {
+    pub(crate) fn new(period: std::time::Duration) -> Self {
+        Self {
+            period,
+            changed: parking_lot::Mutex::default(),
+        }
+    }
+
+    fn changed(&self, key: &ObjectKey) {
+        self.changed
+            .lock()
+            .insert(key.clone(), tokio::time::Instant::now());
+    }
+
+    /// How much longer `key` must stay quiet; `None` when it may be reconciled now (then
+    /// its change is forgotten).
+    pub(crate) fn wait_left(&self, key: &ObjectKey) -> Option<std::time::Duration> {
+        let mut changed = self.changed.lock();
+        let due = *changed.get(key)? + self.period;
+        let now = tokio::time::Instant::now();
+        if due > now {
+            return Some(due - now);
+        }
+        changed.remove(key);
+        None
+    }
+}
+
 /// A test of an update's metadata (old, new) that every watch of a controller applies.
 pub(crate) type MetaFilter = Arc<dyn Fn(&ObjectMeta, &ObjectMeta) -> bool + Send + Sync>;
 
@@ -48,7 +103,7 @@ impl<T: Resource + 'static> Updates<T> {
 /// key; updates queue it when `predicate` says so, and resyncs (old and new the same
 /// object) always.
 pub(crate) fn primary<K: Resource + Send + Sync + 'static>(
-    queue: Queue,
+    queue: Enqueue,
     updates: Updates<K>,
     expectations: Expectations,
 ) -> HandlerFuncs<K> {
@@ -68,7 +123,7 @@ pub(crate) fn primary<K: Resource + Send + Sync + 'static>(
         })
 }
 
-fn enqueue<K: Resource>(queue: &Queue, obj: &K) {
+fn enqueue<K: Resource>(queue: &Enqueue, obj: &K) {
     if let Ok(key) = meta_namespace_key(obj) {
         queue.add(key);
     }
@@ -96,7 +151,7 @@ where
 /// creation or deletion as observed in `expectations`. Orphans (no controller owner of kind
 /// `K`) queue nothing.
 pub(crate) fn owned<K, C>(
-    queue: Queue,
+    queue: Enqueue,
     owner_namespaced: bool,
     expectations: Expectations,
     updates: Updates<C>,
@@ -141,7 +196,7 @@ where
 /// The handler of a watched kind `O`: queues the keys `map` gives for every added, updated
 /// (old and new) and deleted object, tombstones included.
 pub(crate) fn mapped<O: Resource + Send + Sync + 'static>(
-    queue: Queue,
+    queue: Enqueue,
     map: impl Fn(&O) -> Vec<ObjectKey> + Send + Sync + 'static,
     updates: Updates<O>,
 ) -> HandlerFuncs<O> {

@@ -1,6 +1,7 @@
-//! Per-relation predicates and the controller-wide event filter, on a paused clock over
-//! in-memory sources: an update a relation's predicate fails, or the event filter fails,
-//! reconciles nothing; one they pass reconciles the owner; adds always do.
+//! Which changes reconcile, and when, on a paused clock over in-memory sources:
+//! per-relation predicates and the controller-wide event filter (an update either fails
+//! reconciles nothing; one they pass reconciles the owner; adds always do), and the
+//! debounce (a burst of changes is one reconcile, once the key has been quiet).
 
 use std::{sync::Arc, time::Duration};
 
@@ -98,6 +99,56 @@ async fn a_relations_predicate_and_the_event_filter_drop_the_updates_they_fail()
         ("a child's labels and annotations", 0),
         "the event filter applies to relations too"
     );
+    cancel.cancel();
+    run.await.unwrap().unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_debounced_burst_of_changes_is_one_reconcile_after_the_key_is_quiet() {
+    let owners = MemorySource::<ConfigMap>::default();
+    owners.add(owner(json!({}), "0"));
+    let nowhere = kube::Config::new("http://127.0.0.1:1".parse().unwrap());
+    let factory = SharedInformerFactory::new(
+        kube::Client::try_from(nowhere).unwrap(),
+        FactoryOptions::default(),
+    );
+    factory.informer_with::<ConfigMap>(InformerSpec::new().list_watcher(owners.clone()));
+    let reconciles = Arc::new(Mutex::new(Vec::<String>::new()));
+    let counted = reconciles.clone();
+    let options = ControllerOptions::default()
+        .name("debounced")
+        .debounce(Some(Duration::from_secs(1)));
+    let controller = Controller::<ConfigMap>::new(&factory, options);
+    let cancel = CancellationToken::new();
+    let run = tokio::spawn(controller.run(
+        move |cm: Cached<ConfigMap>, _: Arc<()>| {
+            if let Cached::Present(cm) = cm {
+                let data = cm.data.as_ref().and_then(|d| d.get("v")).cloned();
+                counted.lock().push(data.unwrap_or_default());
+            }
+            async { Ok::<_, kube::Error>(Action::Done) }
+        },
+        |_, _, _| Action::Retry,
+        Arc::new(()),
+        cancel.clone(),
+    ));
+    let start = tokio::time::Instant::now();
+    // A change every 400 ms, each restarting the key's quiet second.
+    for (i, at) in [400, 800, 1200, 1600].into_iter().enumerate() {
+        tokio::time::sleep_until(start + Duration::from_millis(at)).await;
+        assert!(reconciles.lock().is_empty(), "reconciled during the burst");
+        owners.modify(owner(json!({}), &(i + 1).to_string()));
+    }
+    // Quiet from 1.6 s: not before 2.6 s, then once, with the last state.
+    tokio::time::sleep_until(start + Duration::from_millis(2500)).await;
+    assert!(
+        reconciles.lock().is_empty(),
+        "reconciled before a quiet second"
+    );
+    tokio::time::sleep_until(start + Duration::from_millis(2700)).await;
+    assert_eq!(*reconciles.lock(), ["4"]);
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert_eq!(*reconciles.lock(), ["4"], "one reconcile for the burst");
     cancel.cancel();
     run.await.unwrap().unwrap();
 }
