@@ -92,6 +92,7 @@ pub mod finalizer;
 pub mod leader_election;
 pub mod lease;
 pub mod manager;
+pub mod rest_metrics;
 pub mod sharding;
 pub mod wait;
 

@@ -151,9 +151,20 @@ async fn readiness_flips_on_a_failing_watch_and_liveness_does_not() {
         "workqueue_adds_total",
         "informer_fifo_depth",
         "reflector_watches_total",
+        // Every request of the manager's client, the refused ones too.
+        r#"rest_client_requests_total{code="200",method="GET"}"#,
+        r#"rest_client_requests_total{code="403",method="GET"}"#,
+        r#"rest_client_request_duration_seconds_count{verb="GET"}"#,
     ] {
         assert!(metrics.contains(name), "{name} missing from\n{metrics}");
     }
+    let refused = metrics
+        .lines()
+        .find(|l| l.starts_with(r#"rest_client_requests_total{code="403",method="GET"}"#))
+        .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok());
+    let answered = server.fault_counts().get("status:403").copied();
+    assert!(answered.is_some_and(|n| n > 0));
+    assert_eq!(refused, answered, "every 403 the server answered is counted");
     stop.cancel();
     running.await.unwrap().unwrap();
 }
