@@ -164,7 +164,10 @@ async fn readiness_flips_on_a_failing_watch_and_liveness_does_not() {
         .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok());
     let answered = server.fault_counts().get("status:403").copied();
     assert!(answered.is_some_and(|n| n > 0));
-    assert_eq!(refused, answered, "every 403 the server answered is counted");
+    assert_eq!(
+        refused, answered,
+        "every 403 the server answered is counted"
+    );
     stop.cancel();
     running.await.unwrap().unwrap();
 }

@@ -152,3 +152,67 @@ async fn a_debounced_burst_of_changes_is_one_reconcile_after_the_key_is_quiet() 
     cancel.cancel();
     run.await.unwrap().unwrap();
 }
+
+/// A restart with a backlog: the initial list's keys wait behind live changes, so an object
+/// created while the controller works through 50 listed ones is reconciled next, not last.
+/// With `prioritize_live_changes(false)`, it waits its turn in one line.
+#[tokio::test(start_paused = true)]
+async fn a_live_change_goes_before_the_initial_lists_backlog() {
+    for prioritize in [true, false] {
+        let owners = MemorySource::<ConfigMap>::default();
+        for i in 0..50 {
+            let cm = json!({"metadata": {"name": format!("cm-{i:02}"), "namespace": "shop"}});
+            owners.add(serde_json::from_value(cm).unwrap());
+        }
+        let nowhere = kube::Config::new("http://127.0.0.1:1".parse().unwrap());
+        let factory = SharedInformerFactory::new(
+            kube::Client::try_from(nowhere).unwrap(),
+            FactoryOptions::default(),
+        );
+        factory.informer_with::<ConfigMap>(InformerSpec::new().list_watcher(owners.clone()));
+        let order = Arc::new(Mutex::new(Vec::<String>::new()));
+        let log = order.clone();
+        let options = ControllerOptions::default()
+            .name("backlog")
+            .workers(1)
+            .prioritize_live_changes(prioritize);
+        let controller = Controller::<ConfigMap>::new(&factory, options);
+        let cancel = CancellationToken::new();
+        let run = tokio::spawn(controller.run(
+            move |cm: Cached<ConfigMap>, _: Arc<()>| {
+                let log = log.clone();
+                async move {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    if let Cached::Present(cm) = cm {
+                        log.lock()
+                            .push(cm.metadata.name.clone().unwrap_or_default());
+                    }
+                    Ok::<_, kube::Error>(Action::Done)
+                }
+            },
+            |_, _, _| Action::Retry,
+            Arc::new(()),
+            cancel.clone(),
+        ));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let done_by_then = order.lock().len();
+        assert!(done_by_then < 15, "the backlog is still there");
+        let new = json!({"metadata": {"name": "created-live", "namespace": "shop"}});
+        owners.add(serde_json::from_value(new).unwrap());
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        let order = order.lock().clone();
+        assert_eq!(order.len(), 51, "each object once: {order:?}");
+        let at = order.iter().position(|k| k == "created-live").unwrap();
+        if prioritize {
+            assert!(
+                // At most the reconcile in flight and one taken at that same instant.
+                at <= done_by_then + 2,
+                "reconciled {at}th, after {done_by_then}: {order:?}"
+            );
+        } else {
+            assert_eq!(at, 50, "one line: it waits behind the backlog");
+        }
+        cancel.cancel();
+        run.await.unwrap().unwrap();
+    }
+}

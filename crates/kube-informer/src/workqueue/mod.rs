@@ -55,6 +55,7 @@ mod metrics;
 mod queue;
 mod rate_limiter;
 mod rate_limiting;
+mod work_item;
 mod workers;
 
 use std::hash::Hash;

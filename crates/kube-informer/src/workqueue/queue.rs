@@ -4,14 +4,13 @@
 use std::{
     collections::{HashSet, VecDeque},
     fmt,
-    ops::Deref,
     sync::Arc,
-    time::Duration,
 };
 
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
+pub use super::work_item::WorkItem;
 use super::{
     QueueConfig, QueueItem, RateLimiter, default_controller_rate_limiter, delaying::Delays,
 };
@@ -55,7 +54,15 @@ pub(super) struct Shared<T: QueueItem> {
 }
 
 struct State<T> {
+    /// Items to hand out first, in order.
     queue: VecDeque<T>,
+    /// Items to hand out once `queue` is empty ([`Queue::add_low_priority`]), in order.
+    /// An entry whose item is not in `low_set` was promoted or handed out: it is skipped.
+    low: VecDeque<T>,
+    /// The items waiting in `low`: never one being processed.
+    low_set: Set<T>,
+    /// Items added at low priority while being processed: queued in `low` when done.
+    low_later: Set<T>,
     /// Items that need processing: queued, or added again while being processed.
     dirty: Set<T>,
     /// Items handed to a worker and not yet done.
@@ -77,6 +84,9 @@ impl<T: QueueItem> Shared<T> {
         let shared = Arc::new(Self {
             state: Mutex::new(State {
                 queue: VecDeque::new(),
+                low: VecDeque::new(),
+                low_set: Set::default(),
+                low_later: Set::default(),
                 dirty: Set::default(),
                 processing: Set::default(),
                 shutting_down: false,
@@ -101,7 +111,19 @@ impl<T: QueueItem> Shared<T> {
 
     pub(super) fn add(&self, item: T) {
         let mut state = self.state.lock();
-        if state.shutting_down || state.dirty.contains(&item) {
+        if state.shutting_down {
+            return;
+        }
+        if state.dirty.contains(&item) {
+            if state.low_set.remove(&item) {
+                // Waiting at low priority: it moves to the front line.
+                state.queue.push_back(item);
+                drop(state);
+                self.item_ready.notify_one();
+            } else {
+                // If it was to come back at low priority when done, it comes back in front.
+                state.low_later.remove(&item);
+            }
             return;
         }
         #[cfg(feature = "metrics")]
@@ -118,6 +140,27 @@ impl<T: QueueItem> Shared<T> {
         self.item_ready.notify_one();
     }
 
+    fn add_low_priority(&self, item: T) {
+        let mut state = self.state.lock();
+        if state.shutting_down || state.dirty.contains(&item) {
+            return;
+        }
+        #[cfg(feature = "metrics")]
+        if let Some(m) = &mut state.metrics {
+            m.added(&item);
+        }
+        state.dirty.insert(item.clone());
+        if state.processing.contains(&item) {
+            // Queued again, at low priority, when the worker holding it is done.
+            state.low_later.insert(item);
+            return;
+        }
+        state.low_set.insert(item.clone());
+        state.low.push_back(item);
+        drop(state);
+        self.item_ready.notify_one();
+    }
+
     async fn get(self: &Arc<Self>) -> Option<WorkItem<T>> {
         loop {
             let notified = self.item_ready.notified();
@@ -125,23 +168,20 @@ impl<T: QueueItem> Shared<T> {
             notified.as_mut().enable();
             {
                 let mut state = self.state.lock();
-                if let Some(item) = state.queue.pop_front() {
+                if let Some(item) = state.pop() {
                     #[cfg(feature = "metrics")]
                     if let Some(m) = &mut state.metrics {
                         m.taken(&item);
                     }
                     state.dirty.remove(&item);
                     state.processing.insert(item.clone());
-                    let more = !state.queue.is_empty();
+                    let more = !state.queue.is_empty() || !state.low_set.is_empty();
                     drop(state);
                     if more {
                         // Several adds may have left a single wake-up: pass it on.
                         self.item_ready.notify_one();
                     }
-                    return Some(WorkItem {
-                        shared: self.clone(),
-                        item: Some(item),
-                    });
+                    return Some(WorkItem::new(self.clone(), item));
                 }
                 if state.shutting_down {
                     return None;
@@ -151,7 +191,7 @@ impl<T: QueueItem> Shared<T> {
         }
     }
 
-    fn done(&self, item: &T) {
+    pub(super) fn done(&self, item: &T) {
         let mut state = self.state.lock();
         #[cfg(feature = "metrics")]
         if let Some(m) = &mut state.metrics {
@@ -159,7 +199,12 @@ impl<T: QueueItem> Shared<T> {
         }
         state.processing.remove(item);
         if state.dirty.contains(item) {
-            state.queue.push_back(item.clone());
+            if state.low_later.remove(item) {
+                state.low_set.insert(item.clone());
+                state.low.push_back(item.clone());
+            } else {
+                state.queue.push_back(item.clone());
+            }
             drop(state);
             self.item_ready.notify_one();
         } else if state.processing.is_empty() {
@@ -205,6 +250,21 @@ impl<T: QueueItem> Shared<T> {
     }
 }
 
+impl<T: QueueItem> State<T> {
+    /// The next item to hand out: the front line first, then low priority.
+    fn pop(&mut self) -> Option<T> {
+        if let Some(item) = self.queue.pop_front() {
+            return Some(item);
+        }
+        while let Some(item) = self.low.pop_front() {
+            if self.low_set.remove(&item) {
+                return Some(item);
+            }
+        }
+        None
+    }
+}
+
 impl<T: QueueItem> Drop for Shared<T> {
     fn drop(&mut self) {
         // Let the delay timer task (which holds only a weak reference) exit.
@@ -226,6 +286,31 @@ impl<T: QueueItem> Queue<T> {
         self.shared.add(item);
     }
 
+    /// Queues `item` behind every item [`add`](Self::add)ed, unless it is already queued:
+    /// for work that can wait, such as an informer's initial list or a resync, so that live
+    /// changes are handled first (controller-runtime's priority queue). An `add` of an item
+    /// waiting here moves it to the front line.
+    ///
+    /// ```
+    /// use kube_informer::workqueue::{Queue, QueueConfig};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let queue: Queue<&str> = Queue::new(QueueConfig::default());
+    /// queue.add_low_priority("listed-1");
+    /// queue.add_low_priority("listed-2");
+    /// queue.add("changed");
+    /// queue.add("listed-2"); // changed too: no longer waits
+    /// let order: Vec<&str> = [queue.get().await, queue.get().await, queue.get().await]
+    ///     .into_iter()
+    ///     .map(|item| *item.unwrap().item())
+    ///     .collect();
+    /// assert_eq!(order, ["changed", "listed-2", "listed-1"]);
+    /// # }
+    /// ```
+    pub fn add_low_priority(&self, item: T) {
+        self.shared.add_low_priority(item);
+    }
+
     /// Waits for an item and hands it out, marking it as being processed. Returns `None`
     /// once the queue is shut down and empty.
     ///
@@ -236,7 +321,8 @@ impl<T: QueueItem> Queue<T> {
 
     /// How many items are queued (not counting those being processed).
     pub fn len(&self) -> usize {
-        self.shared.state.lock().queue.len()
+        let state = self.shared.state.lock();
+        state.queue.len() + state.low_set.len()
     }
 
     /// Whether nothing is queued.
@@ -306,84 +392,9 @@ impl<T: QueueItem> fmt::Debug for Queue<T> {
         f.debug_struct("Queue")
             .field("name", &self.shared.name)
             .field("queued", &state.queue.len())
+            .field("low_priority", &state.low_set.len())
             .field("processing", &state.processing.len())
             .field("shutting_down", &state.shutting_down)
             .finish()
-    }
-}
-
-/// An item handed to a worker. It stays "processing" (no other worker gets it) until the
-/// guard is dropped or consumed; dropping it marks the item done.
-///
-/// The consuming methods decide what happens next: [`forget`](Self::forget) after success,
-/// [`requeue_rate_limited`](Self::requeue_rate_limited) after a failure,
-/// [`requeue_after`](Self::requeue_after) to look again later.
-#[must_use = "dropping a WorkItem at once marks it done; hold it while processing"]
-pub struct WorkItem<T: QueueItem> {
-    shared: Arc<Shared<T>>,
-    /// `None` only once done.
-    item: Option<T>,
-}
-
-impl<T: QueueItem> WorkItem<T> {
-    /// The item.
-    pub fn item(&self) -> &T {
-        self.item
-            .as_ref()
-            .expect("a WorkItem holds its item until done")
-    }
-
-    /// Marks the item done (the same as dropping the guard).
-    #[doc(alias = "Done")]
-    pub fn done(self) {}
-
-    /// Success: resets the item's rate-limiter history (its backoff starts over), then marks
-    /// it done.
-    #[doc(alias = "Forget")]
-    pub fn forget(self) {
-        self.shared.limiter.forget(self.item());
-    }
-
-    /// Failure: queues the item again after the rate limiter's delay for it (growing with
-    /// each failure), then marks it done.
-    #[doc(alias = "AddRateLimited")]
-    pub fn requeue_rate_limited(self) {
-        let delay = self.shared.limiter.when(self.item());
-        super::delaying::add_after(&self.shared, self.item().clone(), delay);
-    }
-
-    /// Queues the item again after `delay`, then marks it done. The rate limiter's history
-    /// is left as it is.
-    #[doc(alias = "AddAfter")]
-    pub fn requeue_after(self, delay: Duration) {
-        super::delaying::add_after(&self.shared, self.item().clone(), delay);
-    }
-
-    /// How many times the rate limiter has seen this item fail since it was last forgotten.
-    #[doc(alias = "NumRequeues")]
-    pub fn num_requeues(&self) -> u32 {
-        self.shared.limiter.num_requeues(self.item())
-    }
-}
-
-impl<T: QueueItem> Deref for WorkItem<T> {
-    type Target = T;
-
-    fn deref(&self) -> &T {
-        self.item()
-    }
-}
-
-impl<T: QueueItem> Drop for WorkItem<T> {
-    fn drop(&mut self) {
-        if let Some(item) = self.item.take() {
-            self.shared.done(&item);
-        }
-    }
-}
-
-impl<T: QueueItem + fmt::Debug> fmt::Debug for WorkItem<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("WorkItem").field(&self.item).finish()
     }
 }

@@ -279,6 +279,7 @@ where
             debounce: options
                 .debounce
                 .map(|period| Arc::new(relations::Debounce::new(period))),
+            prioritize: options.prioritize,
         };
         let sharded_kinds = match options.shard {
             Some(_) => {
@@ -413,12 +414,15 @@ where
     /// Reconcile every cached `K` each time `trigger` yields (a config reload, a signal).
     #[must_use]
     pub fn reconcile_all_on(mut self, trigger: impl Stream<Item = ()> + Send + 'static) -> Self {
-        let (store, queue) = (self.informer.store(), self.queue.clone());
+        let (store, queue) = (self.informer.store(), self.enqueue.clone());
         self.triggers
             .push(parking_lot::Mutex::new(Box::pin(async move {
                 let mut trigger = std::pin::pin!(trigger);
                 while trigger.next().await.is_some() {
-                    store.list_keys().into_iter().for_each(|key| queue.add(key));
+                    store
+                        .list_keys()
+                        .into_iter()
+                        .for_each(|key| queue.add_later(key));
                 }
             })));
         self

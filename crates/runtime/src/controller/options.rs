@@ -43,6 +43,7 @@ pub struct ControllerOptions {
     /// (ring, shard) when sharded.
     pub(crate) shard: Option<(String, String)>,
     pub(crate) debounce: Option<Duration>,
+    pub(crate) prioritize: bool,
 }
 
 impl Default for ControllerOptions {
@@ -56,6 +57,7 @@ impl Default for ControllerOptions {
             metrics: None,
             shard: None,
             debounce: None,
+            prioritize: true,
         }
     }
 }
@@ -111,6 +113,20 @@ impl ControllerOptions {
     #[must_use]
     pub fn debounce(mut self, period: Option<Duration>) -> Self {
         self.debounce = period.filter(|p| !p.is_zero());
+        self
+    }
+
+    /// Whether work that can wait goes behind live changes (default `true`, as
+    /// controller-runtime's priority queue, on by default since v0.23): the keys of an
+    /// informer's initial list, of resyncs and of
+    /// [`reconcile_all_on`](super::Controller::reconcile_all_on) are reconciled after the
+    /// keys of objects that changed, so a restart with 10,000 objects to go through does not
+    /// hold back the one a user just edited. A live change of a key waiting there moves it
+    /// forward. `false`: one line, first come first served. (With a
+    /// [`debounce`](Self::debounce), every key waits its quiet period instead.)
+    #[must_use]
+    pub fn prioritize_live_changes(mut self, prioritize: bool) -> Self {
+        self.prioritize = prioritize;
         self
     }
 

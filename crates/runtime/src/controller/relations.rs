@@ -25,9 +25,12 @@ pub(crate) type Queue = RateLimitingQueue<ObjectKey>;
 pub(crate) struct Enqueue {
     pub(crate) queue: Queue,
     pub(crate) debounce: Option<Arc<Debounce>>,
+    /// Whether work that can wait (initial lists, resyncs) goes behind live changes.
+    pub(crate) prioritize: bool,
 }
 
 impl Enqueue {
+    /// A live change.
     pub(crate) fn add(&self, key: ObjectKey) {
         match &self.debounce {
             None => self.queue.add(key),
@@ -36,6 +39,24 @@ impl Enqueue {
                 // The queue keeps the earliest of a key's delays; the worker waits the rest.
                 self.queue.add_after(key, debounce.period);
             }
+        }
+    }
+
+    /// Work that can wait: an object of an informer's initial list, or a resync.
+    pub(crate) fn add_later(&self, key: ObjectKey) {
+        if self.prioritize && self.debounce.is_none() {
+            self.queue.add_low_priority(key);
+        } else {
+            self.add(key);
+        }
+    }
+
+    /// [`add`](Self::add), or [`add_later`](Self::add_later) when `later`.
+    fn add_as(&self, key: ObjectKey, later: bool) {
+        if later {
+            self.add_later(key);
+        } else {
+            self.add(key);
         }
     }
 }
@@ -109,10 +130,10 @@ pub(crate) fn primary<K: Resource + Send + Sync + 'static>(
 ) -> HandlerFuncs<K> {
     let (on_add, on_update, on_delete) = (queue.clone(), queue.clone(), queue);
     HandlerFuncs::new()
-        .on_add(move |obj: Arc<K>, _| enqueue(&on_add, obj.as_ref()))
+        .on_add(move |obj: Arc<K>, initial| enqueue(&on_add, obj.as_ref(), initial))
         .on_update(move |old: Arc<K>, new: Arc<K>| {
             if updates.pass(&old, &new) {
-                enqueue(&on_update, new.as_ref());
+                enqueue(&on_update, new.as_ref(), Arc::ptr_eq(&old, &new));
             }
         })
         .on_delete(move |gone: DeletedObject<K>| {
@@ -123,9 +144,9 @@ pub(crate) fn primary<K: Resource + Send + Sync + 'static>(
         })
 }
 
-fn enqueue<K: Resource>(queue: &Enqueue, obj: &K) {
+fn enqueue<K: Resource>(queue: &Enqueue, obj: &K, later: bool) {
     if let Ok(key) = meta_namespace_key(obj) {
-        queue.add(key);
+        queue.add_as(key, later);
     }
 }
 
@@ -165,16 +186,17 @@ where
     let (on_add, on_update, on_delete) = (queue.clone(), queue.clone(), queue);
     let (created, deleted) = (expectations.clone(), expectations);
     HandlerFuncs::new()
-        .on_add(move |child: Arc<C>, _| {
+        .on_add(move |child: Arc<C>, initial| {
             if let Some(key) = add_owner(&child) {
                 created.creation_observed(&key);
-                on_add.add(key);
+                on_add.add_as(key, initial);
             }
         })
         .on_update(move |old: Arc<C>, new: Arc<C>| {
             if !updates.pass(&old, &new) {
                 return;
             }
+            let resync = Arc::ptr_eq(&old, &new);
             let (old, new) = (update_owner(&old), update_owner(&new));
             if old != new
                 && let Some(old) = old
@@ -182,7 +204,7 @@ where
                 on_update.add(old);
             }
             if let Some(new) = new {
-                on_update.add(new);
+                on_update.add_as(new, resync);
             }
         })
         .on_delete(move |gone: DeletedObject<C>| {
@@ -204,16 +226,21 @@ pub(crate) fn mapped<O: Resource + Send + Sync + 'static>(
     let (add_map, update_map, delete_map) = (map.clone(), map.clone(), map);
     let (on_add, on_update, on_delete) = (queue.clone(), queue.clone(), queue);
     HandlerFuncs::new()
-        .on_add(move |obj: Arc<O>, _| add_map(&obj).into_iter().for_each(|k| on_add.add(k)))
+        .on_add(move |obj: Arc<O>, initial| {
+            add_map(&obj)
+                .into_iter()
+                .for_each(|k| on_add.add_as(k, initial));
+        })
         .on_update(move |old: Arc<O>, new: Arc<O>| {
             if !updates.pass(&old, &new) {
                 return;
             }
+            let resync = Arc::ptr_eq(&old, &new);
             let mut keys = update_map(&new);
-            if !Arc::ptr_eq(&old, &new) {
+            if !resync {
                 keys.extend(update_map(&old));
             }
-            keys.into_iter().for_each(|k| on_update.add(k));
+            keys.into_iter().for_each(|k| on_update.add_as(k, resync));
         })
         .on_delete(move |gone: DeletedObject<O>| {
             delete_map(gone.object())

@@ -179,7 +179,8 @@ impl Manager {
     pub async fn new(client: kube::Client, options: ManagerOptions) -> Result<Self, ManagerError> {
         let mut registry = Registry::default();
         // Every request the manager and what it runs send is counted.
-        let client = crate::rest_metrics::RestClientMetrics::register(&mut registry).instrument(client);
+        let client =
+            crate::rest_metrics::RestClientMetrics::register(&mut registry).instrument(client);
         let core_metrics = Metrics::register(&mut registry);
         let controller_metrics = ControllerMetrics::register(&mut registry, &core_metrics);
         let factory = SharedInformerFactory::new(
