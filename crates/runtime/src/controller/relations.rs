@@ -151,18 +151,26 @@ fn enqueue<K: Resource>(queue: &Enqueue, obj: &K, later: bool) {
 }
 
 /// The key of `child`'s controller owner of kind `K` (ownerReference with
-/// `controller: true`, the same kind and apiVersion). `owner_namespaced` says whether `K`
-/// lives in namespaces (then the owner is in the child's namespace).
+/// `controller: true`, the same kind and API group, whatever the version: a child made when
+/// a custom resource was served as `v1beta1` still names its owner so after `v1` became
+/// the stored version, and the garbage collector matches owners the same way).
+/// `owner_namespaced` says whether `K` lives in namespaces (then the owner is in the child's
+/// namespace).
 pub(crate) fn controller_owner<K, C>(child: &C, owner_namespaced: bool) -> Option<ObjectKey>
 where
     K: Resource<DynamicType = ()>,
     C: Resource,
 {
-    let (kind, api_version) = (K::kind(&()), K::api_version(&()));
-    let owner = child
-        .owner_references()
-        .iter()
-        .find(|r| r.controller == Some(true) && r.kind == kind && r.api_version == api_version)?;
+    let (kind, group) = (K::kind(&()), K::group(&()));
+    let group_of = |api_version: &str| {
+        api_version
+            .rsplit_once('/')
+            .map_or("", |(g, _)| g)
+            .to_owned()
+    };
+    let owner = child.owner_references().iter().find(|r| {
+        r.controller == Some(true) && r.kind == kind && group_of(&r.api_version) == group
+    })?;
     let namespace = owner_namespaced.then(|| child.namespace()).flatten();
     Some(ObjectKey::new(namespace.as_deref(), &owner.name))
 }
@@ -384,5 +392,18 @@ mod tests {
             "another kind"
         );
         assert!(found(vec![]).is_none(), "an orphan");
+        let mut older = owner("ReplicaSet", "rs", true);
+        older.api_version = "apps/v1beta2".into();
+        assert_eq!(
+            found(vec![older]).map(|k| k.to_string()).as_deref(),
+            Some("shop/rs"),
+            "another version of the same group and kind"
+        );
+        let mut elsewhere = owner("ReplicaSet", "rs", true);
+        elsewhere.api_version = "example.com/v1".into();
+        assert!(
+            found(vec![elsewhere]).is_none(),
+            "another group's ReplicaSet"
+        );
     }
 }
