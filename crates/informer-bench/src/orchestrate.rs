@@ -130,12 +130,19 @@ impl Plan {
 
 /// Runs the plan and prints the table.
 pub(crate) fn run(plan: &Plan) -> Result<(), String> {
-    // The server gets one thread; the clients' processes get the rest of the machine.
+    on_one_thread(run_plan(plan))
+}
+
+/// Runs an orchestrator on one thread: the server it holds gets one, and the processes it
+/// starts get the rest of the machine.
+pub(crate) fn on_one_thread(
+    orchestrate: impl Future<Output = Result<(), String>>,
+) -> Result<(), String> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
-    runtime.block_on(run_plan(plan))
+    runtime.block_on(orchestrate)
 }
 
 async fn run_plan(plan: &Plan) -> Result<(), String> {

@@ -151,12 +151,7 @@ struct Row {
 }
 
 pub(crate) fn run(plan: &Plan) -> Result<(), String> {
-    // The server gets one thread; the replicas' processes get the rest of the machine.
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
-    runtime.block_on(run_plan(plan))
+    crate::orchestrate::on_one_thread(run_plan(plan))
 }
 
 async fn run_plan(plan: &Plan) -> Result<(), String> {

@@ -126,12 +126,7 @@ impl<T: QueueItem> Shared<T> {
             }
             return;
         }
-        #[cfg(feature = "metrics")]
-        if let Some(m) = &mut state.metrics {
-            m.added(&item);
-        }
-        state.dirty.insert(item.clone());
-        if state.processing.contains(&item) {
+        if state.mark_dirty(&item) {
             // Queued again when the worker holding it is done.
             return;
         }
@@ -145,12 +140,7 @@ impl<T: QueueItem> Shared<T> {
         if state.shutting_down || state.dirty.contains(&item) {
             return;
         }
-        #[cfg(feature = "metrics")]
-        if let Some(m) = &mut state.metrics {
-            m.added(&item);
-        }
-        state.dirty.insert(item.clone());
-        if state.processing.contains(&item) {
+        if state.mark_dirty(&item) {
             // Queued again, at low priority, when the worker holding it is done.
             state.low_later.insert(item);
             return;
@@ -251,6 +241,16 @@ impl<T: QueueItem> Shared<T> {
 }
 
 impl<T: QueueItem> State<T> {
+    /// Records a new add of `item` (not dirty yet); whether a worker holds it now.
+    fn mark_dirty(&mut self, item: &T) -> bool {
+        #[cfg(feature = "metrics")]
+        if let Some(m) = &mut self.metrics {
+            m.added(item);
+        }
+        self.dirty.insert(item.clone());
+        self.processing.contains(item)
+    }
+
     /// The next item to hand out: the front line first, then low priority.
     fn pop(&mut self) -> Option<T> {
         if let Some(item) = self.queue.pop_front() {
