@@ -192,3 +192,53 @@ fn a_new_object_is_labelled_on_its_event_not_at_the_next_round() {
         server.shutdown().await;
     });
 }
+
+/// The sharder's future dropped (an election lost, a manager killed), not cancelled:
+/// every task it started ends with it (its informer's watch and its handler's delivery).
+#[test]
+fn a_dropped_sharder_leaves_no_task_behind() {
+    let _ = kube_informer::list_watch::set_decoding_threads(0);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let server = FakeApiServer::start(ServerConfig::default().namespaces(["demo"]))
+            .await
+            .unwrap();
+        let cms = Gvr::core("configmaps");
+        server
+            .create(&cms, Some("demo"), json!({"metadata": {"name": "one"}}))
+            .unwrap();
+        let leases = Arc::new(MemoryLeases::default());
+        let members = Members::new(leases.clone(), "web");
+        let kinds = [ShardedKind::of::<ConfigMap>(
+            server.memory_client(),
+            Some("demo"),
+            Placement::Own,
+        )];
+        let alive = || {
+            tokio::runtime::Handle::current()
+                .metrics()
+                .num_alive_tasks()
+        };
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let before = alive();
+        let sharder = Sharder::new("web");
+        let run = sharder.run(
+            &members,
+            &kinds,
+            Duration::from_secs(1),
+            CancellationToken::new(),
+        );
+        tokio::select! {
+            () = run => panic!("the sharder returned uncancelled"),
+            () = tokio::time::sleep(Duration::from_secs(3)) => {}
+        }
+        // Dropped by the select. What it started ends once the runtime has run it.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(alive(), before, "tasks left behind by a dropped sharder");
+        server.shutdown().await;
+    });
+}

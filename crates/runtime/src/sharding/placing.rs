@@ -13,7 +13,9 @@ use futures_util::{StreamExt, future::join_all};
 use kube::api::DynamicObject;
 use kube_informer::{
     ObjectKey,
-    informer::{HandlerFuncs, HandlerOptions, InformerOptions, SharedIndexInformer},
+    informer::{
+        HandlerFuncs, HandlerOptions, HandlerRegistration, InformerOptions, SharedIndexInformer,
+    },
     list_watch::ClientListerWatcher,
     meta_namespace_key,
 };
@@ -38,6 +40,16 @@ struct Watched<'a> {
     kind: &'a ShardedKind,
     informer: SharedIndexInformer<Meta>,
     changed: Arc<Changed>,
+    registration: HandlerRegistration<Meta>,
+}
+
+/// Dropped with the sharder's future (an election lost, a manager killed): the handler's
+/// delivery task is told to end. The informer's own `run` would stop it only when
+/// cancelled, and a dropped future is never cancelled.
+impl Drop for Watched<'_> {
+    fn drop(&mut self) {
+        self.registration.close();
+    }
 }
 
 #[derive(Default)]
@@ -59,12 +71,12 @@ impl<'a> Watched<'a> {
         let handler = HandlerFuncs::new()
             .on_add(move |meta: Arc<Meta>, _| on_add.note(meta.as_ref()))
             .on_update(move |_, meta: Arc<Meta>| on_update.note(meta.as_ref()));
-        // Registered for the informer's lifetime: both end with this loop.
-        drop(informer.add_event_handler(handler, HandlerOptions::default()));
+        let registration = informer.add_event_handler(handler, HandlerOptions::default());
         Self {
             kind,
             informer,
             changed,
+            registration,
         }
     }
 }
