@@ -55,7 +55,6 @@ mod metrics;
 mod queue;
 mod rate_limiter;
 mod rate_limiting;
-mod work_item;
 mod workers;
 
 use std::hash::Hash;
