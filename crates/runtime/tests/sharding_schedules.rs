@@ -162,3 +162,28 @@ fn trace_placements(before: &BTreeMap<String, String>, after: &BTreeMap<String, 
         eprintln!("before {before:?}\nafter {after:?}");
     }
 }
+
+/// The first scenario at its size: 3 replicas and 3,000 ConfigMaps, every other one
+/// with a Secret it controls. Every object ends on the shard the ring gives it, each child
+/// on its owner's, every cache holds exactly its shard, and every object was reconciled by
+/// its shard (never by two at once).
+#[test]
+fn three_replicas_split_three_thousand_objects_with_their_children() {
+    let _ = kube_informer::list_watch::set_decoding_threads(0);
+    paused(async {
+        let mut world = World::new(3000, Rng(3000), Timing::defaults()).await;
+        world.quick_reconciles = true;
+        world.populate(3000).await;
+        for slot in 0..3 {
+            world.start(slot).await;
+        }
+        let placed = world.settle("3 replicas, 3,000 objects").await;
+        assert_eq!(placed.len(), 3000);
+        for shard in ["s0", "s1", "s2"] {
+            let n = placed.values().filter(|s| *s == shard).count();
+            assert!((900..=1100).contains(&n), "{shard} holds {n} of 3,000");
+        }
+        world.kill_all().await;
+        world.check();
+    });
+}
