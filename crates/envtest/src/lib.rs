@@ -138,6 +138,7 @@ pub use error::{Error, LogTail};
 #[cfg(feature = "install")]
 pub use install::{InstallError, Installer, RELEASE_INDEX};
 pub use options::EnvironmentOptions;
+pub use pki::ServingCerts;
 pub use proxy::{Proxy, TcpProxy};
 
 // The README's example is compiled as a doctest, so it cannot rot.

@@ -28,8 +28,73 @@ pub(crate) struct Pki {
 
 impl Pki {
     pub(crate) fn generate() -> Result<Pki, Error> {
-        let cert_err = |what| move |source| Error::Certificate { what, source };
+        let serving = ServingCerts::generate("kube-apiserver")?;
+        let sa_key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256)
+            .map_err(cert_err("service-account signing key"))?;
+        Ok(Pki {
+            ca_pem: serving.ca_pem,
+            serving_cert_pem: serving.cert_pem,
+            serving_key_pem: serving.key_pem,
+            sa_private_pem: sa_key.serialize_pem(),
+            sa_public_pem: sa_key.public_key_pem(),
+            token: random_token()?,
+        })
+    }
+}
 
+fn cert_err(what: &'static str) -> impl Fn(rcgen::Error) -> Error {
+    move |source| Error::Certificate { what, source }
+}
+
+/// A fresh CA and a serving certificate it signed for `127.0.0.1`, `::1` and `localhost`
+/// (ECDSA P-256), as PEM: what a webhook server under test presents, with the CA as the
+/// `caBundle` of the webhook configuration the API server calls it through (as
+/// controller-runtime's envtest generates for webhooks).
+///
+/// ```
+/// let certs = kube_envtest::ServingCerts::for_loopback()?;
+/// assert!(certs.ca_pem.starts_with("-----BEGIN CERTIFICATE-----"));
+/// # Ok::<(), kube_envtest::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct ServingCerts {
+    /// The CA certificate (the webhook configuration's `caBundle`, base64-encoded).
+    pub ca_pem: String,
+    /// The serving certificate, signed by the CA.
+    pub cert_pem: String,
+    /// Its private key (PKCS#8).
+    pub key_pem: String,
+}
+
+impl ServingCerts {
+    /// A new CA and serving certificate for loopback.
+    ///
+    /// # Errors
+    /// [`Error::Certificate`] if generating a key or certificate fails.
+    pub fn for_loopback() -> Result<ServingCerts, Error> {
+        Self::generate("kube-envtest serving")
+    }
+
+    /// Writes `tls.crt`, `tls.key` and `ca.crt` into `dir` (the names of a mounted
+    /// `kubernetes.io/tls` Secret), replacing each file whole (written aside, then renamed).
+    ///
+    /// # Errors
+    /// The I/O error of the first file that could not be written.
+    pub fn write_to(&self, dir: &std::path::Path) -> std::io::Result<()> {
+        for (name, pem) in [
+            ("tls.crt", &self.cert_pem),
+            ("tls.key", &self.key_pem),
+            ("ca.crt", &self.ca_pem),
+        ] {
+            let aside = dir.join(format!(".{name}.tmp"));
+            std::fs::write(&aside, pem)?;
+            std::fs::rename(&aside, dir.join(name))?;
+        }
+        Ok(())
+    }
+
+    fn generate(common_name: &str) -> Result<ServingCerts, Error> {
         let ca_key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256).map_err(cert_err("CA key"))?;
         let mut ca_params =
             CertificateParams::new(Vec::<String>::new()).map_err(cert_err("CA certificate"))?;
@@ -54,7 +119,7 @@ impl Pki {
             CertificateParams::new(names).map_err(cert_err("serving certificate"))?;
         serving_params
             .distinguished_name
-            .push(DnType::CommonName, "kube-apiserver");
+            .push(DnType::CommonName, common_name);
         serving_params.use_authority_key_identifier_extension = true;
         serving_params.key_usages = vec![
             KeyUsagePurpose::DigitalSignature,
@@ -64,17 +129,10 @@ impl Pki {
         let serving_cert = serving_params
             .signed_by(&serving_key, &issuer)
             .map_err(cert_err("serving certificate"))?;
-
-        let sa_key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256)
-            .map_err(cert_err("service-account signing key"))?;
-
-        Ok(Pki {
+        Ok(ServingCerts {
             ca_pem: ca_cert.pem(),
-            serving_cert_pem: serving_cert.pem(),
-            serving_key_pem: serving_key.serialize_pem(),
-            sa_private_pem: sa_key.serialize_pem(),
-            sa_public_pem: sa_key.public_key_pem(),
-            token: random_token()?,
+            cert_pem: serving_cert.pem(),
+            key_pem: serving_key.serialize_pem(),
         })
     }
 }

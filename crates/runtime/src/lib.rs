@@ -60,6 +60,8 @@
 //! - [`lease`] and [`leader_election`]: client-go's Lease-based election.
 //! - [`manager`]: the [`Manager`] that runs it all, with `/healthz`,
 //!   `/readyz`, `/metrics`, leader gating and graceful shutdown.
+//! - `webhook` (feature `webhook`, on by default): admission and conversion webhooks over
+//!   HTTPS, with typed handlers and a certificate reloaded as it rotates (`tls`).
 //! - [`sharding`]: N replicas each caching and reconciling ~1/N of the objects
 //!   ([`ManagerOptions::sharded`]), never two on one object at once.
 //!
@@ -94,7 +96,12 @@ pub mod lease;
 pub mod manager;
 pub mod rest_metrics;
 pub mod sharding;
+#[cfg(feature = "tls")]
+pub mod tls;
+mod util;
 pub mod wait;
+#[cfg(feature = "webhook")]
+pub mod webhook;
 
 pub use kube_informer;
 pub use tokio_util::sync::CancellationToken;

@@ -10,6 +10,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use super::{Action, Cached, ControllerMetrics, metrics::Outcome};
+use crate::util::panic_message;
 
 type Policy<K, E, Ctx> = dyn Fn(&Cached<K>, &E, &Ctx) -> Action + Send + Sync;
 
@@ -212,12 +213,4 @@ async fn run_once<E, Fut: Future<Output = Result<Action, E>>>(
         Ok(Err(err)) => Ran::Failed(err),
         Err(panic) => Ran::Panicked(panic_message(panic.as_ref())),
     }
-}
-
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    panic
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_owned())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a panic without a message".to_owned())
 }

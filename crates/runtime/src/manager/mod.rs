@@ -417,6 +417,17 @@ impl Manager {
         });
     }
 
+    /// Serves `webhooks` with the manager, on every replica (leader or not: the API server
+    /// calls whichever the Service picks), until shutdown, when open requests finish.
+    /// See [`webhook`](crate::webhook).
+    #[cfg(feature = "webhook")]
+    pub fn add_webhooks(&mut self, webhooks: crate::webhook::BoundWebhookServer) {
+        self.add("webhooks", false, move |cancel| async move {
+            webhooks.run(cancel).await;
+            Ok(())
+        });
+    }
+
     /// Runs until SIGTERM or SIGINT (a second one stops at once), then shuts down
     /// gracefully.
     pub async fn run(self) -> Result<(), ManagerError> {

@@ -1,0 +1,92 @@
+//! One webhook request over HTTP: the route found by path, the method, content type and
+//! size checked, then the route's answer (a handler's panic or hang is caught where the
+//! request's uid is known, see [`guarded`](super::guarded)).
+
+use std::{collections::HashMap, sync::Arc, time::Duration};
+
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode, header};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+
+use super::Route;
+
+/// The routes and limits every request is served with.
+pub(super) struct Routes {
+    pub(super) routes: HashMap<String, Arc<dyn Route>>,
+    pub(super) max_request_bytes: usize,
+    pub(super) handler_timeout: Duration,
+}
+
+impl Routes {
+    pub(super) async fn answer(&self, request: Request<Incoming>) -> Response<Full<Bytes>> {
+        let path = request.uri().path().to_owned();
+        let Some(route) = self.routes.get(&path) else {
+            let known: Vec<&str> = self.routes.keys().map(String::as_str).collect();
+            let message = format!("no webhook at {path}; served: {}\n", known.join(", "));
+            return plain(StatusCode::NOT_FOUND, message);
+        };
+        if request.method() != Method::POST {
+            let message = format!("{path} takes POST, not {}\n", request.method());
+            return plain(StatusCode::METHOD_NOT_ALLOWED, message);
+        }
+        // Refusals from here on are answered as reviews, so the API server shows the
+        // client why (as controller-runtime does) instead of applying the failure policy.
+        let content_type = request
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        if !is_json(content_type) {
+            let message = format!("the body must be application/json, not {content_type:?}");
+            return review(route.failure(400, &message));
+        }
+        let limit = self.max_request_bytes;
+        let declared = request
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+        let too_large = || {
+            let message =
+                format!("the request is larger than this webhook's limit of {limit} bytes");
+            review(route.failure(413, &message))
+        };
+        if declared.is_some_and(|length| length > limit as u64) {
+            return too_large();
+        }
+        let body = match Limited::new(request.into_body(), limit).collect().await {
+            Ok(body) => body.to_bytes(),
+            Err(error) if error.is::<http_body_util::LengthLimitError>() => return too_large(),
+            Err(error) => {
+                return review(route.failure(400, &format!("cannot read the request: {error}")));
+            }
+        };
+        review(route.answer(body, self.handler_timeout).await)
+    }
+}
+
+fn is_json(content_type: &str) -> bool {
+    content_type
+        .split(';')
+        .next()
+        .is_some_and(|media| media.trim().eq_ignore_ascii_case("application/json"))
+}
+
+fn review(body: Vec<u8>) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+fn plain(code: StatusCode, message: String) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(message)));
+    *response.status_mut() = code;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        http::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
