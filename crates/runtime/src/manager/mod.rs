@@ -54,6 +54,8 @@
 mod health;
 mod options;
 mod run;
+#[cfg(feature = "tls")]
+mod secure_metrics;
 mod server;
 mod sharding;
 mod shutdown;
@@ -71,6 +73,8 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use self::health::Check;
+#[cfg(feature = "tls")]
+pub use self::secure_metrics::SecureMetrics;
 pub use self::{options::ManagerOptions, run::shutdown_signals};
 use crate::{
     controller::{Action, Cached, Controller, ControllerMetrics, ControllerOptions, Watchable},
@@ -107,6 +111,10 @@ pub enum ManagerError {
         #[source]
         source: std::io::Error,
     },
+    /// The secure metrics endpoint's certificate could not be read.
+    #[cfg(feature = "tls")]
+    #[error("secure metrics certificate: {0}")]
+    MetricsCertificate(#[source] crate::tls::TlsError),
     /// The leader election settings are not safe.
     #[error(transparent)]
     LeaderElection(#[from] ConfigError),
@@ -153,6 +161,8 @@ pub struct Manager {
     options: ManagerOptions,
     elector: Option<LeaderElector>,
     endpoints: watch::Sender<Option<SocketAddr>>,
+    /// Where `/metrics` is served over HTTPS, once bound (with `secure_metrics`).
+    secure_endpoint: watch::Sender<Option<SocketAddr>>,
     recorder: std::sync::OnceLock<Recorder>,
     healthz: Vec<(String, Check)>,
     readyz: Vec<(String, Check)>,
@@ -221,6 +231,7 @@ impl Manager {
             options,
             elector,
             endpoints: watch::channel(None).0,
+            secure_endpoint: watch::channel(None).0,
             recorder: std::sync::OnceLock::new(),
             healthz: Vec::new(),
             readyz: Vec::new(),
@@ -243,6 +254,14 @@ impl Manager {
     /// ```
     pub fn endpoints(&self) -> watch::Receiver<Option<SocketAddr>> {
         self.endpoints.subscribe()
+    }
+
+    /// Where `/metrics` is served over HTTPS (with
+    /// [`ManagerOptions::secure_metrics`]), once [`run`](Self::run) has bound it, as
+    /// [`endpoints`](Self::endpoints).
+    #[cfg(feature = "tls")]
+    pub fn secure_metrics_endpoint(&self) -> watch::Receiver<Option<SocketAddr>> {
+        self.secure_endpoint.subscribe()
     }
 
     /// Adds a check to `/healthz`: `Err(why)` fails the probe (and restarts the pod, so

@@ -27,6 +27,8 @@ pub struct ManagerOptions {
     pub(crate) max_watch_failures: u32,
     pub(crate) factory: FactoryOptions,
     pub(crate) sharding: Option<super::sharding::Sharding>,
+    #[cfg(feature = "tls")]
+    pub(crate) secure_metrics: Option<super::SecureMetrics>,
 }
 
 impl std::fmt::Debug for ManagerOptions {
@@ -53,6 +55,8 @@ impl Default for ManagerOptions {
             max_watch_failures: 10,
             factory: FactoryOptions::default(),
             sharding: None,
+            #[cfg(feature = "tls")]
+            secure_metrics: None,
         }
     }
 }
@@ -86,6 +90,17 @@ impl ManagerOptions {
     #[must_use]
     pub fn bind(mut self, addr: SocketAddr) -> Self {
         self.bind = Some(addr);
+        self
+    }
+
+    /// Serve `/metrics` over HTTPS, only to callers the API server authenticates and
+    /// authorizes (see [`SecureMetrics`](super::SecureMetrics)); the plain endpoints keep
+    /// `/healthz` and `/readyz` (the kubelet probes them without a token) and answer 404 for
+    /// `/metrics`.
+    #[cfg(feature = "tls")]
+    #[must_use]
+    pub fn secure_metrics(mut self, secure: super::SecureMetrics) -> Self {
+        self.secure_metrics = Some(secure);
         self
     }
 

@@ -101,6 +101,17 @@ impl Manager {
         // Owned tasks: dropped with this future, they are aborted.
         let mut background = JoinSet::new();
         let server_cancel = CancellationToken::new();
+        #[cfg(feature = "tls")]
+        let metrics_in_plain = self.options.secure_metrics.is_none();
+        #[cfg(not(feature = "tls"))]
+        let metrics_in_plain = true;
+        #[cfg(feature = "tls")]
+        if let Some(secure) = &self.options.secure_metrics {
+            let (bound, addr) = super::secure_metrics::Bound::bind(secure).await?;
+            let (client, registry) = (self.client.clone(), self.registry.clone());
+            background.spawn(bound.serve(client, registry, server_cancel.clone()));
+            self.secure_endpoint.send_replace(Some(addr));
+        }
         if let Some(addr) = self.options.bind {
             let bind = |source| ManagerError::Bind { addr, source };
             let listener = TcpListener::bind(addr).await.map_err(bind)?;
@@ -116,7 +127,7 @@ impl Manager {
             let server = super::server::serve(
                 listener,
                 probes,
-                self.registry.clone(),
+                metrics_in_plain.then(|| self.registry.clone()),
                 server_cancel.clone(),
             );
             background.spawn(server);

@@ -1,5 +1,6 @@
 //! The manager's HTTP endpoints: `/healthz`, `/readyz` (each with `?verbose`) and
-//! `/metrics` (Prometheus text), on one address, over HTTP/1.1 (hyper).
+//! `/metrics` (Prometheus text; `None` when it is served securely instead), on one address,
+//! over HTTP/1.1 (hyper).
 
 use std::{convert::Infallible, sync::Arc};
 
@@ -19,7 +20,7 @@ use super::health::{Probes, render};
 pub(crate) async fn serve(
     listener: TcpListener,
     probes: Arc<Probes>,
-    registry: Arc<Mutex<Registry>>,
+    registry: Option<Arc<Mutex<Registry>>>,
     cancel: CancellationToken,
 ) {
     // Connections are tasks of this set: they end with the server (no detached task).
@@ -36,7 +37,7 @@ pub(crate) async fn serve(
         };
         let (probes, registry) = (probes.clone(), registry.clone());
         let service = service_fn(move |request: Request<Incoming>| {
-            let response = answer(&request, &probes, &registry);
+            let response = answer(&request, &probes, registry.as_deref());
             async move { Ok::<_, Infallible>(response) }
         });
         connections.spawn(async move {
@@ -50,7 +51,7 @@ pub(crate) async fn serve(
 fn answer(
     request: &Request<Incoming>,
     probes: &Probes,
-    registry: &Mutex<Registry>,
+    registry: Option<&Mutex<Registry>>,
 ) -> Response<Full<Bytes>> {
     let verbose = request.uri().query().is_some_and(|q| {
         q.split('&')
@@ -65,23 +66,37 @@ fn answer(
             let (code, body) = render(&probes.readyz(), verbose);
             (code, body, "text/plain; charset=utf-8")
         }
-        "/metrics" => {
-            let mut text = String::new();
-            match prometheus_client::encoding::text::encode(&mut text, &registry.lock()) {
-                Ok(()) => (
-                    200,
-                    text,
-                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                ),
-                Err(err) => (500, format!("encoding metrics failed: {err}"), "text/plain"),
-            }
-        }
+        "/metrics" => match registry {
+            Some(registry) => return metrics(registry),
+            None => (
+                404,
+                "/metrics is served over HTTPS on the secure metrics port\n".to_owned(),
+                "text/plain",
+            ),
+        },
         path => (
             404,
             format!("{path} not found; try /healthz, /readyz or /metrics\n"),
             "text/plain",
         ),
     };
+    respond(code, body, content_type)
+}
+
+/// `/metrics`: the registry in Prometheus's text format.
+pub(super) fn metrics(registry: &Mutex<Registry>) -> Response<Full<Bytes>> {
+    let mut text = String::new();
+    match prometheus_client::encoding::text::encode(&mut text, &registry.lock()) {
+        Ok(()) => respond(
+            200,
+            text,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        ),
+        Err(err) => respond(500, format!("encoding metrics failed: {err}"), "text/plain"),
+    }
+}
+
+pub(super) fn respond(code: u16, body: String, content_type: &str) -> Response<Full<Bytes>> {
     let mut response = Response::new(Full::new(Bytes::from(body)));
     *response.status_mut() =
         StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);

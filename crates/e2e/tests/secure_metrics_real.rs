@@ -1,0 +1,169 @@
+//! `/metrics` over HTTPS behind the API server's TokenReview and SubjectAccessReview, on a
+//! real kube-apiserver with RBAC (real only: fake-apiserver has neither review): a scraper
+//! whose service account is bound to `get /metrics` reads them; another service account is
+//! refused with 403; no token or a forged one gets 401; the plain port keeps the probes and
+//! no longer serves metrics; a decision is reused instead of asked again per scrape.
+
+use base64::Engine as _;
+use e2e::ensure_namespace;
+use kube_envtest::{Environment, EnvironmentOptions, ServingCerts};
+use kube_informer_runtime::{
+    CancellationToken, Manager, ManagerOptions, manager::SecureMetrics, tls::ServingCert,
+};
+use serde_json::{Value, json};
+use tokio::task::JoinSet;
+
+const NS: &str = "secure-metrics";
+
+async fn post(client: &kube::Client, path: &str, body: Value) -> Value {
+    let request = http::Request::post(path)
+        .header("content-type", "application/json")
+        .body(serde_json::to_vec(&body).unwrap())
+        .unwrap();
+    client.request::<Value>(request).await.unwrap()
+}
+
+/// A token for the service account `name` (TokenRequest).
+async fn token_for(client: &kube::Client, name: &str) -> String {
+    let path = format!("/api/v1/namespaces/{NS}/serviceaccounts");
+    post(client, &path, json!({"metadata": {"name": name}})).await;
+    let request = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}});
+    let answer = post(client, &format!("{path}/{name}/token"), request).await;
+    answer["status"]["token"].as_str().unwrap().to_owned()
+}
+
+fn pem_to_der(pem: &str) -> Vec<u8> {
+    let body: String = pem.lines().filter(|l| !l.starts_with("-----")).collect();
+    base64::engine::general_purpose::STANDARD
+        .decode(body)
+        .unwrap()
+}
+
+/// GET `path` at `url` (trusting `ca`, when HTTPS) with `token`: the code and the body.
+async fn scrape(url: &str, ca: Option<&str>, token: Option<&str>, path: &str) -> (u16, String) {
+    let mut config = kube::Config::new(url.parse().unwrap());
+    config.root_cert = ca.map(|pem| vec![pem_to_der(pem)]);
+    let client = kube::Client::try_from(config).unwrap();
+    let mut request = http::Request::get(path);
+    if let Some(token) = token {
+        request = request.header("authorization", format!("Bearer {token}"));
+    }
+    match client.request_text(request.body(Vec::new()).unwrap()).await {
+        Ok(text) => (200, text),
+        Err(kube::Error::Api(status)) => (status.code, status.message),
+        Err(other) => panic!("GET {url}{path}: {other}"),
+    }
+}
+
+/// `rest_client_requests_total{code="201",method="POST"}` in a metrics text: the reviews
+/// the manager has sent.
+fn reviews_sent(metrics: &str) -> u64 {
+    metrics
+        .lines()
+        .find(|l| {
+            l.starts_with("rest_client_requests_total")
+                && l.contains("code=\"201\"")
+                && l.contains("method=\"POST\"")
+        })
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    envtest_missing,
+    ignore = "no KUBEBUILDER_ASSETS: `cargo run -p kube-envtest -- install 1.36.x`"
+)]
+async fn only_callers_the_api_server_authorizes_read_secure_metrics() {
+    let options = EnvironmentOptions::new().apiserver_arg("--authorization-mode=RBAC");
+    let Some(env) = Environment::start_or_skip(options)
+        .await
+        .expect("the real API server starts")
+    else {
+        return;
+    };
+    let client = env.client();
+    ensure_namespace(&client, NS).await;
+    let rbac = "/apis/rbac.authorization.k8s.io/v1";
+    post(
+        &client,
+        &format!("{rbac}/clusterroles"),
+        json!({
+            "metadata": {"name": "metrics-reader"},
+            "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}],
+        }),
+    )
+    .await;
+    let (scraper, stranger) = (
+        token_for(&client, "scraper").await,
+        token_for(&client, "stranger").await,
+    );
+    post(&client, &format!("{rbac}/clusterrolebindings"), json!({
+        "metadata": {"name": "scraper-reads-metrics"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "metrics-reader"},
+        "subjects": [{"kind": "ServiceAccount", "name": "scraper", "namespace": NS}],
+    }))
+    .await;
+
+    let dir = std::env::temp_dir().join(format!("secure-metrics-real-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let certs = ServingCerts::for_loopback().unwrap();
+    certs.write_to(&dir).unwrap();
+    let secure = SecureMetrics::new(ServingCert::from_dir(&dir)).bind(([127, 0, 0, 1], 0).into());
+    let manager = Manager::new(
+        client.clone(),
+        ManagerOptions::for_tests().secure_metrics(secure),
+    )
+    .await
+    .unwrap();
+    let (mut plain, mut tls) = (manager.endpoints(), manager.secure_metrics_endpoint());
+    let (graceful, force) = (CancellationToken::new(), CancellationToken::new());
+    let mut running = JoinSet::new();
+    running.spawn(manager.run_until(graceful.clone(), force));
+    let tls = tls.wait_for(Option::is_some).await.unwrap().unwrap();
+    let plain = plain.wait_for(Option::is_some).await.unwrap().unwrap();
+    let (secure_url, plain_url) = (
+        format!("https://127.0.0.1:{}", tls.port()),
+        format!("http://{plain}"),
+    );
+    let ca = Some(certs.ca_pem.as_str());
+
+    let (code, body) = scrape(&secure_url, ca, None, "/metrics").await;
+    assert_eq!(code, 401, "{body}");
+    let (code, body) = scrape(&secure_url, ca, Some("forged-token"), "/metrics").await;
+    assert_eq!(code, 401, "{body}");
+    let (code, body) = scrape(&secure_url, ca, Some(&stranger), "/metrics").await;
+    assert_eq!(code, 403, "{body}");
+    assert!(
+        body.contains("system:serviceaccount:secure-metrics:stranger"),
+        "{body}"
+    );
+    assert!(body.contains("may not get /metrics"), "{body}");
+
+    let (code, first) = scrape(&secure_url, ca, Some(&scraper), "/metrics").await;
+    assert_eq!(code, 200, "{first}");
+    assert!(first.contains("rest_client_requests_total"), "{first}");
+    // Asked once (a TokenReview and a SubjectAccessReview), then reused.
+    let (_, second) = scrape(&secure_url, ca, Some(&scraper), "/metrics").await;
+    assert!(reviews_sent(&first) > 0, "{first}");
+    assert_eq!(
+        reviews_sent(&second),
+        reviews_sent(&first),
+        "a second scrape asked the API server again"
+    );
+
+    // The plain port: probes yes, metrics no.
+    let (code, _) = scrape(&plain_url, None, None, "/healthz").await;
+    assert_eq!(code, 200);
+    let (code, body) = scrape(&plain_url, None, None, "/metrics").await;
+    assert_eq!(code, 404, "{body}");
+
+    graceful.cancel();
+    running
+        .join_next()
+        .await
+        .unwrap()
+        .unwrap()
+        .expect("the manager stops cleanly");
+    let _ = std::fs::remove_dir_all(&dir);
+}
