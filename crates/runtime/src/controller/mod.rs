@@ -74,7 +74,11 @@ use std::{fmt::Display, future::Future, sync::Arc, time::Duration};
 
 use futures_util::{Stream, StreamExt, future::BoxFuture};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::Resource;
+use kube::{
+    Resource,
+    api::{ApiResource, DynamicObject},
+    discovery::Scope,
+};
 use kube_informer::{
     ObjectKey,
     factory::{FactoryScope, InformerSpec, SharedInformerFactory},
@@ -124,28 +128,31 @@ where
     }
 }
 
-/// What a sharder places of `T` for a controller on `factory`: in the informer's namespaces
-/// (`namespaces`, else the factory's) when it is limited to some, so that a namespaced
-/// operator needs no cluster-wide access; everywhere otherwise.
-fn sharded_kinds<T>(
+/// What a sharder places of `resource` for a controller on `factory`: in the informer's
+/// namespaces (`namespaces`, else the factory's) when it is limited to some, so that a
+/// namespaced operator needs no cluster-wide access; everywhere otherwise.
+fn sharded_kinds(
     factory: &SharedInformerFactory,
     namespaces: Option<&[String]>,
+    resource: &ApiResource,
+    namespaced: bool,
     placement: Placement,
-) -> Vec<ShardedKind>
-where
-    T: Resource<DynamicType = ()>,
-    T::Scope: FactoryScope,
-{
+) -> Vec<ShardedKind> {
     let client = factory.client();
     let namespaces = namespaces
         .filter(|n| !n.is_empty())
         .or_else(|| factory.namespaces());
     match namespaces {
-        Some(namespaces) if T::Scope::NAMESPACED => namespaces
+        Some(namespaces) if namespaced => namespaces
             .iter()
-            .map(|ns| ShardedKind::of::<T>(client.clone(), Some(ns), placement))
+            .map(|ns| ShardedKind::dynamic(client.clone(), Some(ns), resource, placement))
             .collect(),
-        _ => vec![ShardedKind::of::<T>(client.clone(), None, placement)],
+        _ => vec![ShardedKind::dynamic(
+            client.clone(),
+            None,
+            resource,
+            placement,
+        )],
     }
 }
 
@@ -186,6 +193,10 @@ pub enum ControllerError {
 pub struct Controller<K: Resource> {
     factory: SharedInformerFactory,
     informer: SharedIndexInformer<K>,
+    /// `K`'s runtime type information (`()` for a Rust type, the `ApiResource` of a
+    /// dynamic controller), its kind as owner references name it.
+    dyntype: K::DynamicType,
+    owner: Arc<relations::OwnerKind>,
     queue: RateLimitingQueue<ObjectKey>,
     /// How the handlers queue keys (the queue, and the debounce if any).
     enqueue: relations::Enqueue,
@@ -267,6 +278,97 @@ where
         spec: InformerSpec<K>,
         options: ControllerOptions,
     ) -> Self {
+        let sharded = options.shard.as_ref().map(|_| {
+            let namespaces = spec.current_selectors().namespaces();
+            let resource = ApiResource::erase::<K>(&());
+            sharded_kinds(
+                factory,
+                namespaces,
+                &resource,
+                K::Scope::NAMESPACED,
+                Placement::Own,
+            )
+        });
+        let informer = informer_for::<K>(factory, spec, options.shard.as_ref());
+        Self::assemble(
+            factory,
+            informer,
+            (),
+            K::Scope::NAMESPACED,
+            sharded,
+            options,
+        )
+    }
+}
+
+impl Controller<DynamicObject> {
+    /// A controller of objects known only at run time (a custom resource without a Rust
+    /// type): `resource` names them (from discovery, or
+    /// [`ApiResource::from_gvk`]), `scope` says whether they live in namespaces. The
+    /// reconcile gets [`DynamicObject`]s; relations, predicates, sharding and the rest work
+    /// as for a typed controller. kube-runtime's `Controller::new_with(api, config, dyntype)`.
+    ///
+    /// ```no_run
+    /// # fn example(factory: &kube_informer::factory::SharedInformerFactory) {
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use kube::{api::{ApiResource, GroupVersionKind}, discovery::Scope};
+    /// use kube_informer_runtime::controller::{Controller, ControllerOptions};
+    ///
+    /// let widgets = ApiResource::from_gvk(&GroupVersionKind::gvk("example.com", "v1", "Widget"));
+    /// let controller = Controller::dynamic(factory, &widgets, Scope::Namespaced, ControllerOptions::default().name("widgets"))
+    ///     .owns::<ConfigMap>(); // ConfigMaps whose controller owner is a Widget
+    /// # let _ = controller;
+    /// # }
+    /// ```
+    pub fn dynamic(
+        factory: &SharedInformerFactory,
+        resource: &ApiResource,
+        scope: Scope,
+        options: ControllerOptions,
+    ) -> Self {
+        Self::dynamic_with(factory, resource, scope, InformerSpec::new(), options)
+    }
+
+    /// [`dynamic`](Self::dynamic), for the objects `spec` selects (see
+    /// [`new_with`](Controller::new_with)).
+    pub fn dynamic_with(
+        factory: &SharedInformerFactory,
+        resource: &ApiResource,
+        scope: Scope,
+        spec: InformerSpec<DynamicObject>,
+        options: ControllerOptions,
+    ) -> Self {
+        let namespaced = matches!(scope, Scope::Namespaced);
+        let sharded = options.shard.as_ref().map(|_| {
+            let namespaces = spec.current_selectors().namespaces();
+            sharded_kinds(factory, namespaces, resource, namespaced, Placement::Own)
+        });
+        let spec = sharded_spec(spec, options.shard.as_ref());
+        let informer = factory.dynamic_informer_with(resource, scope, spec);
+        Self::assemble(
+            factory,
+            informer,
+            resource.clone(),
+            namespaced,
+            sharded,
+            options,
+        )
+    }
+}
+
+impl<K> Controller<K>
+where
+    K: Resource + Clone + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Clone + Send + Sync + 'static,
+{
+    fn assemble(
+        factory: &SharedInformerFactory,
+        informer: SharedIndexInformer<K>,
+        dyntype: K::DynamicType,
+        namespaced: bool,
+        sharded_kinds: Option<Vec<ShardedKind>>,
+        options: ControllerOptions,
+    ) -> Self {
         let metrics = options.metrics.clone();
         let name = options.name.clone();
         let mut config = kube_informer::workqueue::QueueConfig::default().name(name.clone());
@@ -281,16 +383,12 @@ where
                 .map(|period| Arc::new(relations::Debounce::new(period))),
             prioritize: options.prioritize,
         };
-        let sharded_kinds = match options.shard {
-            Some(_) => {
-                let namespaces = spec.current_selectors().namespaces();
-                sharded_kinds::<K>(factory, namespaces, Placement::Own)
-            }
-            None => Vec::new(),
-        };
+        let owner = Arc::new(relations::OwnerKind::of::<K>(&dyntype, namespaced));
         let mut controller = Self {
             factory: factory.clone(),
-            informer: informer_for::<K>(factory, spec, options.shard.as_ref()),
+            informer,
+            dyntype,
+            owner,
             queue,
             enqueue,
             options,
@@ -304,7 +402,7 @@ where
             syncs: Vec::new(),
             relations: Vec::new(),
             triggers: Vec::new(),
-            sharded_kinds,
+            sharded_kinds: sharded_kinds.unwrap_or_default(),
         };
         controller.wait_for(controller.informer.clone());
         controller
@@ -344,14 +442,11 @@ where
 
     /// Relates `T` to this controller: its informer is made now (so its cache fills on
     /// every replica), `handler` is attached when the controller starts.
-    fn relate<T: Watchable>(
+    fn relate<T: Resource + Clone + Send + Sync + 'static>(
         mut self,
         informer: SharedIndexInformer<T>,
         handler: HandlerFuncs<T>,
-    ) -> Self
-    where
-        T::Scope: FactoryScope,
-    {
+    ) -> Self {
         let options = HandlerOptions::default().name(format!("{} relation", self.name));
         self.wait_for(informer.clone());
         self.relations
@@ -485,7 +580,10 @@ where
         match self.options.shard.clone() {
             Some((ring, shard)) => {
                 let client = self.factory.client().clone();
-                let sharded = crate::sharding::reconcile_sharded(ring, shard, client, reconcile);
+                let dyntype = self.dyntype.clone();
+                let sharded = crate::sharding::reconcile_sharded_with(
+                    ring, shard, client, dyntype, reconcile,
+                );
                 self.run_reconciles(sharded, error_policy, ctx, graceful, halt)
                     .await
             }
@@ -592,7 +690,7 @@ where
         }
         let worker = reconcile::Worker {
             name: self.name.clone(),
-            namespaced: K::Scope::NAMESPACED,
+            namespaced: self.owner.namespaced,
             store: self.informer.store(),
             queue: self.queue.clone(),
             debounce: self.enqueue.debounce.clone(),

@@ -7,7 +7,11 @@
 
 use std::fmt::Debug;
 
-use kube::{Resource, api::PartialObjectMeta};
+use kube::{
+    Resource,
+    api::{ApiResource, DynamicObject, PartialObjectMeta},
+    discovery::Scope,
+};
 use kube_informer::{ObjectKey, factory::FactoryScope, factory::InformerSpec};
 
 use super::{
@@ -91,8 +95,8 @@ impl<T: Resource + Clone + Send + Sync + 'static> From<InformerSpec<T>> for Rela
 
 impl<K> Controller<K>
 where
-    K: Watchable,
-    K::Scope: FactoryScope,
+    K: Resource + Clone + Debug + Send + Sync + 'static,
+    K::DynamicType: Clone + Send + Sync + 'static,
 {
     /// Reconcile the controller owner of every `C` that changes (the ownerReference with
     /// `controller: true` of kind `K`), deletions and tombstones included; children without
@@ -132,9 +136,9 @@ where
         C::Scope: FactoryScope,
     {
         let Relation { spec, predicate } = relation.into();
-        let handler = relations::owned::<K, C>(
+        let handler = relations::owned::<C>(
             self.enqueue.clone(),
-            K::Scope::NAMESPACED,
+            self.owner.clone(),
             self.expectations.clone(),
             self.updates(predicate),
         );
@@ -168,9 +172,9 @@ where
         C::Scope: FactoryScope,
     {
         let Relation { spec, predicate } = relation.into();
-        let handler = relations::owned::<K, PartialObjectMeta<C>>(
+        let handler = relations::owned::<PartialObjectMeta<C>>(
             self.enqueue.clone(),
-            K::Scope::NAMESPACED,
+            self.owner.clone(),
             self.expectations.clone(),
             self.updates(predicate),
         );
@@ -194,8 +198,19 @@ where
         C: Resource<DynamicType = ()>,
         C::Scope: FactoryScope,
     {
+        let resource = ApiResource::erase::<C>(&());
+        self.shard_children_of(&resource, C::Scope::NAMESPACED, namespaces);
+    }
+
+    fn shard_children_of(
+        &mut self,
+        resource: &ApiResource,
+        namespaced: bool,
+        namespaces: Option<&[String]>,
+    ) {
         if self.options.shard.is_some() {
-            let kinds = sharded_kinds::<C>(&self.factory, namespaces, Placement::Controller);
+            let placement = Placement::Controller;
+            let kinds = sharded_kinds(&self.factory, namespaces, resource, namespaced, placement);
             self.sharded_kinds.extend(kinds);
         }
     }
@@ -266,6 +281,60 @@ where
         let Relation { spec, predicate } = relation.into();
         let handler = relations::mapped(self.enqueue.clone(), map, self.updates(predicate));
         let informer = self.factory.metadata_informer_with::<O>(spec);
+        self.relate(informer, handler)
+    }
+
+    /// [`owns_with`](Self::owns_with) for children known only at run time (`resource`,
+    /// `scope` from discovery): every `DynamicObject` of it that changes reconciles its
+    /// controller owner.
+    ///
+    /// ```no_run
+    /// # fn example(manager: &kube_informer_runtime::manager::Manager) {
+    /// use k8s_openapi::api::apps::v1::Deployment;
+    /// use kube::{api::{ApiResource, GroupVersionKind}, discovery::Scope};
+    /// use kube_informer_runtime::controller::{ControllerOptions, Relation};
+    ///
+    /// let backups = ApiResource::from_gvk(&GroupVersionKind::gvk("example.com", "v1", "Backup"));
+    /// let controller = manager
+    ///     .controller::<Deployment>(ControllerOptions::default().name("web"))
+    ///     .owns_dynamic(&backups, Scope::Namespaced, Relation::new());
+    /// # let _ = controller;
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn owns_dynamic(
+        mut self,
+        resource: &ApiResource,
+        scope: Scope,
+        relation: impl Into<Relation<DynamicObject>>,
+    ) -> Self {
+        let Relation { spec, predicate } = relation.into();
+        let handler = relations::owned::<DynamicObject>(
+            self.enqueue.clone(),
+            self.owner.clone(),
+            self.expectations.clone(),
+            self.updates(predicate),
+        );
+        let namespaced = matches!(scope, Scope::Namespaced);
+        self.shard_children_of(resource, namespaced, spec.current_selectors().namespaces());
+        let spec = sharded_spec(spec, self.options.shard.as_ref());
+        let informer = self.factory.dynamic_informer_with(resource, scope, spec);
+        self.relate(informer, handler)
+    }
+
+    /// [`watches_with`](Self::watches_with) for objects known only at run time (`resource`,
+    /// `scope` from discovery).
+    #[must_use]
+    pub fn watches_dynamic(
+        self,
+        resource: &ApiResource,
+        scope: Scope,
+        relation: impl Into<Relation<DynamicObject>>,
+        map: impl Fn(&DynamicObject) -> Vec<ObjectKey> + Send + Sync + 'static,
+    ) -> Self {
+        let Relation { spec, predicate } = relation.into();
+        let handler = relations::mapped(self.enqueue.clone(), map, self.updates(predicate));
+        let informer = self.factory.dynamic_informer_with(resource, scope, spec);
         self.relate(informer, handler)
     }
 }

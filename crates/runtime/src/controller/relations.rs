@@ -150,47 +150,58 @@ fn enqueue<K: Resource>(queue: &Enqueue, obj: &K, later: bool) {
     }
 }
 
-/// The key of `child`'s controller owner of kind `K` (ownerReference with
+/// The kind a controller reconciles, as owner references name it: children are mapped to
+/// their owner by API group and kind, and to the child's namespace when the owner is
+/// namespaced.
+#[derive(Clone, Debug)]
+pub(crate) struct OwnerKind {
+    pub(crate) kind: String,
+    pub(crate) group: String,
+    pub(crate) namespaced: bool,
+}
+
+impl OwnerKind {
+    pub(crate) fn of<K: Resource>(dyntype: &K::DynamicType, namespaced: bool) -> Self {
+        OwnerKind {
+            kind: K::kind(dyntype).into_owned(),
+            group: K::group(dyntype).into_owned(),
+            namespaced,
+        }
+    }
+}
+
+/// The key of `child`'s controller owner of kind `owner` (ownerReference with
 /// `controller: true`, the same kind and API group, whatever the version: a child made when
 /// a custom resource was served as `v1beta1` still names its owner so after `v1` became
 /// the stored version, and the garbage collector matches owners the same way).
-/// `owner_namespaced` says whether `K` lives in namespaces (then the owner is in the child's
-/// namespace).
-pub(crate) fn controller_owner<K, C>(child: &C, owner_namespaced: bool) -> Option<ObjectKey>
-where
-    K: Resource<DynamicType = ()>,
-    C: Resource,
-{
-    let (kind, group) = (K::kind(&()), K::group(&()));
-    let group_of = |api_version: &str| {
-        api_version
-            .rsplit_once('/')
-            .map_or("", |(g, _)| g)
-            .to_owned()
-    };
-    let owner = child.owner_references().iter().find(|r| {
-        r.controller == Some(true) && r.kind == kind && group_of(&r.api_version) == group
+pub(crate) fn controller_owner<C: Resource>(child: &C, owner: &OwnerKind) -> Option<ObjectKey> {
+    fn group_of(api_version: &str) -> &str {
+        api_version.rsplit_once('/').map_or("", |(g, _)| g)
+    }
+    let reference = child.owner_references().iter().find(|r| {
+        r.controller == Some(true)
+            && r.kind == owner.kind
+            && group_of(&r.api_version) == owner.group
     })?;
-    let namespace = owner_namespaced.then(|| child.namespace()).flatten();
-    Some(ObjectKey::new(namespace.as_deref(), &owner.name))
+    let namespace = owner.namespaced.then(|| child.namespace()).flatten();
+    Some(ObjectKey::new(namespace.as_deref(), &reference.name))
 }
 
 /// The handler of an owned kind `C`: queues the controller owner of every added, updated
 /// (old and new owner, if it changed) and deleted child, tombstones included, and marks the
 /// creation or deletion as observed in `expectations`. Orphans (no controller owner of kind
 /// `K`) queue nothing.
-pub(crate) fn owned<K, C>(
+pub(crate) fn owned<C>(
     queue: Enqueue,
-    owner_namespaced: bool,
+    owner: Arc<OwnerKind>,
     expectations: Expectations,
     updates: Updates<C>,
 ) -> HandlerFuncs<C>
 where
-    K: Resource<DynamicType = ()> + 'static,
     C: Resource + Send + Sync + 'static,
 {
-    let owner = move |child: &C| controller_owner::<K, C>(child, owner_namespaced);
-    let (add_owner, update_owner, delete_owner) = (owner, owner, owner);
+    let owner = move |child: &C| controller_owner(child, &owner);
+    let (add_owner, update_owner, delete_owner) = (owner.clone(), owner.clone(), owner);
     let (on_add, on_update, on_delete) = (queue.clone(), queue.clone(), queue);
     let (created, deleted) = (expectations.clone(), expectations);
     HandlerFuncs::new()
@@ -376,7 +387,8 @@ mod tests {
 
     #[test]
     fn only_the_controller_owner_of_the_kind_counts() {
-        let found = |owners| controller_owner::<ReplicaSet, Pod>(&pod(owners), true);
+        let replica_sets = OwnerKind::of::<ReplicaSet>(&(), true);
+        let found = |owners| controller_owner::<Pod>(&pod(owners), &replica_sets);
         assert_eq!(
             found(vec![owner("ReplicaSet", "rs", true)])
                 .unwrap()

@@ -63,6 +63,10 @@ mod shutdown;
 use std::{fmt::Display, future::Future, net::SocketAddr, sync::Arc};
 
 use futures_util::future::BoxFuture;
+use kube::{
+    api::{ApiResource, DynamicObject},
+    discovery::Scope,
+};
 use kube_informer::{
     factory::{FactoryScope, InformerSpec, SharedInformerFactory},
     metrics::Metrics,
@@ -351,11 +355,50 @@ impl Manager {
         K: Watchable,
         K::Scope: FactoryScope,
     {
+        Controller::new_with(&self.factory, spec, self.controller_options(options))
+    }
+
+    /// A controller of objects known only at run time (see [`Controller::dynamic`]) on the
+    /// manager's factory, recording reconcile metrics (and sharded, when the manager is).
+    ///
+    /// ```no_run
+    /// # fn example(manager: &kube_informer_runtime::manager::Manager) {
+    /// use kube::{api::{ApiResource, GroupVersionKind}, discovery::Scope};
+    /// use kube_informer_runtime::controller::ControllerOptions;
+    ///
+    /// let widgets = ApiResource::from_gvk(&GroupVersionKind::gvk("example.com", "v1", "Widget"));
+    /// let controller = manager.dynamic_controller(&widgets, Scope::Namespaced, ControllerOptions::default().name("widgets"));
+    /// # let _ = controller;
+    /// # }
+    /// ```
+    pub fn dynamic_controller(
+        &self,
+        resource: &ApiResource,
+        scope: Scope,
+        options: ControllerOptions,
+    ) -> Controller<DynamicObject> {
+        self.dynamic_controller_with(resource, scope, InformerSpec::new(), options)
+    }
+
+    /// [`dynamic_controller`](Self::dynamic_controller) for the objects `spec` selects.
+    pub fn dynamic_controller_with(
+        &self,
+        resource: &ApiResource,
+        scope: Scope,
+        spec: InformerSpec<DynamicObject>,
+        options: ControllerOptions,
+    ) -> Controller<DynamicObject> {
+        let options = self.controller_options(options);
+        Controller::dynamic_with(&self.factory, resource, scope, spec, options)
+    }
+
+    /// The manager's metrics and sharding, added to a controller's options.
+    fn controller_options(&self, options: ControllerOptions) -> ControllerOptions {
         let mut options = options.metrics(&self.controller_metrics);
         if let Some(sharding) = &self.options.sharding {
             options = options.sharded(sharding.ring.clone(), sharding.shard.clone());
         }
-        Controller::new_with(&self.factory, spec, options)
+        options
     }
 
     /// Runs `controller` with `reconcile`, `error_policy` and `ctx` (only while leading,
@@ -367,8 +410,8 @@ impl Manager {
         error_policy: P,
         ctx: Arc<Ctx>,
     ) where
-        K: Watchable,
-        K::Scope: FactoryScope,
+        K: kube::Resource + Clone + std::fmt::Debug + Send + Sync + 'static,
+        K::DynamicType: Clone + Send + Sync + 'static,
         Ctx: Send + Sync + 'static,
         E: Display + Send + 'static,
         R: Fn(Cached<K>, Arc<Ctx>) -> Fut + Send + Sync + 'static,

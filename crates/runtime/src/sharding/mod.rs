@@ -74,6 +74,7 @@ mod rounds;
 mod sharder;
 mod slim;
 
+pub(crate) use self::reconcile::reconcile_sharded_with;
 pub use self::{
     admission::label_at_creation,
     key::ShardKey,

@@ -71,6 +71,27 @@ where
     R: Fn(Cached<K>, Arc<Ctx>) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<Action, E>> + Send + 'static,
 {
+    reconcile_sharded_with(ring, shard, client, (), reconcile)
+}
+
+/// [`reconcile_sharded`] for a `K` with runtime type information (a dynamic controller's
+/// `ApiResource`).
+pub(crate) fn reconcile_sharded_with<K, Ctx, E, R, Fut>(
+    ring: impl Into<String>,
+    shard: impl Into<String>,
+    client: kube::Client,
+    dyntype: K::DynamicType,
+    reconcile: R,
+) -> impl Fn(Cached<K>, Arc<Ctx>) -> BoxFuture<'static, Result<Action, E>> + Send + Sync + 'static
+where
+    K: Resource + Clone + Send + Sync + 'static,
+    K::DynamicType: Clone + Send + Sync + 'static,
+    Ctx: Send + Sync + 'static,
+    E: Send + 'static,
+    R: Fn(Cached<K>, Arc<Ctx>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Action, E>> + Send + 'static,
+{
+    let resource = ApiResource::erase::<K>(&dyntype);
     let (ring, shard): (Arc<str>, Arc<str>) = (ring.into().into(), shard.into().into());
     let reconcile = Arc::new(reconcile);
     // The keys this shard holds (it reconciled them labelled for it, and has not let go of
@@ -84,12 +105,13 @@ where
             reconcile.clone(),
             held.clone(),
         );
+        let (resource, dyntype) = (resource.clone(), dyntype.clone());
         Box::pin(async move {
             let present = match &cached {
                 Cached::Present(object) => object.clone(),
                 Cached::Gone(key) => {
                     let key = key.clone();
-                    return match still_there::<K>(&client, &key).await {
+                    return match still_there(&client, &resource, &key).await {
                         // Moved away (or back, and its informer is about to say so).
                         Ok(true) => {
                             held.lock().remove(&key);
@@ -127,34 +149,35 @@ where
                     held.lock().remove(&key);
                     Ok(Action::Done)
                 }
-                Standing::Draining => match acknowledge_drain(&client, &(), &ring, &*present).await
-                {
-                    Ok(acknowledged) => {
-                        if acknowledged {
-                            held.lock().remove(&key);
+                Standing::Draining => {
+                    match acknowledge_drain(&client, &dyntype, &ring, &*present).await {
+                        Ok(acknowledged) => {
+                            if acknowledged {
+                                held.lock().remove(&key);
+                            }
+                            // Or it changed meanwhile: its next event brings it back.
+                            Ok(Action::Done)
                         }
-                        // Or it changed meanwhile: its next event brings it back.
-                        Ok(Action::Done)
+                        Err(error) => {
+                            tracing::warn!(%key, %error, ring = %ring, "cannot let go of a drained object; retrying");
+                            Ok(Action::Retry)
+                        }
                     }
-                    Err(error) => {
-                        tracing::warn!(%key, %error, ring = %ring, "cannot let go of a drained object; retrying");
-                        Ok(Action::Retry)
-                    }
-                },
+                }
             }
         })
     }
 }
 
 /// Whether the object `key` still exists on the server (labelled for whichever shard).
-async fn still_there<K>(client: &kube::Client, key: &ObjectKey) -> Result<bool, kube::Error>
-where
-    K: Resource<DynamicType = ()>,
-{
-    let resource = ApiResource::erase::<K>(&());
+async fn still_there(
+    client: &kube::Client,
+    resource: &ApiResource,
+    key: &ObjectKey,
+) -> Result<bool, kube::Error> {
     let api: Api<DynamicObject> = match key.namespace() {
-        Some(namespace) => Api::namespaced_with(client.clone(), namespace, &resource),
-        None => Api::all_with(client.clone(), &resource),
+        Some(namespace) => Api::namespaced_with(client.clone(), namespace, resource),
+        None => Api::all_with(client.clone(), resource),
     };
     Ok(api.get_opt(key.name()).await?.is_some())
 }

@@ -33,15 +33,24 @@ impl ShardedKind {
         namespace: Option<&str>,
         placement: Placement,
     ) -> Self {
-        let resource = ApiResource::erase::<K>(&());
+        Self::dynamic(client, namespace, &ApiResource::erase::<K>(&()), placement)
+    }
+
+    /// [`of`](Self::of) for a kind known at run time.
+    pub fn dynamic(
+        client: kube::Client,
+        namespace: Option<&str>,
+        resource: &ApiResource,
+        placement: Placement,
+    ) -> Self {
         let api = match namespace {
-            Some(namespace) => Api::namespaced_with(client, namespace, &resource),
-            None => Api::all_with(client, &resource),
+            Some(namespace) => Api::namespaced_with(client, namespace, resource),
+            None => Api::all_with(client, resource),
         };
         Self {
             api,
             namespace: namespace.map(str::to_owned),
-            resource,
+            resource: resource.clone(),
             placement,
         }
     }
