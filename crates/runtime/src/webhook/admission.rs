@@ -89,7 +89,7 @@ pub(super) enum Outcome<K> {
     /// The object as it came, and as the handler wants it stored.
     Mutate(Box<K>, K),
     /// A whole response, as a low-level handler built it.
-    Answer(AdmissionResponse),
+    Answer(Box<AdmissionResponse>),
 }
 
 type Decide<K> = Arc<
@@ -144,7 +144,7 @@ where
         let handler = Arc::new(handler);
         Self::new(Arc::new(move |request| {
             let answer = handler(request);
-            Box::pin(async move { Ok(Outcome::Answer(answer.await)) })
+            Box::pin(async move { Ok(Outcome::Answer(Box::new(answer.await))) })
         }))
     }
 
@@ -201,7 +201,7 @@ where
                 },
                 Ok(Ok(Outcome::Answer(answer))) => {
                     let (uid, types) = (response.uid, response.types);
-                    response = answer;
+                    response = *answer;
                     (response.uid, response.types) = (uid, types);
                 }
                 Ok(Err(denied)) => deny(&mut response, denied.code, "", &denied.message),

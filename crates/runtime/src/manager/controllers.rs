@@ -1,0 +1,147 @@
+//! The manager's controllers: made on its factory with its metrics (and sharding), run
+//! while it leads, their kinds handed to the sharder.
+
+use std::{fmt::Display, future::Future, sync::Arc};
+
+use kube::{
+    api::{ApiResource, DynamicObject},
+    discovery::Scope,
+};
+use kube_informer::factory::{FactoryScope, InformerSpec};
+
+use super::{Manager, Runnable, Stop, sharding};
+use crate::controller::{Action, Cached, Controller, ControllerOptions, Watchable};
+
+impl Manager {
+    /// A controller of `K` on the manager's factory, recording reconcile metrics.
+    pub fn controller<K>(&self, options: ControllerOptions) -> Controller<K>
+    where
+        K: Watchable,
+        K::Scope: FactoryScope,
+    {
+        self.controller_with(InformerSpec::new(), options)
+    }
+
+    /// A controller of the `K` objects `spec` selects (see [`Controller::new_with`]).
+    ///
+    /// ```no_run
+    /// # fn example(manager: &kube_informer_runtime::manager::Manager) {
+    /// use k8s_openapi::api::apps::v1::Deployment;
+    /// use kube_informer::{Selectors, factory::InformerSpec};
+    /// use kube_informer_runtime::controller::ControllerOptions;
+    ///
+    /// let spec = InformerSpec::new().selectors(Selectors::default().labels("team=payments"));
+    /// let controller = manager.controller_with::<Deployment>(spec, ControllerOptions::default().name("payments"));
+    /// # let _ = controller;
+    /// # }
+    /// ```
+    pub fn controller_with<K>(
+        &self,
+        spec: InformerSpec<K>,
+        options: ControllerOptions,
+    ) -> Controller<K>
+    where
+        K: Watchable,
+        K::Scope: FactoryScope,
+    {
+        Controller::new_with(&self.factory, spec, self.controller_options(options))
+    }
+
+    /// A controller of objects known only at run time (see [`Controller::dynamic`]) on the
+    /// manager's factory, recording reconcile metrics (and sharded, when the manager is).
+    ///
+    /// ```no_run
+    /// # fn example(manager: &kube_informer_runtime::manager::Manager) {
+    /// use kube::{api::{ApiResource, GroupVersionKind}, discovery::Scope};
+    /// use kube_informer_runtime::controller::ControllerOptions;
+    ///
+    /// let widgets = ApiResource::from_gvk(&GroupVersionKind::gvk("example.com", "v1", "Widget"));
+    /// let controller = manager.dynamic_controller(&widgets, Scope::Namespaced, ControllerOptions::default().name("widgets"));
+    /// # let _ = controller;
+    /// # }
+    /// ```
+    pub fn dynamic_controller(
+        &self,
+        resource: &ApiResource,
+        scope: Scope,
+        options: ControllerOptions,
+    ) -> Controller<DynamicObject> {
+        self.dynamic_controller_with(resource, scope, InformerSpec::new(), options)
+    }
+
+    /// [`dynamic_controller`](Self::dynamic_controller) for the objects `spec` selects.
+    pub fn dynamic_controller_with(
+        &self,
+        resource: &ApiResource,
+        scope: Scope,
+        spec: InformerSpec<DynamicObject>,
+        options: ControllerOptions,
+    ) -> Controller<DynamicObject> {
+        let options = self.controller_options(options);
+        Controller::dynamic_with(&self.factory, resource, scope, spec, options)
+    }
+
+    /// The manager's metrics and sharding, added to a controller's options.
+    fn controller_options(&self, options: ControllerOptions) -> ControllerOptions {
+        let mut options = options.metrics(&self.controller_metrics);
+        if let Some(sharding) = &self.options.sharding {
+            options = options.sharded(sharding.ring.clone(), sharding.shard.clone());
+        }
+        options
+    }
+
+    /// Runs `controller` with `reconcile`, `error_policy` and `ctx` (only while leading,
+    /// when elected).
+    pub fn add_controller<K, Ctx, E, R, Fut, P>(
+        &mut self,
+        controller: Controller<K>,
+        reconcile: R,
+        error_policy: P,
+        ctx: Arc<Ctx>,
+    ) where
+        K: kube::Resource + Clone + std::fmt::Debug + Send + Sync + 'static,
+        K::DynamicType: Clone + Send + Sync + 'static,
+        Ctx: Send + Sync + 'static,
+        E: Display + Send + 'static,
+        R: Fn(Cached<K>, Arc<Ctx>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Action, E>> + Send + 'static,
+        P: Fn(&Cached<K>, &E, &Ctx) -> Action + Send + Sync + 'static,
+    {
+        let name = controller.name().to_owned();
+        self.add_sharded_kinds(controller.sharded_kinds());
+        self.runnables.push(Runnable {
+            name,
+            leader_only: true,
+            start: Box::new(move |stop: Stop| {
+                Box::pin(async move {
+                    controller
+                        .run_until(reconcile, error_policy, ctx, stop.graceful, stop.halt)
+                        .await
+                        .map_err(|e| e.to_string())
+                })
+            }),
+        });
+    }
+
+    /// Registers a sharded controller's kinds with the sharder, started with the first.
+    fn add_sharded_kinds(&mut self, kinds: &[crate::sharding::ShardedKind]) {
+        let (Some(sharding), Some(elector), Some(leases)) =
+            (&self.options.sharding, &self.elector, &self.leases)
+        else {
+            return;
+        };
+        let first = self.sharded_kinds.lock().is_empty();
+        self.sharded_kinds.lock().extend(kinds.iter().cloned());
+        if first && !kinds.is_empty() {
+            let (sharding, lease, leases, kinds) = (
+                sharding.clone(),
+                elector.config().clone(),
+                leases.clone(),
+                self.sharded_kinds.clone(),
+            );
+            self.add("sharder", false, move |cancel| {
+                sharding::run_sharder(sharding, lease, leases, kinds, cancel)
+            });
+        }
+    }
+}
