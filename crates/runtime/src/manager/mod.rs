@@ -160,6 +160,7 @@ pub struct Manager {
     elector: Option<LeaderElector>,
     endpoints: watch::Sender<Option<SocketAddr>>,
     /// Where `/metrics` is served over HTTPS, once bound (with `secure_metrics`).
+    #[cfg_attr(not(feature = "tls"), allow(dead_code))]
     secure_endpoint: watch::Sender<Option<SocketAddr>>,
     recorder: std::sync::OnceLock<Recorder>,
     healthz: Vec<(String, Check)>,
