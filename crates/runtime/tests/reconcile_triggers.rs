@@ -1,18 +1,20 @@
 //! Which changes reconcile, and when, on a paused clock over in-memory sources:
 //! per-relation predicates and the controller-wide event filter (an update either fails
 //! reconciles nothing; one they pass reconciles the owner; adds always do), and the
-//! debounce (a burst of changes is one reconcile, once the key has been quiet).
+//! debounce (a burst of changes is one reconcile, once the key has been quiet), the
+//! priority of live changes, and a `watches_changes` map that sees old and new at once.
 
 use std::{sync::Arc, time::Duration};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube_informer::{
+    ObjectKey,
     factory::{FactoryOptions, InformerSpec, SharedInformerFactory},
     list_watch::MemorySource,
 };
 use kube_informer_runtime::{
     CancellationToken,
-    controller::{Action, Cached, Controller, ControllerOptions, Relation, predicate},
+    controller::{Action, Cached, Change, Controller, ControllerOptions, Relation, predicate},
 };
 use parking_lot::Mutex;
 use serde_json::{Value, json};
@@ -215,4 +217,100 @@ async fn a_live_change_goes_before_the_initial_lists_backlog() {
         cancel.cancel();
         run.await.unwrap().unwrap();
     }
+}
+
+fn router(targets: &[&str]) -> ConfigMap {
+    let data: serde_json::Map<String, Value> = targets
+        .iter()
+        .map(|t| (format!("shop/{t}"), json!("")))
+        .collect();
+    serde_json::from_value(
+        json!({"metadata": {"name": "router", "namespace": "routing"}, "data": data}),
+    )
+    .unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_change_map_sees_old_and_new_and_reconciles_only_what_changed() {
+    let (secrets, routers) = (
+        MemorySource::<Secret>::default(),
+        MemorySource::<ConfigMap>::default(),
+    );
+    for name in ["a", "b", "c"] {
+        secrets.add(
+            serde_json::from_value(json!({"metadata": {"name": name, "namespace": "shop"}}))
+                .unwrap(),
+        );
+    }
+    routers.add(router(&["a"]));
+    let nowhere = kube::Config::new("http://127.0.0.1:1".parse().unwrap());
+    let factory = SharedInformerFactory::new(
+        kube::Client::try_from(nowhere).unwrap(),
+        FactoryOptions::default(),
+    );
+    factory.informer_with::<Secret>(InformerSpec::new().list_watcher(secrets.clone()));
+    factory.informer_with::<ConfigMap>(InformerSpec::new().list_watcher(routers.clone()));
+    let targets = |cm: &ConfigMap| -> Vec<ObjectKey> {
+        cm.data
+            .iter()
+            .flatten()
+            .filter_map(|(k, _)| k.parse().ok())
+            .collect()
+    };
+    let controller =
+        Controller::<Secret>::new(&factory, ControllerOptions::default().name("routes"))
+            .watches_changes(
+                Relation::new(),
+                move |change: Change<'_, ConfigMap>| match change {
+                    Change::Added(cm) | Change::Deleted(cm) => targets(cm),
+                    Change::Updated { old, new } => {
+                        let (before, after) = (targets(old), targets(new));
+                        let added = after.iter().filter(|k| !before.contains(k));
+                        let dropped = before.iter().filter(|k| !after.contains(k));
+                        added.chain(dropped).cloned().collect()
+                    }
+                },
+            );
+    let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+    let log = seen.clone();
+    let cancel = CancellationToken::new();
+    let run = tokio::spawn(controller.run(
+        move |secret: Cached<Secret>, _: Arc<()>| {
+            if let Cached::Present(s) = secret {
+                log.lock().push(s.metadata.name.clone().unwrap_or_default());
+            }
+            async { Ok::<_, kube::Error>(Action::Done) }
+        },
+        |_, _, _| Action::Retry,
+        Arc::new(()),
+        cancel.clone(),
+    ));
+    // The clock moves only once everything is idle: a second later, all has run.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let reconciled = |_: &str| {
+        let mut names: Vec<String> = std::mem::take(&mut *seen.lock());
+        names.sort_unstable();
+        names.join(",")
+    };
+    assert_eq!(
+        reconciled("initial"),
+        "a,b,c",
+        "every secret once, a's route merged in"
+    );
+
+    routers.modify(router(&["a", "b"]));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        reconciled("b added"),
+        "b",
+        "a was routed before and after: not reconciled"
+    );
+    routers.modify(router(&["b"]));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(reconciled("a dropped"), "a");
+    routers.delete(router(&["b"]));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(reconciled("router deleted"), "b");
+    cancel.cancel();
+    run.await.unwrap().unwrap();
 }

@@ -95,6 +95,7 @@ pub use self::{
     options::{Action, ControllerOptions},
     predicate::Predicate,
     relate::Relation,
+    relations::Change,
 };
 use crate::sharding::ShardedKind;
 

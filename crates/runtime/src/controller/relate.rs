@@ -15,7 +15,7 @@ use kube::{
 use kube_informer::{ObjectKey, factory::FactoryScope, factory::InformerSpec};
 
 use super::{
-    Controller, Watchable, informer_for, predicate::Predicate, relations, sharded_kinds,
+    Change, Controller, Watchable, informer_for, predicate::Predicate, relations, sharded_kinds,
     sharded_spec,
 };
 use crate::sharding::Placement;
@@ -335,6 +335,50 @@ where
         let Relation { spec, predicate } = relation.into();
         let handler = relations::mapped(self.enqueue.clone(), map, self.updates(predicate));
         let informer = self.factory.dynamic_informer_with(resource, scope, spec);
+        self.relate(informer, handler)
+    }
+
+    /// [`watches_with`](Self::watches_with), with a map that sees each change whole: the
+    /// old and the new object of an update at once (controller-runtime's
+    /// `handler.Funcs{UpdateFunc}`), say to reconcile only the targets a change added or
+    /// removed.
+    ///
+    /// ```no_run
+    /// # fn example(manager: &kube_informer_runtime::manager::Manager) {
+    /// use k8s_openapi::api::{apps::v1::Deployment, core::v1::ConfigMap};
+    /// use kube_informer::ObjectKey;
+    /// use kube_informer_runtime::controller::{Change, ControllerOptions, Relation};
+    ///
+    /// let targets = |cm: &ConfigMap| -> Vec<ObjectKey> {
+    ///     cm.data.iter().flatten().filter_map(|(k, _)| k.parse().ok()).collect()
+    /// };
+    /// let controller = manager
+    ///     .controller::<Deployment>(ControllerOptions::default().name("web"))
+    ///     .watches_changes(Relation::new(), move |change: Change<'_, ConfigMap>| match change {
+    ///         Change::Added(cm) | Change::Deleted(cm) => targets(cm),
+    ///         // Only the Deployments a change added or dropped, not every one it names.
+    ///         Change::Updated { old, new } => {
+    ///             let (before, after) = (targets(old), targets(new));
+    ///             let added = after.iter().filter(|k| !before.contains(k));
+    ///             let dropped = before.iter().filter(|k| !after.contains(k));
+    ///             added.chain(dropped).cloned().collect()
+    ///         }
+    ///     });
+    /// # let _ = controller;
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn watches_changes<O: Watchable>(
+        self,
+        relation: impl Into<Relation<O>>,
+        map: impl Fn(Change<'_, O>) -> Vec<ObjectKey> + Send + Sync + 'static,
+    ) -> Self
+    where
+        O::Scope: FactoryScope,
+    {
+        let Relation { spec, predicate } = relation.into();
+        let handler = relations::mapped_changes(self.enqueue.clone(), map, self.updates(predicate));
+        let informer = informer_for::<O>(&self.factory, spec, None);
         self.relate(informer, handler)
     }
 }

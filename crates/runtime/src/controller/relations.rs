@@ -241,12 +241,48 @@ pub(crate) fn mapped<O: Resource + Send + Sync + 'static>(
     map: impl Fn(&O) -> Vec<ObjectKey> + Send + Sync + 'static,
     updates: Updates<O>,
 ) -> HandlerFuncs<O> {
+    let both = move |change: Change<'_, O>| match change {
+        Change::Added(object) | Change::Deleted(object) => map(object),
+        Change::Updated { old, new } => {
+            let mut keys = map(new);
+            if !std::ptr::eq(old, new) {
+                keys.extend(map(old));
+            }
+            keys
+        }
+    };
+    mapped_changes(queue, both, updates)
+}
+
+/// One change of a watched object, as a [`watches_changes`](super::Controller::watches_changes)
+/// map sees it.
+#[derive(Debug)]
+pub enum Change<'a, O> {
+    /// Added (or listed).
+    Added(&'a O),
+    /// Updated: the object before and after. On a resync both are the same object.
+    Updated {
+        /// Before the update.
+        old: &'a O,
+        /// After it.
+        new: &'a O,
+    },
+    /// Deleted: its last known state.
+    Deleted(&'a O),
+}
+
+/// The handler of a watched kind `O` whose map sees each change whole.
+pub(crate) fn mapped_changes<O: Resource + Send + Sync + 'static>(
+    queue: Enqueue,
+    map: impl Fn(Change<'_, O>) -> Vec<ObjectKey> + Send + Sync + 'static,
+    updates: Updates<O>,
+) -> HandlerFuncs<O> {
     let map = Arc::new(map);
     let (add_map, update_map, delete_map) = (map.clone(), map.clone(), map);
     let (on_add, on_update, on_delete) = (queue.clone(), queue.clone(), queue);
     HandlerFuncs::new()
         .on_add(move |obj: Arc<O>, initial| {
-            add_map(&obj)
+            add_map(Change::Added(&obj))
                 .into_iter()
                 .for_each(|k| on_add.add_as(k, initial));
         })
@@ -255,14 +291,15 @@ pub(crate) fn mapped<O: Resource + Send + Sync + 'static>(
                 return;
             }
             let resync = Arc::ptr_eq(&old, &new);
-            let mut keys = update_map(&new);
-            if !resync {
-                keys.extend(update_map(&old));
-            }
-            keys.into_iter().for_each(|k| on_update.add_as(k, resync));
+            update_map(Change::Updated {
+                old: &old,
+                new: &new,
+            })
+            .into_iter()
+            .for_each(|k| on_update.add_as(k, resync));
         })
         .on_delete(move |gone: DeletedObject<O>| {
-            delete_map(gone.object())
+            delete_map(Change::Deleted(gone.object()))
                 .into_iter()
                 .for_each(|k| on_delete.add(k));
         })
