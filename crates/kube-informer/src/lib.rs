@@ -131,6 +131,7 @@ pub mod list_watch;
 pub mod lister;
 #[cfg(feature = "metrics")]
 pub mod metrics;
+pub mod protobuf;
 pub mod reflector;
 pub mod store;
 mod util;

@@ -1,0 +1,558 @@
+//! A serde `Deserializer` over protobuf messages: each message is presented as the JSON
+//! object Kubernetes' JSON encoding makes of it (field names, inlined structs, zero values
+//! omitted where JSON omits them, times as RFC 3339 strings, quantities as strings,
+//! int-or-strings as either, raw JSON inlined), so k8s-openapi's own `Deserialize`
+//! implementations build the objects: no per-type code, and no JSON text in between.
+
+use serde::de::{self, DeserializeSeed, IntoDeserializer, MapAccess, SeqAccess, Visitor};
+use smallvec::SmallVec;
+
+use super::{
+    DecodeError,
+    schema::{self, Field, Message, Rep, Shape, Ty},
+    wire::{RawValue, Reader},
+};
+
+/// Decodes `buf`, a `message`, as `T`. `base` is `buf`'s offset in the whole body.
+pub(crate) fn decode<'de, T: de::Deserialize<'de>>(
+    buf: &'de [u8],
+    base: usize,
+    message: &'static Message,
+) -> Result<T, DecodeError> {
+    let value = One {
+        ty: Ty::Message(0),
+        raw: RawValue::Len(buf),
+        offset: base,
+        message: Some(message),
+    };
+    T::deserialize(value).map_err(|e| e.within(message.name))
+}
+
+/// One value: a singular field, an element of a repeated one, or a map's value.
+#[derive(Clone, Copy)]
+struct One<'de> {
+    ty: Ty,
+    raw: RawValue<'de>,
+    offset: usize,
+    /// The message, when `ty` is one (resolved once).
+    message: Option<&'static Message>,
+}
+
+impl<'de> One<'de> {
+    fn new(ty: Ty, raw: RawValue<'de>, offset: usize) -> Self {
+        let message = match ty {
+            Ty::Message(index) => Some(schema::message(index)),
+            _ => None,
+        };
+        One {
+            ty,
+            raw,
+            offset,
+            message,
+        }
+    }
+
+    fn bytes(&self) -> Result<&'de [u8], DecodeError> {
+        match self.raw {
+            RawValue::Len(bytes) => Ok(bytes),
+            other => Err(self.wrong(&other)),
+        }
+    }
+
+    fn varint(&self) -> Result<u64, DecodeError> {
+        match self.raw {
+            RawValue::Varint(v) => Ok(v),
+            other => Err(self.wrong(&other)),
+        }
+    }
+
+    fn wrong(&self, raw: &RawValue<'_>) -> DecodeError {
+        DecodeError::at(
+            self.offset,
+            format!("a {:?} value has wire type {:?}", self.ty, raw.wire_type()),
+        )
+    }
+
+    /// Whether JSON has `null` here: a zero time.
+    fn is_null(&self) -> Result<bool, DecodeError> {
+        match self.message.map(|m| m.shape) {
+            Some(Shape::Time | Shape::MicroTime) => Ok(self.seconds_nanos()?.is_none()),
+            _ => Ok(false),
+        }
+    }
+
+    /// A time's seconds and nanoseconds; `None` when zero (an empty message).
+    fn seconds_nanos(&self) -> Result<Option<(i64, i32)>, DecodeError> {
+        let mut reader = Reader::new(self.bytes()?, self.offset);
+        let (mut seconds, mut nanos) = (None, 0);
+        while let Some(field) = reader.next_field()? {
+            match (field.number, field.value) {
+                (1, RawValue::Varint(v)) => seconds = Some(v as i64),
+                (2, RawValue::Varint(v)) => nanos = v as u32 as i32,
+                _ => {}
+            }
+        }
+        Ok(seconds.map(|s| (s, nanos)))
+    }
+
+    fn time(&self, micro: bool) -> Result<Option<String>, DecodeError> {
+        let Some((seconds, nanos)) = self.seconds_nanos()? else {
+            return Ok(None);
+        };
+        let nanos = if micro { nanos - nanos % 1000 } else { 0 };
+        let at = jiff::Timestamp::new(seconds, nanos).map_err(|e| {
+            DecodeError::at(
+                self.offset,
+                format!("a time out of range ({seconds} s): {e}"),
+            )
+        })?;
+        Ok(Some(if micro {
+            format!("{at:.6}")
+        } else {
+            format!("{at:.0}")
+        }))
+    }
+
+    /// The single string field `number` of this message (`""` when absent).
+    fn string_field(&self, number: u32) -> Result<&'de str, DecodeError> {
+        let mut reader = Reader::new(self.bytes()?, self.offset);
+        let mut found = "";
+        while let Some(field) = reader.next_field()? {
+            if field.number == number
+                && let RawValue::Len(bytes) = field.value
+            {
+                found = utf8(bytes, reader.offset_of(bytes))?;
+            }
+        }
+        Ok(found)
+    }
+}
+
+fn utf8(bytes: &[u8], offset: usize) -> Result<&str, DecodeError> {
+    std::str::from_utf8(bytes)
+        .map_err(|e| DecodeError::at(offset, format!("a string is not UTF-8: {e}")))
+}
+
+fn base64(bytes: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+impl<'de> de::Deserializer<'de> for One<'de> {
+    type Error = DecodeError;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
+        match self.ty {
+            Ty::Str => visitor.visit_borrowed_str(utf8(self.bytes()?, self.offset)?),
+            Ty::Bytes => visitor.visit_string(base64(self.bytes()?)),
+            Ty::Bool => visitor.visit_bool(self.varint()? != 0),
+            Ty::Int32 => visitor.visit_i64(i64::from(self.varint()? as u32 as i32)),
+            Ty::Int64 => visitor.visit_i64(self.varint()? as i64),
+            Ty::Uint32 | Ty::Uint64 => visitor.visit_u64(self.varint()?),
+            Ty::Double => match self.raw {
+                RawValue::Fixed64(bits) => visitor.visit_f64(f64::from_bits(bits)),
+                other => Err(self.wrong(&other)),
+            },
+            Ty::Float => match self.raw {
+                RawValue::Fixed32(bits) => visitor.visit_f64(f64::from(f32::from_bits(bits))),
+                other => Err(self.wrong(&other)),
+            },
+            Ty::Message(_) => self.message_any(visitor),
+        }
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
+        if self.is_null()? {
+            visitor.visit_none()
+        } else {
+            visitor.visit_some(self)
+        }
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        _: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, DecodeError> {
+        match self.message.map(|m| m.shape) {
+            Some(Shape::RawJson) => {
+                let raw = raw_json(self)?;
+                if raw.is_empty() {
+                    return visitor.visit_newtype_struct(().into_deserializer());
+                }
+                let mut json = serde_json::Deserializer::from_slice(raw);
+                visitor
+                    .visit_newtype_struct(&mut json)
+                    .map_err(|e| DecodeError::at(self.offset, format!("embedded JSON: {e}")))
+            }
+            _ => visitor.visit_newtype_struct(self),
+        }
+    }
+
+    fn deserialize_bytes<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
+        match self.ty {
+            Ty::Bytes => visitor.visit_borrowed_bytes(self.bytes()?),
+            _ => self.deserialize_any(visitor),
+        }
+    }
+
+    fn deserialize_byte_buf<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
+        self.deserialize_bytes(visitor)
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        unit unit_struct seq tuple tuple_struct map struct enum identifier ignored_any
+    }
+}
+
+/// A RawExtension's or FieldsV1's bytes: JSON (CBOR is refused with a clear error).
+fn raw_json(one: One<'_>) -> Result<&[u8], DecodeError> {
+    let mut reader = Reader::new(one.bytes()?, one.offset);
+    let mut raw: &[u8] = &[];
+    while let Some(field) = reader.next_field()? {
+        if let (1, RawValue::Len(bytes)) = (field.number, field.value) {
+            raw = bytes;
+        }
+    }
+    if raw.starts_with(&[0xd9, 0xd9, 0xf7]) {
+        return Err(DecodeError::at(
+            one.offset,
+            "embedded CBOR is not supported".to_owned(),
+        ));
+    }
+    Ok(raw)
+}
+
+impl<'de> One<'de> {
+    fn message_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
+        let message = self.message.expect("a message type");
+        match message.shape {
+            Shape::Object => visitor.visit_map(Fields::new(self.bytes()?, self.offset, message)),
+            Shape::List => {
+                let field = message.field(1).ok_or_else(|| {
+                    DecodeError::at(self.offset, format!("{} has no field 1", message.name))
+                })?;
+                let mut reader = Reader::new(self.bytes()?, self.offset);
+                let (start, count) = run(&mut reader, None, 1)?;
+                visitor.visit_seq(Run::new(start, count, field))
+            }
+            Shape::Time | Shape::MicroTime => {
+                match self.time(message.shape == Shape::MicroTime)? {
+                    Some(text) => visitor.visit_string(text),
+                    None => visitor.visit_unit(),
+                }
+            }
+            Shape::Quantity => visitor.visit_borrowed_str(self.string_field(1)?),
+            Shape::IntOrString => {
+                let mut reader = Reader::new(self.bytes()?, self.offset);
+                let (mut is_string, mut int, mut string) = (false, 0i32, "");
+                while let Some(field) = reader.next_field()? {
+                    match (field.number, field.value) {
+                        (1, RawValue::Varint(v)) => is_string = v == 1,
+                        (2, RawValue::Varint(v)) => int = v as u32 as i32,
+                        (3, RawValue::Len(bytes)) => string = utf8(bytes, reader.offset_of(bytes))?,
+                        _ => {}
+                    }
+                }
+                if is_string {
+                    visitor.visit_borrowed_str(string)
+                } else {
+                    visitor.visit_i64(i64::from(int))
+                }
+            }
+            Shape::RawJson => {
+                let raw = raw_json(self)?;
+                if raw.is_empty() {
+                    return visitor.visit_unit();
+                }
+                let mut json = serde_json::Deserializer::from_slice(raw);
+                de::Deserializer::deserialize_any(&mut json, visitor)
+                    .map_err(|e| DecodeError::at(self.offset, format!("embedded JSON: {e}")))
+            }
+            Shape::Duration => Err(DecodeError::at(
+                self.offset,
+                "metav1.Duration is not supported".to_owned(),
+            )),
+        }
+    }
+}
+
+/// Skips the consecutive occurrences of field `number` from `reader` (the first one already
+/// read when `first` is given): the reader where they start, and how many there are.
+fn run<'de>(
+    reader: &mut Reader<'de>,
+    first: Option<Reader<'de>>,
+    number: u32,
+) -> Result<(Reader<'de>, usize), DecodeError> {
+    let (start, mut count) = match first {
+        Some(start) => (start, 1),
+        None => (*reader, 0),
+    };
+    while reader.next_if(number)?.is_some() {
+        count += 1;
+    }
+    Ok((start, count))
+}
+
+/// An object's fields, in wire order, inlined messages flattened into their parent.
+struct Fields<'de> {
+    stack: SmallVec<[(Reader<'de>, &'static Message); 4]>,
+    pending: Option<Pending<'de>>,
+}
+
+enum Pending<'de> {
+    One(&'static Field, One<'de>),
+    Run(&'static Field, Reader<'de>, usize),
+}
+
+impl<'de> Fields<'de> {
+    fn new(buf: &'de [u8], base: usize, message: &'static Message) -> Self {
+        let mut stack = SmallVec::new();
+        stack.push((Reader::new(buf, base), message));
+        Fields {
+            stack,
+            pending: None,
+        }
+    }
+}
+
+fn is_zero(raw: &RawValue<'_>) -> bool {
+    match raw {
+        RawValue::Varint(v) | RawValue::Fixed64(v) => *v == 0,
+        RawValue::Fixed32(v) => *v == 0,
+        RawValue::Len(bytes) => bytes.is_empty(),
+    }
+}
+
+impl<'de> MapAccess<'de> for Fields<'de> {
+    type Error = DecodeError;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, DecodeError> {
+        loop {
+            let Some((reader, message)) = self.stack.last_mut() else {
+                return Ok(None);
+            };
+            let message = *message;
+            let before = *reader;
+            let Some(raw) = reader.next_field()? else {
+                self.stack.pop();
+                continue;
+            };
+            // A field this schema does not know (a newer server's): skipped, as JSON would.
+            let Some(field) = message.field(raw.number) else {
+                continue;
+            };
+            let offset = before.offset();
+            if field.inline {
+                let Ty::Message(index) = field.ty else {
+                    continue; // an inlined scalar (Duration's): only its own shape reads it
+                };
+                let RawValue::Len(bytes) = raw.value else {
+                    return Err(DecodeError::at(
+                        offset,
+                        format!("{}.{} is not a message", message.name, field.json),
+                    ));
+                };
+                let base = reader.offset_of(bytes);
+                self.stack
+                    .push((Reader::new(bytes, base), schema::message(index)));
+                continue;
+            }
+            self.pending = Some(match field.rep {
+                Rep::Single => {
+                    if field.omit_zero && is_zero(&raw.value) {
+                        continue;
+                    }
+                    Pending::One(field, One::new(field.ty, raw.value, offset))
+                }
+                Rep::Repeated | Rep::Map => {
+                    let (start, count) = run(reader, Some(before), raw.number)?;
+                    Pending::Run(field, start, count)
+                }
+            });
+            return seed
+                .deserialize(de::value::BorrowedStrDeserializer::new(field.json))
+                .map(Some);
+        }
+    }
+
+    fn next_value_seed<V: DeserializeSeed<'de>>(
+        &mut self,
+        seed: V,
+    ) -> Result<V::Value, DecodeError> {
+        let (field, result) = match self.pending.take() {
+            Some(Pending::One(field, one)) => (field, seed.deserialize(one)),
+            Some(Pending::Run(field, start, count)) => {
+                let result = match field.rep {
+                    Rep::Map => seed.deserialize(MapRun(Run::new(start, count, field))),
+                    _ => seed.deserialize(SeqRun(Run::new(start, count, field))),
+                };
+                (field, result)
+            }
+            None => return Err(de::Error::custom("a value asked before its key")),
+        };
+        result.map_err(|e| e.within(field.json))
+    }
+}
+
+/// The consecutive occurrences of a repeated or map field.
+struct Run<'de> {
+    reader: Reader<'de>,
+    left: usize,
+    field: &'static Field,
+    /// Packed numbers being read from one occurrence.
+    packed: Option<Reader<'de>>,
+}
+
+impl<'de> Run<'de> {
+    fn new(reader: Reader<'de>, left: usize, field: &'static Field) -> Self {
+        Run {
+            reader,
+            left,
+            field,
+            packed: None,
+        }
+    }
+
+    /// The next element's value.
+    fn next(&mut self) -> Result<Option<One<'de>>, DecodeError> {
+        if let Some(packed) = &mut self.packed {
+            if !packed.is_empty() {
+                let offset = packed.offset();
+                let value = packed.next_packed(self.field.ty)?;
+                return Ok(Some(One::new(self.field.ty, value, offset)));
+            }
+            self.packed = None;
+        }
+        if self.left == 0 {
+            return Ok(None);
+        }
+        self.left -= 1;
+        let offset = self.reader.offset();
+        let Some(raw) = self.reader.next_field()? else {
+            return Ok(None);
+        };
+        let numeric = !matches!(self.field.ty, Ty::Str | Ty::Bytes | Ty::Message(_));
+        if numeric && let RawValue::Len(bytes) = raw.value {
+            // Packed: one length-delimited run of numbers.
+            self.packed = Some(Reader::new(bytes, self.reader.offset_of(bytes)));
+            return self.next();
+        }
+        Ok(Some(One::new(self.field.ty, raw.value, offset)))
+    }
+}
+
+struct SeqRun<'de>(Run<'de>);
+
+impl<'de> de::Deserializer<'de> for SeqRun<'de> {
+    type Error = DecodeError;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
+        visitor.visit_seq(self.0)
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
+        visitor.visit_some(self)
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+        unit unit_struct newtype_struct seq tuple tuple_struct map struct enum identifier ignored_any
+    }
+}
+
+impl<'de> SeqAccess<'de> for Run<'de> {
+    type Error = DecodeError;
+
+    fn next_element_seed<T: DeserializeSeed<'de>>(
+        &mut self,
+        seed: T,
+    ) -> Result<Option<T::Value>, DecodeError> {
+        match self.next()? {
+            Some(one) => seed.deserialize(one).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        Some(self.left)
+    }
+}
+
+struct MapRun<'de>(Run<'de>);
+
+impl<'de> de::Deserializer<'de> for MapRun<'de> {
+    type Error = DecodeError;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
+        visitor.visit_map(Entries {
+            run: self.0,
+            value: None,
+        })
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
+        visitor.visit_some(self)
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+        unit unit_struct newtype_struct seq tuple tuple_struct map struct enum identifier ignored_any
+    }
+}
+
+/// A map's entries: messages with the key at 1 and the value at 2.
+struct Entries<'de> {
+    run: Run<'de>,
+    value: Option<One<'de>>,
+}
+
+impl<'de> MapAccess<'de> for Entries<'de> {
+    type Error = DecodeError;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, DecodeError> {
+        let Some(entry) = self.run.next()? else {
+            return Ok(None);
+        };
+        let bytes = entry.bytes()?;
+        let mut reader = Reader::new(bytes, entry.offset);
+        let (mut key, mut value) = ("", None);
+        while let Some(field) = reader.next_field()? {
+            match (field.number, field.value) {
+                (1, RawValue::Len(k)) => key = utf8(k, reader.offset_of(k))?,
+                (2, raw) => value = Some(One::new(self.run.field.ty, raw, entry.offset)),
+                _ => {}
+            }
+        }
+        // An absent value is the zero value: an empty string or message, or 0.
+        let zero = match self.run.field.ty {
+            Ty::Str | Ty::Bytes | Ty::Message(_) => RawValue::Len(&[]),
+            _ => RawValue::Varint(0),
+        };
+        self.value = Some(value.unwrap_or(One::new(self.run.field.ty, zero, entry.offset)));
+        seed.deserialize(de::value::BorrowedStrDeserializer::new(key))
+            .map(Some)
+    }
+
+    fn next_value_seed<V: DeserializeSeed<'de>>(
+        &mut self,
+        seed: V,
+    ) -> Result<V::Value, DecodeError> {
+        let value = self
+            .value
+            .take()
+            .ok_or_else(|| de::Error::custom("a map value asked before its key"))?;
+        seed.deserialize(value)
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        Some(self.run.left)
+    }
+}
