@@ -1,12 +1,13 @@
-//! An informer of config maps running for a scenario.
+//! An informer of config maps running for a scenario, reading protobuf where the server
+//! speaks it.
 
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::Api;
 use kube_informer::{
     ReadOnlyStore,
     informer::{InformerOptions, SharedIndexInformer},
+    list_watch::ClientListerWatcher,
     reflector::ReflectorOptions,
 };
 use parking_lot::Mutex;
@@ -48,8 +49,12 @@ impl Running {
         namespace: &str,
         options: ReflectorOptions,
     ) -> Running {
-        let api: Api<ConfigMap> = Api::namespaced(client, namespace);
-        let informer = SharedIndexInformer::new(api, InformerOptions::default().reflector(options));
+        // As a factory informer reads: protobuf where the server speaks it (kube-apiserver),
+        // JSON where it answers JSON (fake-apiserver).
+        let source =
+            ClientListerWatcher::<ConfigMap>::new(client, Some(namespace), &()).protobuf(true);
+        let informer =
+            SharedIndexInformer::new(source, InformerOptions::default().reflector(options));
         let failures = Arc::new(Mutex::new(Vec::new()));
         let seen = failures.clone();
         informer.on_error(move |f| seen.lock().push(f.to_string()));

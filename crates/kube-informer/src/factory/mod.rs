@@ -354,11 +354,17 @@ impl SharedInformerFactory {
     {
         let namespaced = K::Scope::NAMESPACED;
         let namespaces = self.namespaces_for(namespaced, &spec);
-        let key = self.key("typed", namespaces.clone(), &spec);
+        let protobuf = spec.protobuf.unwrap_or(!self.inner.options.json_only);
+        let what = if protobuf {
+            "typed"
+        } else {
+            "typed, JSON only"
+        };
+        let key = self.key(what, namespaces.clone(), &spec);
         let client = self.inner.client.clone();
         self.get_or_make(key, short_name::<K>(), namespaced, spec, move |options| {
             informer_in(namespaces, options, |ns| {
-                ClientListerWatcher::<K>::new(client.clone(), ns, &())
+                ClientListerWatcher::<K>::new(client.clone(), ns, &()).protobuf(protobuf)
             })
         })
     }

@@ -43,6 +43,8 @@ pub struct InformerSpec<K> {
     pub(super) indexers: Indexers<K>,
     pub(super) resync: Option<Duration>,
     pub(super) source: Option<Make<K>>,
+    /// Protobuf or JSON, if not the factory's choice.
+    pub(super) protobuf: Option<bool>,
 }
 
 impl<K> Default for InformerSpec<K> {
@@ -53,6 +55,7 @@ impl<K> Default for InformerSpec<K> {
             indexers: Indexers::new(),
             resync: None,
             source: None,
+            protobuf: None,
         }
     }
 }
@@ -65,6 +68,7 @@ impl<K> std::fmt::Debug for InformerSpec<K> {
             .field("resync", &self.resync)
             .field("indexers", &self.indexers)
             .field("custom_source", &self.source.is_some())
+            .field("protobuf", &self.protobuf)
             .finish()
     }
 }
@@ -113,6 +117,15 @@ impl<K: kube::Resource + Clone + Send + Sync + 'static> InformerSpec<K> {
     #[must_use]
     pub fn resync(mut self, period: Duration) -> Self {
         self.resync = Some(period);
+        self
+    }
+
+    /// Ask for protobuf (`true`) or JSON only (`false`) for this informer, whatever the
+    /// factory's [`FactoryOptions::protobuf`](super::FactoryOptions::protobuf) says. Two
+    /// specs that differ only in this get two informers.
+    #[must_use]
+    pub fn protobuf(mut self, on: bool) -> Self {
+        self.protobuf = Some(on);
         self
     }
 

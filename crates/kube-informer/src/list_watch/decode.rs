@@ -20,31 +20,51 @@ use kube::{api::WatchEvent, core::Status};
 use serde::de::DeserializeOwned;
 
 use super::{WatchStream, decode_pool::DecodePool};
+use crate::protobuf::{self, ProtoKind};
 
 /// Lines decoded together, at most.
 const BATCH: usize = 64;
 
+/// How a watch body is laid out.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Format {
+    /// JSON, one event per line.
+    Json,
+    /// Protobuf frames (a 4-byte big-endian length, then a `WatchEvent`) of this kind.
+    Protobuf(ProtoKind),
+}
+
 /// Decodes the watch `body` into events (see the module docs).
 pub(super) fn decode_in_parallel<K>(
     body: impl AsyncBufRead + Send + Unpin + 'static,
+    format: Format,
 ) -> WatchStream<K>
 where
     K: DeserializeOwned + Send + 'static,
 {
     let pool = DecodePool::shared();
-    stream::unfold(Some((body, Vec::new(), None)), |state| async move {
+    stream::unfold(Some((body, Vec::new(), None)), move |state| async move {
         let (mut body, mut partial, mut failed) = state?;
         if let Some(error) = failed.take() {
             return Some((Err(error), None));
         }
-        match next_lines(&mut body, &mut partial, &mut failed).await? {
+        let next = match format {
+            Format::Json => next_lines(&mut body, &mut partial, &mut failed).await?,
+            Format::Protobuf(_) => next_frames(&mut body, &mut partial, &mut failed).await?,
+        };
+        match next {
             // A read error ends the body: report it (or not) and stop reading.
             Err(error) => Some((Err(error), None)),
             lines => Some((lines, Some((body, partial, failed)))),
         }
     })
     .map(move |batch| {
-        let decoded = batch.map(|lines| pool.run(move || decode_all::<K>(&lines)));
+        let decoded = batch.map(|lines| {
+            pool.run(move || match format {
+                Format::Json => decode_all::<K>(&lines),
+                Format::Protobuf(kind) => decode_frames::<K>(&lines, kind),
+            })
+        });
         async move {
             match decoded {
                 Err(error) => read_error(error).into_iter().collect(),
@@ -116,6 +136,71 @@ async fn next_lines<R: AsyncBufRead + Unpin>(
             return Some(Ok(lines));
         }
     }
+}
+
+/// The complete protobuf frames that can be read (as [`next_lines`] reads lines). A frame
+/// longer than [`protobuf::MAX_FRAME`] is an error before anything is allocated for it; a
+/// frame cut by the end of the body is dropped (the watch is resumed from the last version).
+async fn next_frames<R: AsyncBufRead + Unpin>(
+    body: &mut R,
+    partial: &mut Vec<u8>,
+    failed: &mut Option<io::Error>,
+) -> Option<io::Result<Vec<Vec<u8>>>> {
+    let mut frames = Vec::new();
+    loop {
+        let read = if frames.is_empty() {
+            body.fill_buf().await
+        } else {
+            match body.fill_buf().now_or_never() {
+                Some(read) => read,
+                None => return Some(Ok(frames)),
+            }
+        };
+        let buf = match read {
+            Ok(buf) => buf,
+            Err(error) if frames.is_empty() => return Some(Err(error)),
+            Err(error) => {
+                *failed = Some(error);
+                return Some(Ok(frames));
+            }
+        };
+        if buf.is_empty() {
+            return (!frames.is_empty()).then_some(Ok(frames));
+        }
+        partial.extend_from_slice(buf);
+        let read = buf.len();
+        body.consume_unpin(read);
+        let used = match protobuf::split_frames(partial, protobuf::MAX_FRAME) {
+            Ok((complete, used)) => {
+                frames.extend(complete.into_iter().map(<[u8]>::to_vec));
+                used
+            }
+            Err(error) => {
+                let error = io::Error::new(io::ErrorKind::InvalidData, error);
+                if frames.is_empty() {
+                    return Some(Err(error));
+                }
+                *failed = Some(error);
+                return Some(Ok(frames));
+            }
+        };
+        partial.drain(..used);
+        if frames.len() >= BATCH {
+            return Some(Ok(frames));
+        }
+    }
+}
+
+fn decode_frames<K: DeserializeOwned>(
+    frames: &[Vec<u8>],
+    kind: ProtoKind,
+) -> Vec<Result<WatchEvent<K>, kube::Error>> {
+    frames
+        .iter()
+        .map(|frame| {
+            protobuf::decode_watch_event(frame, kind).map_err(|e| kube::Error::Service(Box::new(e)))
+        })
+        .collect()
 }
 
 fn decode_all<K: DeserializeOwned>(lines: &[Vec<u8>]) -> Vec<Result<WatchEvent<K>, kube::Error>> {

@@ -105,7 +105,7 @@ where
     async fn list_page(&self, params: &ListParams) -> Result<ListPage<K>, kube::Error> {
         let request = kube::core::Request::new(self.resource_url());
         let client = self.clone().into_client();
-        raw_list_page(&client, &request, K::metadata_api(), params).await
+        raw_list_page(&client, &request, K::metadata_api(), None, params).await
     }
 
     /// The response's lines are decoded straight into `K` (no intermediate
@@ -122,6 +122,7 @@ where
             &client,
             &request,
             K::metadata_api(),
+            None,
             params,
             resource_version,
         )
@@ -149,6 +150,9 @@ pub struct ClientListerWatcher<K> {
     client: kube::Client,
     request: kube::core::Request,
     metadata_only: bool,
+    /// `K`'s protobuf encoding, if it has one.
+    encoding: Option<crate::protobuf::ProtoKind>,
+    protobuf: bool,
     _objects: std::marker::PhantomData<fn() -> K>,
 }
 
@@ -157,6 +161,7 @@ impl<K> std::fmt::Debug for ClientListerWatcher<K> {
         f.debug_struct("ClientListerWatcher")
             .field("url", &self.request.url_path)
             .field("metadata_only", &self.metadata_only)
+            .field("protobuf", &self.encoding())
             .finish()
     }
 }
@@ -168,6 +173,8 @@ impl<K: kube::Resource> ClientListerWatcher<K> {
             client,
             request: kube::core::Request::new(K::url_path(dyntype, namespace)),
             metadata_only: false,
+            encoding: crate::protobuf::ProtoKind::of(&K::api_version(dyntype), &K::kind(dyntype)),
+            protobuf: false,
             _objects: std::marker::PhantomData,
         }
     }
@@ -177,6 +184,31 @@ impl<K: kube::Resource> ClientListerWatcher<K> {
     pub fn metadata_only(mut self) -> Self {
         self.metadata_only = true;
         self
+    }
+
+    /// Ask for protobuf, when `K` is a built-in kind (see [`crate::protobuf`]): answers are
+    /// decoded as their `Content-Type` says, so a server that answers JSON is read as JSON.
+    /// Off by default here; factory informers of built-in types turn it on
+    /// ([`FactoryOptions::protobuf`](crate::factory::FactoryOptions::protobuf)). Not for
+    /// metadata-only watchers. A `DynamicObject` decoded from protobuf has no `apiVersion`
+    /// and `kind` of its own (as items of a JSON list have none).
+    /// Types that cannot be read from protobuf (`Compact<K>`, which keeps the JSON it
+    /// receives) stay JSON.
+    #[must_use]
+    pub fn protobuf(mut self, on: bool) -> Self
+    where
+        K: DeserializeOwned,
+    {
+        self.protobuf = on && self.encoding.is_some_and(|kind| kind.decodes::<K>());
+        self
+    }
+}
+
+impl<K> ClientListerWatcher<K> {
+    /// The encoding asked for: `K`'s protobuf kind when it has one and protobuf is on.
+    fn encoding(&self) -> Option<crate::protobuf::ProtoKind> {
+        self.encoding
+            .filter(|_| self.protobuf && !self.metadata_only)
     }
 }
 
@@ -196,7 +228,15 @@ where
     }
 
     async fn list_page(&self, params: &ListParams) -> Result<ListPage<K>, kube::Error> {
-        raw_list_page(&self.client, &self.request, self.metadata_only, params).await
+        let encoding = self.encoding();
+        raw_list_page(
+            &self.client,
+            &self.request,
+            self.metadata_only,
+            encoding,
+            params,
+        )
+        .await
     }
 
     async fn watch(
@@ -208,6 +248,7 @@ where
             &self.client,
             &self.request,
             self.metadata_only,
+            self.encoding(),
             params,
             resource_version,
         )
@@ -215,11 +256,13 @@ where
     }
 }
 
-/// One LIST request whose body is kept undecoded (but for its list metadata).
+/// One LIST request whose body is kept undecoded (but for its list metadata). With
+/// `protobuf`, protobuf is asked for and the answer read as its `Content-Type` says.
 async fn raw_list_page<K: DeserializeOwned + Clone>(
     client: &kube::Client,
     request: &kube::core::Request,
     metadata_only: bool,
+    protobuf: Option<crate::protobuf::ProtoKind>,
     params: &ListParams,
 ) -> Result<ListPage<K>, kube::Error> {
     let request = if metadata_only {
@@ -227,8 +270,20 @@ async fn raw_list_page<K: DeserializeOwned + Clone>(
     } else {
         request.list(params)
     };
-    let request = request.map_err(kube::Error::BuildRequest)?;
-    ListPage::from_body(request::text(client, request).await?)
+    let mut request = request.map_err(kube::Error::BuildRequest)?;
+    let Some(kind) = protobuf else {
+        return ListPage::from_body(request::text(client, request).await?);
+    };
+    request.headers_mut().insert(
+        http::header::ACCEPT,
+        http::HeaderValue::from_static(crate::protobuf::ACCEPT),
+    );
+    match request::bytes(client, request).await? {
+        (true, body) => ListPage::from_protobuf(body, kind),
+        (false, body) => {
+            ListPage::from_body(String::from_utf8(body.to_vec()).map_err(kube::Error::FromUtf8)?)
+        }
+    }
 }
 
 /// One WATCH request whose objects are decoded on the decoding threads (see `decode`).
@@ -236,6 +291,7 @@ async fn parallel_watch<K: DeserializeOwned + Send + 'static>(
     client: &kube::Client,
     request: &kube::core::Request,
     metadata_only: bool,
+    protobuf: Option<crate::protobuf::ProtoKind>,
     params: &WatchParams,
     resource_version: &str,
 ) -> Result<WatchStream<K>, kube::Error> {
@@ -250,6 +306,16 @@ async fn parallel_watch<K: DeserializeOwned + Send + 'static>(
         http::header::ACCEPT_ENCODING,
         http::HeaderValue::from_static("identity"),
     );
-    let body = request::stream(client, request).await?;
-    Ok(decode::decode_in_parallel(body))
+    if protobuf.is_some() {
+        request.headers_mut().insert(
+            http::header::ACCEPT,
+            http::HeaderValue::from_static(crate::protobuf::ACCEPT_WATCH),
+        );
+    }
+    let (framed, body) = request::stream(client, request).await?;
+    let format = match protobuf {
+        Some(kind) if framed => decode::Format::Protobuf(kind),
+        _ => decode::Format::Json,
+    };
+    Ok(decode::decode_in_parallel(body, format))
 }

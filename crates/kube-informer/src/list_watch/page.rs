@@ -83,6 +83,28 @@ impl<K: DeserializeOwned + Clone> ListPage<K> {
     }
 }
 
+impl<K: DeserializeOwned + Clone> ListPage<K> {
+    /// A page from a protobuf LIST response body of `kind`: its list metadata now, its
+    /// items when asked.
+    pub(crate) fn from_protobuf(
+        body: bytes::Bytes,
+        kind: crate::protobuf::ProtoKind,
+    ) -> Result<Self, kube::Error> {
+        let decode_error = |e: crate::protobuf::DecodeError| kube::Error::Service(Box::new(e));
+        let list = crate::protobuf::ListBody::parse(&body, kind).map_err(decode_error)?;
+        let metadata = list.metadata.clone();
+        drop(list);
+        Ok(Self {
+            metadata,
+            items: Items::Deferred(Box::new(move || {
+                crate::protobuf::ListBody::parse(&body, kind)
+                    .and_then(|list| list.items())
+                    .map_err(decode_error)
+            })),
+        })
+    }
+}
+
 /// A list's items; everything else skipped.
 #[derive(Deserialize)]
 #[serde(bound(deserialize = "K: DeserializeOwned"))]

@@ -73,6 +73,25 @@ impl tower_service::Service<Request<Body>> for Answer {
     }
 }
 
+/// Whether a response's `Content-Type` is Kubernetes' protobuf (`stream=watch` or not).
+pub(super) fn is_protobuf<B>(response: &Response<B>) -> bool {
+    response
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t.trim_start().starts_with(crate::protobuf::CONTENT_TYPE))
+}
+
+/// The whole body of `request`'s answer, and whether it is protobuf (else JSON).
+pub(super) async fn bytes(
+    client: &kube::Client,
+    request: Request<Vec<u8>>,
+) -> Result<(bool, Bytes), kube::Error> {
+    let response = send(client, request).await?;
+    let protobuf = is_protobuf(&response);
+    Ok((protobuf, response.into_body().collect_bytes().await?))
+}
+
 /// The whole body of `request`'s answer, as text.
 pub(super) async fn text(
     client: &kube::Client,
@@ -86,22 +105,27 @@ pub(super) async fn text(
     String::from_utf8(body.to_vec()).map_err(kube::Error::FromUtf8)
 }
 
-/// The body of `request`'s answer, to be read as it arrives.
+/// The body of `request`'s answer, to be read as it arrives, and whether it is protobuf
+/// frames (else JSON lines).
 pub(super) async fn stream(
     client: &kube::Client,
     request: Request<Vec<u8>>,
-) -> Result<impl AsyncBufRead + Send + Unpin + 'static, kube::Error> {
-    let body = send(client, request).await?.into_body();
-    Ok(body
+) -> Result<(bool, impl AsyncBufRead + Send + Unpin + 'static), kube::Error> {
+    let response = send(client, request).await?;
+    let protobuf = is_protobuf(&response);
+    let body = response
+        .into_body()
         .into_data_stream()
         .map_err(std::io::Error::other)
-        .into_async_read())
+        .into_async_read();
+    Ok((protobuf, body))
 }
 
 /// The `Status` of an error response: its JSON body, or one made from its code and text;
 /// `Retry-After` (seconds) in `details.retryAfterSeconds` either way.
 async fn error_response(response: Response<Body>) -> kube::Error {
     let code = response.status();
+    let protobuf = is_protobuf(&response);
     let retry_after = response
         .headers()
         .get(RETRY_AFTER)
@@ -111,8 +135,14 @@ async fn error_response(response: Response<Body>) -> kube::Error {
         Ok(body) => body,
         Err(err) => return err,
     };
-    let mut status = match serde_json::from_slice::<Status>(&body) {
-        Ok(status) if status.code != 0 || !status.message.is_empty() => status,
+    // Asked for protobuf, the API server answers errors in protobuf too.
+    let decoded = if protobuf {
+        crate::protobuf::decode_status(&body).ok()
+    } else {
+        serde_json::from_slice::<Status>(&body).ok()
+    };
+    let mut status = match decoded {
+        Some(status) if status.code != 0 || !status.message.is_empty() => status,
         _ => plain_status(code, &String::from_utf8_lossy(&body)),
     };
     if status.code == 0 {

@@ -189,6 +189,22 @@ impl<'de> de::Deserializer<'de> for One<'de> {
         }
     }
 
+    /// Enums of unit variants named by strings (kube's `StatusSummary`, `Operation`).
+    fn deserialize_enum<V: Visitor<'de>>(
+        self,
+        _: &'static str,
+        _: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, DecodeError> {
+        match self.ty {
+            Ty::Str => visitor.visit_enum(de::value::BorrowedStrDeserializer::new(utf8(
+                self.bytes()?,
+                self.offset,
+            )?)),
+            _ => self.deserialize_any(visitor),
+        }
+    }
+
     fn deserialize_bytes<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
         match self.ty {
             Ty::Bytes => visitor.visit_borrowed_bytes(self.bytes()?),
@@ -202,7 +218,7 @@ impl<'de> de::Deserializer<'de> for One<'de> {
 
     serde::forward_to_deserialize_any! {
         bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
-        unit unit_struct seq tuple tuple_struct map struct enum identifier ignored_any
+        unit unit_struct seq tuple tuple_struct map struct identifier ignored_any
     }
 }
 

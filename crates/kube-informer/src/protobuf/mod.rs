@@ -146,6 +146,13 @@ impl ProtoKind {
         Self::of(K::API_VERSION, K::KIND)
     }
 
+    /// Whether `K` can be read from this kind's messages: true for k8s-openapi's types (and
+    /// `DynamicObject`), false for types that read JSON itself (`Compact<K>` keeps the JSON
+    /// text it receives). Tried on an empty object.
+    pub fn decodes<K: DeserializeOwned>(&self) -> bool {
+        de::decode::<K>(&[], 0, self.message).is_ok()
+    }
+
     fn expect(
         &self,
         envelope: &Envelope<'_>,
@@ -219,7 +226,7 @@ fn envelope(body: &[u8], base: usize) -> Result<Envelope<'_>, DecodeError> {
             (3, RawValue::Len(encoding)) if !encoding.is_empty() => {
                 let encoding = String::from_utf8_lossy(encoding);
                 return Err(DecodeError::at(
-                    reader.offset_of(&[]),
+                    reader.offset(),
                     format!("content encoding {encoding:?} is not supported"),
                 ));
             }

@@ -64,7 +64,8 @@ impl<'de> Reader<'de> {
 
     /// The body offset of `slice`, a value this reader returned.
     pub(crate) fn offset_of(&self, slice: &[u8]) -> usize {
-        self.base + (slice.as_ptr() as usize - self.buf.as_ptr() as usize)
+        let within = (slice.as_ptr() as usize).saturating_sub(self.buf.as_ptr() as usize);
+        self.base + within.min(self.buf.len())
     }
 
     /// The next field, or `None` at the end of the message.
