@@ -205,7 +205,14 @@ def main():
             entries.append(f"Field {{ number: {number}, json: {json_name!r}, ty: {resolve(package, ty)}, "
                            f"rep: {rep}, omit_zero: {str(omit_zero).lower()}, inline: {str(inline).lower()} }}")
         body = ", ".join(entries)
-        out.append(f"    Message {{ name: {fq!r}, shape: Shape::{shape}, fields: &[{body}] }},")
+        # Field number -> 1 + its index in `fields` (0: none), for numbers below 64.
+        numbers = sorted(fields)
+        lookup = [0] * (min(max(numbers, default=0), 63) + 1)
+        for i, number in enumerate(numbers):
+            if number < 64:
+                lookup[number] = i + 1
+        table = ", ".join(str(v) for v in lookup)
+        out.append(f"    Message {{ name: {fq!r}, shape: Shape::{shape}, fields: &[{body}], by_number: &[{table}] }},")
     out.append("];\n")
     kinds = sorted(kinds)
     out.append("/// `(apiVersion, kind)` of every message of an API group, sorted, to its message.")

@@ -195,7 +195,10 @@ async fn informers_read_the_same_objects_from_protobuf_and_json(backend: Backend
     let lists = ReflectorOptions::default()
         .streaming_lists(false)
         .page_size(2);
-    let factory = SharedInformerFactory::new(recorder, FactoryOptions::default().reflector(lists));
+    let factory = SharedInformerFactory::new(
+        recorder,
+        FactoryOptions::default().protobuf(true).reflector(lists),
+    );
     let pods = factory.informer::<Pod>();
     let configmaps = factory.informer::<ConfigMap>();
     let secrets = factory.informer::<Secret>();

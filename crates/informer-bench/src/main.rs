@@ -15,6 +15,7 @@ mod clients;
 mod decoders;
 mod measure;
 mod orchestrate;
+mod protobuf;
 mod sharding;
 mod traffic;
 
@@ -102,6 +103,19 @@ enum Command {
         #[arg(long)]
         lease_secs: u64,
     },
+    /// JSON against protobuf on a real kube-apiserver (needs KUBEBUILDER_ASSETS): bytes,
+    /// one-core decode rates of LIST and watch, and an informer's first sync with each
+    Protobuf {
+        /// Realistic pods to create
+        #[arg(long, default_value_t = 2_000)]
+        pods: usize,
+        /// Keep the LIST and watch bodies (JSON and protobuf) in this folder
+        #[arg(long, value_name = "DIR")]
+        save: Option<std::path::PathBuf>,
+        /// Measure the decoding of bodies an earlier `--save` kept, without a server
+        #[arg(long, value_name = "DIR", conflicts_with = "save")]
+        from: Option<std::path::PathBuf>,
+    },
     /// serde_json against simd-json and sonic-rs on the same pods
     #[cfg(feature = "decoders")]
     Decoders {
@@ -147,6 +161,10 @@ fn main() {
             shard,
             lease: std::time::Duration::from_secs(lease_secs),
         }),
+        Some(Command::Protobuf { pods, save, from }) => match from {
+            Some(dir) => protobuf::measure_saved(&dir, pods),
+            None => protobuf::run(pods, save.as_deref()),
+        },
         #[cfg(feature = "decoders")]
         Some(Command::Decoders { events }) => decoders::run(events),
         None => orchestrate::run(&plan(cli.plan)),

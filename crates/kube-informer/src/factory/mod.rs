@@ -354,7 +354,7 @@ impl SharedInformerFactory {
     {
         let namespaced = K::Scope::NAMESPACED;
         let namespaces = self.namespaces_for(namespaced, &spec);
-        let protobuf = spec.protobuf.unwrap_or(!self.inner.options.json_only);
+        let protobuf = spec.protobuf.unwrap_or(self.inner.options.wants_protobuf());
         let what = if protobuf {
             "typed"
         } else {
@@ -362,9 +362,17 @@ impl SharedInformerFactory {
         };
         let key = self.key(what, namespaces.clone(), &spec);
         let client = self.inner.client.clone();
+        let strip = self.inner.options.strip_managed_fields;
         self.get_or_make(key, short_name::<K>(), namespaced, spec, move |options| {
             informer_in(namespaces, options, |ns| {
-                ClientListerWatcher::<K>::new(client.clone(), ns, &()).protobuf(protobuf)
+                let source = ClientListerWatcher::<K>::new(client.clone(), ns, &());
+                // Stripped after decoding anyway: over protobuf, never decoded.
+                let source = if strip {
+                    source.without_managed_fields()
+                } else {
+                    source
+                };
+                source.protobuf(protobuf)
             })
         })
     }

@@ -188,8 +188,8 @@ impl<K: kube::Resource> ClientListerWatcher<K> {
 
     /// Ask for protobuf, when `K` is a built-in kind (see [`crate::protobuf`]): answers are
     /// decoded as their `Content-Type` says, so a server that answers JSON is read as JSON.
-    /// Off by default here; factory informers of built-in types turn it on
-    /// ([`FactoryOptions::protobuf`](crate::factory::FactoryOptions::protobuf)). Not for
+    /// Off by default here; factory informers follow
+    /// [`FactoryOptions::protobuf`](crate::factory::FactoryOptions::protobuf). Not for
     /// metadata-only watchers. A `DynamicObject` decoded from protobuf has no `apiVersion`
     /// and `kind` of its own (as items of a JSON list have none).
     /// Types that cannot be read from protobuf (`Compact<K>`, which keeps the JSON it
@@ -205,6 +205,18 @@ impl<K: kube::Resource> ClientListerWatcher<K> {
 }
 
 impl<K> ClientListerWatcher<K> {
+    /// Over protobuf, leave `metadata.managedFields` out of every object while decoding
+    /// (see [`ProtoKind::without_managed_fields`](crate::protobuf::ProtoKind::without_managed_fields));
+    /// JSON answers still carry them. The factory does this for
+    /// [`FactoryOptions::strip_managed_fields`](crate::factory::FactoryOptions::strip_managed_fields).
+    #[must_use]
+    pub fn without_managed_fields(mut self) -> Self {
+        self.encoding = self
+            .encoding
+            .map(crate::protobuf::ProtoKind::without_managed_fields);
+        self
+    }
+
     /// The encoding asked for: `K`'s protobuf kind when it has one and protobuf is on.
     fn encoding(&self) -> Option<crate::protobuf::ProtoKind> {
         self.encoding

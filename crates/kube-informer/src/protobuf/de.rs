@@ -13,17 +13,29 @@ use super::{
     wire::{RawValue, Reader},
 };
 
+/// What to leave out while decoding (as if the server had not sent it).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Skip {
+    /// `metadata.managedFields`, wherever an `ObjectMeta` is.
+    pub(crate) managed_fields: bool,
+}
+
+const OBJECT_META: &str = "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta";
+const MANAGED_FIELDS: u32 = 17;
+
 /// Decodes `buf`, a `message`, as `T`. `base` is `buf`'s offset in the whole body.
 pub(crate) fn decode<'de, T: de::Deserialize<'de>>(
     buf: &'de [u8],
     base: usize,
     message: &'static Message,
+    skip: Skip,
 ) -> Result<T, DecodeError> {
     let value = One {
         ty: Ty::Message(0),
         raw: RawValue::Len(buf),
         offset: base,
         message: Some(message),
+        skip,
     };
     T::deserialize(value).map_err(|e| e.within(message.name))
 }
@@ -36,10 +48,11 @@ struct One<'de> {
     offset: usize,
     /// The message, when `ty` is one (resolved once).
     message: Option<&'static Message>,
+    skip: Skip,
 }
 
 impl<'de> One<'de> {
-    fn new(ty: Ty, raw: RawValue<'de>, offset: usize) -> Self {
+    fn new(ty: Ty, raw: RawValue<'de>, offset: usize, skip: Skip) -> Self {
         let message = match ty {
             Ty::Message(index) => Some(schema::message(index)),
             _ => None,
@@ -49,6 +62,7 @@ impl<'de> One<'de> {
             raw,
             offset,
             message,
+            skip,
         }
     }
 
@@ -244,14 +258,16 @@ impl<'de> One<'de> {
     fn message_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
         let message = self.message.expect("a message type");
         match message.shape {
-            Shape::Object => visitor.visit_map(Fields::new(self.bytes()?, self.offset, message)),
+            Shape::Object => {
+                visitor.visit_map(Fields::new(self.bytes()?, self.offset, message, self.skip))
+            }
             Shape::List => {
                 let field = message.field(1).ok_or_else(|| {
                     DecodeError::at(self.offset, format!("{} has no field 1", message.name))
                 })?;
                 let mut reader = Reader::new(self.bytes()?, self.offset);
                 let (start, count) = run(&mut reader, None, 1)?;
-                visitor.visit_seq(Run::new(start, count, field))
+                visitor.visit_seq(Run::new(start, count, field, self.skip))
             }
             Shape::Time | Shape::MicroTime => {
                 match self.time(message.shape == Shape::MicroTime)? {
@@ -315,6 +331,7 @@ fn run<'de>(
 struct Fields<'de> {
     stack: SmallVec<[(Reader<'de>, &'static Message); 4]>,
     pending: Option<Pending<'de>>,
+    skip: Skip,
 }
 
 enum Pending<'de> {
@@ -323,12 +340,13 @@ enum Pending<'de> {
 }
 
 impl<'de> Fields<'de> {
-    fn new(buf: &'de [u8], base: usize, message: &'static Message) -> Self {
+    fn new(buf: &'de [u8], base: usize, message: &'static Message, skip: Skip) -> Self {
         let mut stack = SmallVec::new();
         stack.push((Reader::new(buf, base), message));
         Fields {
             stack,
             pending: None,
+            skip,
         }
     }
 }
@@ -362,6 +380,12 @@ impl<'de> MapAccess<'de> for Fields<'de> {
             let Some(field) = message.field(raw.number) else {
                 continue;
             };
+            if self.skip.managed_fields
+                && raw.number == MANAGED_FIELDS
+                && message.name == OBJECT_META
+            {
+                continue;
+            }
             let offset = before.offset();
             if field.inline {
                 let Ty::Message(index) = field.ty else {
@@ -383,7 +407,7 @@ impl<'de> MapAccess<'de> for Fields<'de> {
                     if field.omit_zero && is_zero(&raw.value) {
                         continue;
                     }
-                    Pending::One(field, One::new(field.ty, raw.value, offset))
+                    Pending::One(field, One::new(field.ty, raw.value, offset, self.skip))
                 }
                 Rep::Repeated | Rep::Map => {
                     let (start, count) = run(reader, Some(before), raw.number)?;
@@ -404,8 +428,8 @@ impl<'de> MapAccess<'de> for Fields<'de> {
             Some(Pending::One(field, one)) => (field, seed.deserialize(one)),
             Some(Pending::Run(field, start, count)) => {
                 let result = match field.rep {
-                    Rep::Map => seed.deserialize(MapRun(Run::new(start, count, field))),
-                    _ => seed.deserialize(SeqRun(Run::new(start, count, field))),
+                    Rep::Map => seed.deserialize(MapRun(Run::new(start, count, field, self.skip))),
+                    _ => seed.deserialize(SeqRun(Run::new(start, count, field, self.skip))),
                 };
                 (field, result)
             }
@@ -422,15 +446,17 @@ struct Run<'de> {
     field: &'static Field,
     /// Packed numbers being read from one occurrence.
     packed: Option<Reader<'de>>,
+    skip: Skip,
 }
 
 impl<'de> Run<'de> {
-    fn new(reader: Reader<'de>, left: usize, field: &'static Field) -> Self {
+    fn new(reader: Reader<'de>, left: usize, field: &'static Field, skip: Skip) -> Self {
         Run {
             reader,
             left,
             field,
             packed: None,
+            skip,
         }
     }
 
@@ -440,7 +466,7 @@ impl<'de> Run<'de> {
             if !packed.is_empty() {
                 let offset = packed.offset();
                 let value = packed.next_packed(self.field.ty)?;
-                return Ok(Some(One::new(self.field.ty, value, offset)));
+                return Ok(Some(One::new(self.field.ty, value, offset, self.skip)));
             }
             self.packed = None;
         }
@@ -458,7 +484,7 @@ impl<'de> Run<'de> {
             self.packed = Some(Reader::new(bytes, self.reader.offset_of(bytes)));
             return self.next();
         }
-        Ok(Some(One::new(self.field.ty, raw.value, offset)))
+        Ok(Some(One::new(self.field.ty, raw.value, offset, self.skip)))
     }
 }
 
@@ -543,7 +569,14 @@ impl<'de> MapAccess<'de> for Entries<'de> {
         while let Some(field) = reader.next_field()? {
             match (field.number, field.value) {
                 (1, RawValue::Len(k)) => key = utf8(k, reader.offset_of(k))?,
-                (2, raw) => value = Some(One::new(self.run.field.ty, raw, entry.offset)),
+                (2, raw) => {
+                    value = Some(One::new(
+                        self.run.field.ty,
+                        raw,
+                        entry.offset,
+                        self.run.skip,
+                    ))
+                }
                 _ => {}
             }
         }
@@ -552,7 +585,8 @@ impl<'de> MapAccess<'de> for Entries<'de> {
             Ty::Str | Ty::Bytes | Ty::Message(_) => RawValue::Len(&[]),
             _ => RawValue::Varint(0),
         };
-        self.value = Some(value.unwrap_or(One::new(self.run.field.ty, zero, entry.offset)));
+        let skip = self.run.skip;
+        self.value = Some(value.unwrap_or(One::new(self.run.field.ty, zero, entry.offset, skip)));
         seed.deserialize(de::value::BorrowedStrDeserializer::new(key))
             .map(Some)
     }

@@ -12,6 +12,8 @@ pub(crate) struct Message {
     pub(crate) shape: Shape,
     /// Sorted by number.
     pub(crate) fields: &'static [Field],
+    /// For numbers below 64 (nearly all): 1 + the field's index in `fields`, 0 for none.
+    pub(crate) by_number: &'static [u8],
 }
 
 /// What JSON makes of a message.
@@ -78,6 +80,12 @@ pub(crate) enum Rep {
 
 impl Message {
     pub(crate) fn field(&self, number: u32) -> Option<&'static Field> {
+        if let Some(&slot) = self.by_number.get(number as usize) {
+            return slot.checked_sub(1).map(|i| &self.fields[usize::from(i)]);
+        }
+        if number < 64 {
+            return None; // beyond the table: no field that low is missing from it
+        }
         self.fields
             .binary_search_by_key(&number, |f| f.number)
             .ok()
