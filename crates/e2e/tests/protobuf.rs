@@ -38,8 +38,11 @@ use serde_json::{Value, json};
 
 const NS: &str = "protobuf";
 
+/// Each answer's request URI and content type.
+type Answers = Arc<Mutex<Vec<(String, String)>>>;
+
 /// A client that records the content type of every answer to a LIST or WATCH.
-fn recording(client: kube::Client) -> (kube::Client, Arc<Mutex<Vec<(String, String)>>>) {
+fn recording(client: kube::Client) -> (kube::Client, Answers) {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let log = seen.clone();
     let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {

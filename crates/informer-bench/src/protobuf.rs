@@ -180,20 +180,20 @@ fn measure(
         .filter(|l| !l.is_empty())
         .collect();
     let (frames, _) =
-        protobuf::split_frames(&pb_watch, protobuf::MAX_FRAME).map_err(|e| e.to_string())?;
+        protobuf::split_frames(pb_watch, protobuf::MAX_FRAME).map_err(|e| e.to_string())?;
     let rows = [
         (
             "LIST, JSON → ObjectList<Pod>",
             json_list.len(),
             best_of_three(|| {
-                serde_json::from_slice::<ObjectList<Pod>>(&json_list).map_or(0, |l| l.items.len())
+                serde_json::from_slice::<ObjectList<Pod>>(json_list).map_or(0, |l| l.items.len())
             }),
         ),
         (
             "LIST, protobuf → Vec<Pod>",
             pb_list.len(),
             best_of_three(|| {
-                ListBody::parse(&pb_list, kind)
+                ListBody::parse(pb_list, kind)
                     .and_then(|l| l.items::<Pod>())
                     .map_or(0, |i| i.len())
             }),

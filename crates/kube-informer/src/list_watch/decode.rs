@@ -148,6 +148,24 @@ async fn next_frames<R: AsyncBufRead + Unpin>(
 ) -> Option<io::Result<Vec<Vec<u8>>>> {
     let mut frames = Vec::new();
     loop {
+        // What is complete already (or wrong) goes first, before waiting for more.
+        match protobuf::split_frames(partial, protobuf::MAX_FRAME) {
+            Ok((complete, used)) => {
+                frames.extend(complete.into_iter().map(<[u8]>::to_vec));
+                partial.drain(..used);
+            }
+            Err(error) => {
+                let error = io::Error::new(io::ErrorKind::InvalidData, error);
+                if frames.is_empty() {
+                    return Some(Err(error));
+                }
+                *failed = Some(error);
+                return Some(Ok(frames));
+            }
+        }
+        if frames.len() >= BATCH {
+            return Some(Ok(frames));
+        }
         let read = if frames.is_empty() {
             body.fill_buf().await
         } else {
@@ -170,24 +188,6 @@ async fn next_frames<R: AsyncBufRead + Unpin>(
         partial.extend_from_slice(buf);
         let read = buf.len();
         body.consume_unpin(read);
-        let used = match protobuf::split_frames(partial, protobuf::MAX_FRAME) {
-            Ok((complete, used)) => {
-                frames.extend(complete.into_iter().map(<[u8]>::to_vec));
-                used
-            }
-            Err(error) => {
-                let error = io::Error::new(io::ErrorKind::InvalidData, error);
-                if frames.is_empty() {
-                    return Some(Err(error));
-                }
-                *failed = Some(error);
-                return Some(Ok(frames));
-            }
-        };
-        partial.drain(..used);
-        if frames.len() >= BATCH {
-            return Some(Ok(frames));
-        }
     }
 }
 
@@ -305,7 +305,7 @@ mod tests {
     }
 
     async fn events(body: String) -> Vec<String> {
-        let stream = decode_in_parallel::<ConfigMap>(Cursor::new(body.into_bytes()));
+        let stream = decode_in_parallel::<ConfigMap>(Cursor::new(body.into_bytes()), Format::Json);
         stream
             .map(|event| match event {
                 Ok(WatchEvent::Added(c)) => format!("added {}", c.metadata.name.unwrap()),
@@ -336,7 +336,7 @@ mod tests {
             Ok(b"never read".to_vec()),
         ];
         let body = stream::iter(chunks).into_async_read();
-        decode_in_parallel::<ConfigMap>(body)
+        decode_in_parallel::<ConfigMap>(body, Format::Json)
             .map(|event| match event {
                 Ok(WatchEvent::Added(c)) => format!("added {}", c.metadata.name.unwrap()),
                 Ok(other) => format!("{other:?}"),
@@ -394,17 +394,18 @@ mod tests {
             r#"{"kind":"Status","code":500,"message":"boom"}"#,
         ]
         .join("\n");
-        let seen: Vec<String> = decode_in_parallel::<ConfigMap>(Cursor::new(body.into_bytes()))
-            .map(|event| match event {
-                Err(kube::Error::Service(e)) => match e.downcast_ref::<UndecodableLine>() {
-                    Some(line) => format!("undecodable {} | {}", line.reason, line.prefix),
-                    None => format!("other {e}"),
-                },
-                Err(kube::Error::Api(s)) => format!("api error {}", s.code),
-                other => format!("{other:?}"),
-            })
-            .collect()
-            .await;
+        let seen: Vec<String> =
+            decode_in_parallel::<ConfigMap>(Cursor::new(body.into_bytes()), Format::Json)
+                .map(|event| match event {
+                    Err(kube::Error::Service(e)) => match e.downcast_ref::<UndecodableLine>() {
+                        Some(line) => format!("undecodable {} | {}", line.reason, line.prefix),
+                        None => format!("other {e}"),
+                    },
+                    Err(kube::Error::Api(s)) => format!("api error {}", s.code),
+                    other => format!("{other:?}"),
+                })
+                .collect()
+                .await;
         assert_eq!(seen.len(), 3, "{seen:?}");
         assert!(
             seen[0].contains("unknown variant `EXPLODED`"),
@@ -414,5 +415,38 @@ mod tests {
         assert!(seen[0].ends_with(r#"| {"type":"EXPLODED","object":{"metadata":{"name":"x"}}}"#));
         assert!(seen[1].contains("resourceVersion"), "{}", seen[1]);
         assert_eq!(seen[2], "api error 500");
+    }
+
+    #[tokio::test]
+    async fn protobuf_frames_that_do_not_decode_or_claim_too_much_are_errors_in_order() {
+        let kind = ProtoKind::of_type::<ConfigMap>().unwrap();
+        // A frame of three bytes that are no WatchEvent, then a header claiming 4 GiB.
+        let mut body = 3u32.to_be_bytes().to_vec();
+        body.extend_from_slice(b"abc");
+        body.extend_from_slice(&u32::MAX.to_be_bytes());
+        let seen: Vec<String> =
+            decode_in_parallel::<ConfigMap>(Cursor::new(body), Format::Protobuf(kind))
+                .map(|event| match event {
+                    Ok(_) => "event".to_owned(),
+                    Err(kube::Error::Service(error)) => format!("undecodable: {error}"),
+                    Err(kube::Error::ReadEvents(error)) => format!("read: {error}"),
+                    Err(other) => format!("other: {other}"),
+                })
+                .collect()
+                .await;
+        assert_eq!(seen.len(), 2, "{seen:?}");
+        assert!(seen[0].starts_with("undecodable: at byte"), "{seen:?}");
+        assert!(
+            seen[1].starts_with("read: ") && seen[1].contains("over the limit"),
+            "{seen:?}"
+        );
+        // A frame cut by the end of the body is dropped (the watch resumes), not an error.
+        let mut cut = 10u32.to_be_bytes().to_vec();
+        cut.extend_from_slice(b"abc");
+        let events: Vec<_> =
+            decode_in_parallel::<ConfigMap>(Cursor::new(cut), Format::Protobuf(kind))
+                .collect()
+                .await;
+        assert!(events.is_empty(), "{events:?}");
     }
 }

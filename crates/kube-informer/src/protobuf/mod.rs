@@ -445,19 +445,24 @@ struct BookmarkObject {
 }
 
 /// Splits watch frames off a buffer: each a 4-byte big-endian length and that many bytes.
-/// Returns the frames complete in `buf` and how many bytes they took.
+/// Returns the frames complete in `buf` and how many bytes they took. A header that claims
+/// more than `max` ends the frames returned; called again from there, it is the error.
 ///
 /// # Errors
-/// A frame longer than `max` (checked before anything is allocated for it).
+/// When the first frame's header claims more than `max` bytes (checked before anything is
+/// allocated for it).
 pub fn split_frames(buf: &[u8], max: usize) -> Result<(Vec<&[u8]>, usize), DecodeError> {
     let (mut frames, mut at) = (Vec::new(), 0);
     while let Some(header) = buf.get(at..at + 4) {
         let len = u32::from_be_bytes(header.try_into().expect("4 bytes")) as usize;
         if len > max {
-            return Err(DecodeError::at(
-                at,
-                format!("a watch frame of {len} bytes, over the limit of {max}"),
-            ));
+            if frames.is_empty() {
+                return Err(DecodeError::at(
+                    at,
+                    format!("a watch frame of {len} bytes, over the limit of {max}"),
+                ));
+            }
+            break;
         }
         let Some(frame) = buf.get(at + 4..at + 4 + len) else {
             break;
