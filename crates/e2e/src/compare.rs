@@ -94,3 +94,15 @@ pub async fn assert_cache_matches(
         diverging.join("\n  ")
     );
 }
+
+/// Polls `check` every 50 ms until it holds; panics after a minute with `what` (a hang,
+/// not a verdict: the assertions are what `check` tests).
+pub async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    for _ in 0..1200 {
+        if check() {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("never: {what}");
+}

@@ -25,7 +25,7 @@ mod running;
 
 pub use backend::{Backend, BackendOptions, Request};
 pub use churn::{Churn, churn, config_map};
-pub use compare::{assert_cache_matches, ensure_namespace, server_state};
+pub use compare::{assert_cache_matches, ensure_namespace, eventually, server_state};
 pub use raw::{Answer, error, send};
 pub use running::{Running, quick};
 

@@ -4,9 +4,9 @@
 //! owner reference still names an older version of the custom resource), a deletion
 //! arrives as `Gone`; and a typed controller owns dynamic children (`owns_dynamic`).
 
-use std::{sync::Arc, time::Duration};
+use std::sync::Arc;
 
-use e2e::{Backend, BackendOptions, both, ensure_namespace};
+use e2e::{Backend, BackendOptions, both, ensure_namespace, eventually};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{
     Api,
@@ -31,17 +31,6 @@ fn widgets() -> ApiResource {
         &GroupVersionKind::gvk("example.com", "v1", "Widget"),
         "widgets",
     )
-}
-
-/// Polls `check` every 50 ms until it holds; gives up after a minute (a hang, not a verdict).
-async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    for _ in 0..1200 {
-        if check() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("never: {what}");
 }
 
 /// What the widget controller saw: `name=size` for a present widget, `gone:name` for a

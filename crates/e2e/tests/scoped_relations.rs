@@ -8,7 +8,7 @@
 
 use std::{sync::Arc, time::Duration};
 
-use e2e::{Backend, both, ensure_namespace};
+use e2e::{Backend, both, ensure_namespace, eventually};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, ServiceAccount};
 use kube::{
     Api,
@@ -27,17 +27,6 @@ use serde_json::{Value, json};
 
 const HOME: &str = "scoped-home";
 const ELSEWHERE: &str = "scoped-elsewhere";
-
-/// Polls `check` every 50 ms until it holds; gives up after a minute (a hang, not a verdict).
-async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    for _ in 0..1200 {
-        if check() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("never: {what}");
-}
 
 async fn create<K>(client: &kube::Client, namespace: &str, object: Value) -> K
 where

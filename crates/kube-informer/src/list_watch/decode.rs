@@ -48,11 +48,7 @@ where
         if let Some(error) = failed.take() {
             return Some((Err(error), None));
         }
-        let next = match format {
-            Format::Json => next_lines(&mut body, &mut partial, &mut failed).await?,
-            Format::Protobuf(_) => next_frames(&mut body, &mut partial, &mut failed).await?,
-        };
-        match next {
+        match next_batch(&mut body, &mut partial, &mut failed, format).await? {
             // A read error ends the body: report it (or not) and stop reading.
             Err(error) => Some((Err(error), None)),
             lines => Some((lines, Some((body, partial, failed)))),
@@ -81,111 +77,84 @@ where
     .boxed()
 }
 
-/// The complete lines that can be read, waiting only for the first (up to [`BATCH`]), or
-/// the read error; `None` at the end of the body. An error after some lines is left in
-/// `failed`.
-async fn next_lines<R: AsyncBufRead + Unpin>(
+/// The complete lines (JSON) or frames (protobuf) that can be read, waiting only for the
+/// first (up to [`BATCH`]), or the read error; `None` at the end of the body. An error after
+/// some items is left in `failed`. A protobuf frame longer than [`protobuf::MAX_FRAME`] is
+/// an error before anything is allocated for it; a frame cut by the end of the body is
+/// dropped, as an incomplete last line is skipped (the watch is resumed from the last
+/// version either way).
+async fn next_batch<R: AsyncBufRead + Unpin>(
     body: &mut R,
     partial: &mut Vec<u8>,
     failed: &mut Option<io::Error>,
+    format: Format,
 ) -> Option<io::Result<Vec<Vec<u8>>>> {
-    let mut lines = Vec::new();
+    let mut items = Vec::new();
+    // Items first, then an error (left for the next call when there are items).
+    let stop = |error, items: Vec<Vec<u8>>, failed: &mut Option<io::Error>| {
+        if items.is_empty() {
+            return Err(error);
+        }
+        *failed = Some(error);
+        Ok(items)
+    };
     loop {
-        let read = if lines.is_empty() {
+        // Frames complete already (or a wrong header) go first, before waiting for more.
+        if let Format::Protobuf(_) = format {
+            match protobuf::split_frames(partial, protobuf::MAX_FRAME) {
+                Ok((complete, used)) => {
+                    items.extend(complete.into_iter().map(<[u8]>::to_vec));
+                    partial.drain(..used);
+                }
+                Err(error) => {
+                    let error = io::Error::new(io::ErrorKind::InvalidData, error);
+                    return Some(stop(error, items, failed));
+                }
+            }
+        }
+        if items.len() >= BATCH {
+            return Some(Ok(items));
+        }
+        let read = if items.is_empty() {
             body.fill_buf().await
         } else {
-            // More only if it is there already: never hold lines back to wait for others.
+            // More only if it is there already: never hold items back to wait for others.
             match body.fill_buf().now_or_never() {
                 Some(read) => read,
-                None => return Some(Ok(lines)),
+                None => return Some(Ok(items)),
             }
         };
         let buf = match read {
             Ok(buf) => buf,
-            Err(error) if lines.is_empty() => return Some(Err(error)),
-            Err(error) => {
-                *failed = Some(error); // after these lines
-                return Some(Ok(lines));
-            }
+            Err(error) => return Some(stop(error, items, failed)),
         };
         if buf.is_empty() {
             // The end: a last line without its newline is decoded too (and skipped if cut).
-            if !partial.is_empty() {
-                lines.push(std::mem::take(partial));
+            if matches!(format, Format::Json) && !partial.is_empty() {
+                items.push(std::mem::take(partial));
             }
-            return (!lines.is_empty()).then_some(Ok(lines));
+            return (!items.is_empty()).then_some(Ok(items));
         }
-        let mut start = 0;
-        for end in memchr::memchr_iter(b'\n', buf) {
-            let line = &buf[start..end];
-            start = end + 1;
-            if partial.is_empty() && line.iter().all(u8::is_ascii_whitespace) {
-                continue;
-            }
-            if partial.is_empty() {
-                lines.push(line.to_vec());
-            } else {
-                partial.extend_from_slice(line);
-                lines.push(std::mem::take(partial));
-            }
-        }
-        partial.extend_from_slice(&buf[start..]);
-        let read = buf.len();
-        body.consume_unpin(read);
-        if lines.len() >= BATCH {
-            return Some(Ok(lines));
-        }
-    }
-}
-
-/// The complete protobuf frames that can be read (as [`next_lines`] reads lines). A frame
-/// longer than [`protobuf::MAX_FRAME`] is an error before anything is allocated for it; a
-/// frame cut by the end of the body is dropped (the watch is resumed from the last version).
-async fn next_frames<R: AsyncBufRead + Unpin>(
-    body: &mut R,
-    partial: &mut Vec<u8>,
-    failed: &mut Option<io::Error>,
-) -> Option<io::Result<Vec<Vec<u8>>>> {
-    let mut frames = Vec::new();
-    loop {
-        // What is complete already (or wrong) goes first, before waiting for more.
-        match protobuf::split_frames(partial, protobuf::MAX_FRAME) {
-            Ok((complete, used)) => {
-                frames.extend(complete.into_iter().map(<[u8]>::to_vec));
-                partial.drain(..used);
-            }
-            Err(error) => {
-                let error = io::Error::new(io::ErrorKind::InvalidData, error);
-                if frames.is_empty() {
-                    return Some(Err(error));
+        match format {
+            Format::Json => {
+                let mut start = 0;
+                for end in memchr::memchr_iter(b'\n', buf) {
+                    let line = &buf[start..end];
+                    start = end + 1;
+                    if partial.is_empty() && line.iter().all(u8::is_ascii_whitespace) {
+                        continue;
+                    }
+                    if partial.is_empty() {
+                        items.push(line.to_vec());
+                    } else {
+                        partial.extend_from_slice(line);
+                        items.push(std::mem::take(partial));
+                    }
                 }
-                *failed = Some(error);
-                return Some(Ok(frames));
+                partial.extend_from_slice(&buf[start..]);
             }
+            Format::Protobuf(_) => partial.extend_from_slice(buf),
         }
-        if frames.len() >= BATCH {
-            return Some(Ok(frames));
-        }
-        let read = if frames.is_empty() {
-            body.fill_buf().await
-        } else {
-            match body.fill_buf().now_or_never() {
-                Some(read) => read,
-                None => return Some(Ok(frames)),
-            }
-        };
-        let buf = match read {
-            Ok(buf) => buf,
-            Err(error) if frames.is_empty() => return Some(Err(error)),
-            Err(error) => {
-                *failed = Some(error);
-                return Some(Ok(frames));
-            }
-        };
-        if buf.is_empty() {
-            return (!frames.is_empty()).then_some(Ok(frames));
-        }
-        partial.extend_from_slice(buf);
         let read = buf.len();
         body.consume_unpin(read);
     }
