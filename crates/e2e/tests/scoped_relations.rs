@@ -6,7 +6,7 @@
 //! hold nothing else, and no request for those kinds is cluster-wide (so such an operator
 //! needs no cluster-wide RBAC for them).
 
-use std::{sync::Arc, time::Duration};
+use std::sync::Arc;
 
 use e2e::{Backend, both, ensure_namespace, eventually};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, ServiceAccount};
