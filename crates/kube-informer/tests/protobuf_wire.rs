@@ -174,6 +174,19 @@ fn watch_frames_carry_events_bookmarks_and_errors() {
 }
 
 #[test]
+fn an_empty_raw_extension_is_absent_as_in_json() {
+    use k8s_openapi::api::apps::v1::ControllerRevision;
+    // ControllerRevision: metadata=1, data=2 (an empty RawExtension), revision=3.
+    let raw = Msg::default()
+        .msg(1, object_meta("r", "1"))
+        .msg(2, Msg::default())
+        .int(3, 4);
+    let revision: ControllerRevision =
+        decode_object(&envelope("apps/v1", "ControllerRevision", raw)).unwrap();
+    assert_eq!((revision.data, revision.revision), (None, 4));
+}
+
+#[test]
 fn an_error_status_decodes_from_protobuf() {
     let forbidden = Msg::default()
         .text(2, "Failure")

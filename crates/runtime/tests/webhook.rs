@@ -23,6 +23,17 @@ use serde_json::{Value, json};
 use tokio::task::JoinSet;
 use webhook::client::{Connection, connect};
 
+/// A custom resource's type whose `replicas` has a serde default: absent from the raw object
+/// the API server sends, present in the typed one.
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+struct WidgetSpec {
+    #[serde(default)]
+    replicas: u32,
+    size: String,
+}
+
+type Widget = kube::core::Object<WidgetSpec, kube::core::NotUsed>;
+
 fn review(uid: &str, operation: &str, object: Value) -> Value {
     json!({
         "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
@@ -64,6 +75,10 @@ fn server(dir: &Path) -> WebhookServer {
         .mutating("/mutate", |mut cm: ConfigMap, _| async move {
             cm.labels_mut().insert("team".into(), "unowned".into());
             Ok(cm)
+        })
+        .mutating("/scale-widget", |mut widget: Widget, _| async move {
+            widget.spec.replicas = 3;
+            Ok(widget)
         })
         .validating("/panic", |_: AdmissionRequest<ConfigMap>| async move {
             panic!("no handler should do this");
@@ -236,6 +251,45 @@ async fn mutating_answers_a_patch_that_keeps_fields_the_type_does_not_know() {
     .await;
 }
 
+#[tokio::test]
+async fn a_mutation_of_a_field_the_raw_object_lacks_is_a_patch_that_applies() {
+    with_server(|addr, ca| async move {
+        let mut conn = connect(addr, &ca).await.unwrap();
+        let mut object = json!({"apiVersion": "example.com/v1", "kind": "Widget",
+                                "metadata": {"name": "w", "namespace": "ns"}, "spec": {"size": "big"}});
+        let (_, answer) = conn.post("/scale-widget", &review("w1", "CREATE", object.clone())).await;
+        assert_eq!(response(&answer)["allowed"], true, "{answer}");
+        let patch = base64_decode(response(&answer)["patch"].as_str().unwrap());
+        let patch: json_patch::Patch = serde_json::from_slice(&patch).unwrap();
+        // As the API server does: the patch applies to what it holds, or the request fails.
+        json_patch::patch(&mut object, &patch).unwrap();
+        assert_eq!(object["spec"], json!({"size": "big", "replicas": 3}));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_body_that_never_arrives_is_refused_after_the_handler_timeout() {
+    with_server(|addr, ca| async move {
+        let mut tls = webhook::client::tls_stream(addr, &ca).await.unwrap();
+        let head = "POST /validate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{";
+        tokio::io::AsyncWriteExt::write_all(&mut tls, head.as_bytes()).await.unwrap();
+        // Read until the whole answer is in (its body ends the JSON review).
+        let (mut answer, mut chunk) = (String::new(), [0u8; 4096]);
+        while !answer.ends_with('}') {
+            let read = tokio::io::AsyncReadExt::read(&mut tls, &mut chunk).await.unwrap();
+            if read == 0 {
+                break;
+            }
+            answer.push_str(&String::from_utf8_lossy(&chunk[..read]));
+        }
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert!(answer.contains("did not arrive within 200ms"), "{answer}");
+        assert!(answer.contains("\"code\":408"), "{answer}");
+    })
+    .await;
+}
+
 fn base64_decode(text: &str) -> Vec<u8> {
     use base64::Engine as _;
     base64::engine::general_purpose::STANDARD
@@ -318,10 +372,17 @@ async fn bad_requests_are_refused_with_what_was_wrong() {
             (status, &response(&answer)["status"]["code"]),
             (200, &json!(400))
         );
-        let (_, body) = conn.send(request("text/plain", "{}")).await;
+        let (_, body) = conn
+            .send(request("text/plain", r#"{"request":{"uid":"ct1"}}"#))
+            .await;
         let answer: Value = serde_json::from_slice(&body).unwrap();
         let message = response(&answer)["status"]["message"].as_str().unwrap();
         assert!(message.contains("application/json"), "{message}");
+        assert_eq!(
+            response(&answer)["uid"],
+            "ct1",
+            "the refusal names its request"
+        );
 
         // A path nobody serves, a GET.
         let (status, answer) = conn.post("/nowhere", &json!({})).await;

@@ -20,6 +20,40 @@ pub(crate) struct Skip {
     pub(crate) managed_fields: bool,
 }
 
+/// How deep messages may nest (serde_json's limit too): a self-nesting message sent over
+/// and over is an error, not a stack overflow.
+const MAX_DEPTH: u16 = 128;
+
+/// What every value carries down: what to skip, and how deep it is.
+#[derive(Clone, Copy, Debug)]
+struct Ctx {
+    skip: Skip,
+    depth: u16,
+}
+
+impl Ctx {
+    fn deeper(self, offset: usize) -> Result<Ctx, DecodeError> {
+        if self.depth >= MAX_DEPTH {
+            return Err(DecodeError::at(
+                offset,
+                format!("messages nested deeper than {MAX_DEPTH}"),
+            ));
+        }
+        Ok(Ctx {
+            depth: self.depth + 1,
+            ..self
+        })
+    }
+}
+
+/// Where a field's value starts: its bytes for a length-delimited one, else its tag.
+fn value_offset(reader: &Reader<'_>, value: &RawValue<'_>, tag: usize) -> usize {
+    match value {
+        RawValue::Len(bytes) => reader.offset_of(bytes),
+        _ => tag,
+    }
+}
+
 const OBJECT_META: &str = "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta";
 const MANAGED_FIELDS: u32 = 17;
 
@@ -35,7 +69,7 @@ pub(crate) fn decode<'de, T: de::Deserialize<'de>>(
         raw: RawValue::Len(buf),
         offset: base,
         message: Some(message),
-        skip,
+        ctx: Ctx { skip, depth: 0 },
     };
     T::deserialize(value).map_err(|e| e.within(message.name))
 }
@@ -48,11 +82,11 @@ struct One<'de> {
     offset: usize,
     /// The message, when `ty` is one (resolved once).
     message: Option<&'static Message>,
-    skip: Skip,
+    ctx: Ctx,
 }
 
 impl<'de> One<'de> {
-    fn new(ty: Ty, raw: RawValue<'de>, offset: usize, skip: Skip) -> Self {
+    fn new(ty: Ty, raw: RawValue<'de>, offset: usize, ctx: Ctx) -> Self {
         let message = match ty {
             Ty::Message(index) => Some(schema::message(index)),
             _ => None,
@@ -62,7 +96,7 @@ impl<'de> One<'de> {
             raw,
             offset,
             message,
-            skip,
+            ctx,
         }
     }
 
@@ -91,6 +125,8 @@ impl<'de> One<'de> {
     fn is_null(&self) -> Result<bool, DecodeError> {
         match self.message.map(|m| m.shape) {
             Some(Shape::Time | Shape::MicroTime) => Ok(self.seconds_nanos()?.is_none()),
+            // Go writes an empty RawExtension as JSON `null`.
+            Some(Shape::RawJson) => Ok(raw_json(*self)?.is_empty()),
             _ => Ok(false),
         }
     }
@@ -259,7 +295,8 @@ impl<'de> One<'de> {
         let message = self.message.expect("a message type");
         match message.shape {
             Shape::Object => {
-                visitor.visit_map(Fields::new(self.bytes()?, self.offset, message, self.skip))
+                let ctx = self.ctx.deeper(self.offset)?;
+                visitor.visit_map(Fields::new(self.bytes()?, self.offset, message, ctx))
             }
             Shape::List => {
                 let field = message.field(1).ok_or_else(|| {
@@ -267,7 +304,8 @@ impl<'de> One<'de> {
                 })?;
                 let mut reader = Reader::new(self.bytes()?, self.offset);
                 let (start, count) = run(&mut reader, None, 1)?;
-                visitor.visit_seq(Run::new(start, count, field, self.skip))
+                let ctx = self.ctx.deeper(self.offset)?;
+                visitor.visit_seq(Run::new(start, count, field, ctx))
             }
             Shape::Time | Shape::MicroTime => {
                 match self.time(message.shape == Shape::MicroTime)? {
@@ -331,7 +369,7 @@ fn run<'de>(
 struct Fields<'de> {
     stack: SmallVec<[(Reader<'de>, &'static Message); 4]>,
     pending: Option<Pending<'de>>,
-    skip: Skip,
+    ctx: Ctx,
 }
 
 enum Pending<'de> {
@@ -340,13 +378,13 @@ enum Pending<'de> {
 }
 
 impl<'de> Fields<'de> {
-    fn new(buf: &'de [u8], base: usize, message: &'static Message, skip: Skip) -> Self {
+    fn new(buf: &'de [u8], base: usize, message: &'static Message, ctx: Ctx) -> Self {
         let mut stack = SmallVec::new();
         stack.push((Reader::new(buf, base), message));
         Fields {
             stack,
             pending: None,
-            skip,
+            ctx,
         }
     }
 }
@@ -380,7 +418,7 @@ impl<'de> MapAccess<'de> for Fields<'de> {
             let Some(field) = message.field(raw.number) else {
                 continue;
             };
-            if self.skip.managed_fields
+            if self.ctx.skip.managed_fields
                 && raw.number == MANAGED_FIELDS
                 && message.name == OBJECT_META
             {
@@ -407,7 +445,8 @@ impl<'de> MapAccess<'de> for Fields<'de> {
                     if field.omit_zero && is_zero(&raw.value) {
                         continue;
                     }
-                    Pending::One(field, One::new(field.ty, raw.value, offset, self.skip))
+                    let at = value_offset(reader, &raw.value, offset);
+                    Pending::One(field, One::new(field.ty, raw.value, at, self.ctx))
                 }
                 Rep::Repeated | Rep::Map => {
                     let (start, count) = run(reader, Some(before), raw.number)?;
@@ -428,8 +467,8 @@ impl<'de> MapAccess<'de> for Fields<'de> {
             Some(Pending::One(field, one)) => (field, seed.deserialize(one)),
             Some(Pending::Run(field, start, count)) => {
                 let result = match field.rep {
-                    Rep::Map => seed.deserialize(MapRun(Run::new(start, count, field, self.skip))),
-                    _ => seed.deserialize(SeqRun(Run::new(start, count, field, self.skip))),
+                    Rep::Map => seed.deserialize(MapRun(Run::new(start, count, field, self.ctx))),
+                    _ => seed.deserialize(SeqRun(Run::new(start, count, field, self.ctx))),
                 };
                 (field, result)
             }
@@ -446,45 +485,50 @@ struct Run<'de> {
     field: &'static Field,
     /// Packed numbers being read from one occurrence.
     packed: Option<Reader<'de>>,
-    skip: Skip,
+    ctx: Ctx,
 }
 
 impl<'de> Run<'de> {
-    fn new(reader: Reader<'de>, left: usize, field: &'static Field, skip: Skip) -> Self {
+    fn new(reader: Reader<'de>, left: usize, field: &'static Field, ctx: Ctx) -> Self {
         Run {
             reader,
             left,
             field,
             packed: None,
-            skip,
+            ctx,
         }
     }
 
     /// The next element's value.
     fn next(&mut self) -> Result<Option<One<'de>>, DecodeError> {
-        if let Some(packed) = &mut self.packed {
-            if !packed.is_empty() {
-                let offset = packed.offset();
-                let value = packed.next_packed(self.field.ty)?;
-                return Ok(Some(One::new(self.field.ty, value, offset, self.skip)));
+        loop {
+            if let Some(packed) = &mut self.packed {
+                if !packed.is_empty() {
+                    let offset = packed.offset();
+                    let value = packed.next_packed(self.field.ty)?;
+                    return Ok(Some(One::new(self.field.ty, value, offset, self.ctx)));
+                }
+                self.packed = None;
             }
-            self.packed = None;
+            if self.left == 0 {
+                return Ok(None);
+            }
+            self.left -= 1;
+            let Some(raw) = self.reader.next_field()? else {
+                return Ok(None);
+            };
+            let offset = value_offset(&self.reader, &raw.value, self.reader.offset());
+            let numeric = !matches!(self.field.ty, Ty::Str | Ty::Bytes | Ty::Message(_));
+            if numeric
+                && self.field.rep == Rep::Repeated
+                && let RawValue::Len(bytes) = raw.value
+            {
+                // Packed: one length-delimited run of numbers (empty ones are skipped).
+                self.packed = Some(Reader::new(bytes, offset));
+                continue;
+            }
+            return Ok(Some(One::new(self.field.ty, raw.value, offset, self.ctx)));
         }
-        if self.left == 0 {
-            return Ok(None);
-        }
-        self.left -= 1;
-        let offset = self.reader.offset();
-        let Some(raw) = self.reader.next_field()? else {
-            return Ok(None);
-        };
-        let numeric = !matches!(self.field.ty, Ty::Str | Ty::Bytes | Ty::Message(_));
-        if numeric && let RawValue::Len(bytes) = raw.value {
-            // Packed: one length-delimited run of numbers.
-            self.packed = Some(Reader::new(bytes, self.reader.offset_of(bytes)));
-            return self.next();
-        }
-        Ok(Some(One::new(self.field.ty, raw.value, offset, self.skip)))
     }
 }
 
@@ -570,12 +614,7 @@ impl<'de> MapAccess<'de> for Entries<'de> {
             match (field.number, field.value) {
                 (1, RawValue::Len(k)) => key = utf8(k, reader.offset_of(k))?,
                 (2, raw) => {
-                    value = Some(One::new(
-                        self.run.field.ty,
-                        raw,
-                        entry.offset,
-                        self.run.skip,
-                    ))
+                    value = Some(One::new(self.run.field.ty, raw, entry.offset, self.run.ctx))
                 }
                 _ => {}
             }
@@ -585,8 +624,8 @@ impl<'de> MapAccess<'de> for Entries<'de> {
             Ty::Str | Ty::Bytes | Ty::Message(_) => RawValue::Len(&[]),
             _ => RawValue::Varint(0),
         };
-        let skip = self.run.skip;
-        self.value = Some(value.unwrap_or(One::new(self.run.field.ty, zero, entry.offset, skip)));
+        let ctx = self.run.ctx;
+        self.value = Some(value.unwrap_or(One::new(self.run.field.ty, zero, entry.offset, ctx)));
         seed.deserialize(de::value::BorrowedStrDeserializer::new(key))
             .map(Some)
     }
@@ -604,5 +643,76 @@ impl<'de> MapAccess<'de> for Entries<'de> {
 
     fn size_hint(&self) -> Option<usize> {
         Some(self.run.left)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protobuf::generated::MESSAGES;
+
+    fn len_field(number: u32, body: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut put = |mut v: u64| {
+            while v >= 0x80 {
+                out.push((v as u8) | 0x80);
+                v >>= 7;
+            }
+            out.push(v as u8);
+        };
+        put(u64::from(number) << 3 | 2);
+        put(body.len() as u64);
+        out.extend_from_slice(body);
+        out
+    }
+
+    #[test]
+    fn a_self_nesting_message_sent_too_deep_is_an_error_not_a_stack_overflow() {
+        // A message with a field of its own type (there is one among the built-in types).
+        let (index, number) = MESSAGES
+            .iter()
+            .enumerate()
+            .find_map(|(i, m)| {
+                let own = Ty::Message(u16::try_from(i).ok()?);
+                m.fields
+                    .iter()
+                    .find(|f| f.ty == own && !f.inline)
+                    .map(|f| (i, f.number))
+            })
+            .expect("a self-nesting message");
+        let message = &MESSAGES[index];
+        let nest = |depth: usize| (0..depth).fold(Vec::new(), |inner, _| len_field(number, &inner));
+        let shallow = decode::<serde_json::Value>(&nest(20), 0, message, Skip::default());
+        assert!(shallow.is_ok(), "{shallow:?}");
+        let error = decode::<serde_json::Value>(&nest(400), 0, message, Skip::default())
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("nested deeper than 128"), "{error}");
+    }
+
+    #[test]
+    fn many_empty_packed_runs_are_read_in_a_loop() {
+        // PodSecurityContext.supplementalGroups (4, int64): 200k empty packed occurrences.
+        let message = schema::named("k8s.io.api.core.v1.PodSecurityContext").unwrap();
+        let body: Vec<u8> = std::iter::repeat_n([0x22u8, 0x00], 200_000)
+            .flatten()
+            .collect();
+        let value: serde_json::Value = decode(&body, 0, message, Skip::default()).unwrap();
+        assert_eq!(value["supplementalGroups"], serde_json::json!([]));
+        // And a real packed run among them.
+        let mut body = body;
+        body.extend_from_slice(&[0x22, 0x02, 0x05, 0x07]);
+        let value: serde_json::Value = decode(&body, 0, message, Skip::default()).unwrap();
+        assert_eq!(value["supplementalGroups"], serde_json::json!([5, 7]));
+    }
+
+    #[test]
+    fn an_error_deep_inside_points_at_its_byte() {
+        // Pod{metadata{name: <not UTF-8>}}: the offset is that of the bad bytes.
+        let pod = schema::named("k8s.io.api.core.v1.Pod").unwrap();
+        let body = len_field(1, &len_field(1, &[b'o', b'k', 0xff]));
+        let error = decode::<serde_json::Value>(&body, 100, pod, Skip::default()).unwrap_err();
+        let at = error.offset().unwrap() - 100;
+        assert_eq!(&body[at..], &[b'o', b'k', 0xff], "{error}");
     }
 }

@@ -5,8 +5,8 @@
 //! A request needs a bearer token. The manager asks the API server who it is
 //! (`TokenReview`) and whether that user may `get` the non-resource URL `/metrics`
 //! (`SubjectAccessReview`); both answers are kept for [`SecureMetrics::cache_for`] per
-//! token, so a scrape every 15 s costs the API server two requests a minute. No token, or
-//! one the API server does not accept: 401. Not allowed: 403, with the API server's reason.
+//! token the API server accepted, so a scrape every 15 s costs it two requests a minute. No
+//! token, or one the API server does not accept: 401 (not remembered). Not allowed: 403, with the API server's reason.
 //! The API server unreachable: 503, not cached, and the scrape is retried.
 
 use std::{collections::HashMap, net::SocketAddr, sync::Arc, time::Duration};
@@ -92,8 +92,8 @@ struct Gate {
     decided: Mutex<HashMap<String, (Instant, Decision)>>,
 }
 
-/// At most this many tokens are remembered; beyond, the memory starts afresh (a flood of
-/// random tokens must not grow it without bound).
+/// At most this many tokens are remembered (expired ones make room; beyond, new ones are
+/// asked about each time).
 const MAX_REMEMBERED: usize = 1024;
 
 impl Gate {
@@ -104,11 +104,18 @@ impl Gate {
             return Ok(decision.clone());
         }
         let decision = self.ask(token).await?;
-        let mut decided = self.decided.lock();
-        if decided.len() >= MAX_REMEMBERED {
-            decided.clear();
+        // Only tokens the API server accepted are remembered: random ones (a flood of
+        // them) never push out a scraper's.
+        if !matches!(decision, Decision::Unauthenticated(_)) {
+            let mut decided = self.decided.lock();
+            if decided.len() >= MAX_REMEMBERED {
+                let ttl = self.cache_for;
+                decided.retain(|_, (at, _)| at.elapsed() < ttl);
+            }
+            if decided.len() < MAX_REMEMBERED {
+                decided.insert(token.to_owned(), (Instant::now(), decision.clone()));
+            }
         }
-        decided.insert(token.to_owned(), (Instant::now(), decision.clone()));
         Ok(decision)
     }
 
@@ -179,8 +186,10 @@ impl Gate {
             .headers()
             .get(http::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim)
+            .and_then(|v| {
+                let (scheme, token) = v.split_once(' ')?;
+                scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+            })
             .filter(|t| !t.is_empty());
         let Some(token) = token else {
             return unauthorized("a bearer token is required");

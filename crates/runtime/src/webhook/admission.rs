@@ -169,7 +169,7 @@ where
                 Ok(review) => review,
                 Err(error) => {
                     let message = format!("cannot decode the AdmissionReview as {kind}: {error}");
-                    return refusal(uid_of(&body), 400, "BadRequest", &message);
+                    return refusal(super::http::uid_of(&body), 400, "BadRequest", &message);
                 }
             };
             let converted: Result<AdmissionRequest<K>, _> = review.try_into();
@@ -182,13 +182,14 @@ where
                 );
             };
             let mut response = AdmissionResponse::from(&request);
-            match guarded(decide(request), timeout).await {
+            // Called inside the guard: a panic before its first await is caught too.
+            match guarded(async move { decide(request).await }, timeout).await {
                 Ok(Ok(Outcome::Allow(allowed))) => {
                     if !allowed.warnings.is_empty() {
                         response.warnings = Some(allowed.warnings);
                     }
                 }
-                Ok(Ok(Outcome::Mutate(before, after))) => match patch(&*before, &after) {
+                Ok(Ok(Outcome::Mutate(before, after))) => match patch(&body, &*before, &after) {
                     Ok(Some(patch)) => match response.clone().with_patch(patch) {
                         Ok(patched) => response = patched,
                         Err(error) => deny(&mut response, 500, "InternalError", &error.to_string()),
@@ -211,22 +212,48 @@ where
         })
     }
 
-    fn failure(&self, code: u16, message: &str) -> Vec<u8> {
-        refusal(String::new(), code, "", message)
+    fn failure(&self, uid: &str, code: u16, message: &str) -> Vec<u8> {
+        refusal(uid.to_owned(), code, "", message)
     }
 }
 
-/// The JSON patch from `before` to `after` (`None`: unchanged). Both are this crate's typed
-/// objects, so fields the type does not know (and that the API server's object may hold)
-/// are in neither, and the patch never removes them.
+/// The JSON patch that takes the object the API server sent (in `body`, the review) to
+/// the handler's `after`: the changes from `before` to `after` (both typed, so fields the
+/// type does not know are in neither and never removed), applied to the raw object — a
+/// change to a field the raw object lacks (a typed default) adds it instead of replacing —
+/// then diffed against it, so every operation applies to what the API server holds.
 fn patch<K: Serialize>(
+    body: &[u8],
     before: &K,
     after: &K,
 ) -> Result<Option<json_patch::Patch>, serde_json::Error> {
-    let patch = json_patch::diff(
+    let changes = json_patch::diff(
         &serde_json::to_value(before)?,
         &serde_json::to_value(after)?,
     );
+    if changes.0.is_empty() {
+        return Ok(None);
+    }
+    let review: serde_json::Value = serde_json::from_slice(body)?;
+    let raw = review
+        .pointer("/request/object")
+        .cloned()
+        .unwrap_or_default();
+    let mut patched = raw.clone();
+    for operation in changes.0 {
+        let lenient = match operation {
+            json_patch::PatchOperation::Replace(op) => {
+                json_patch::PatchOperation::Add(json_patch::AddOperation {
+                    path: op.path,
+                    value: op.value,
+                })
+            }
+            other => other,
+        };
+        // A remove of what the raw object lacks has nothing to do.
+        let _ = json_patch::patch(&mut patched, &[lenient]);
+    }
+    let patch = json_patch::diff(&raw, &patched);
     Ok((!patch.0.is_empty()).then_some(patch))
 }
 
@@ -257,22 +284,4 @@ fn encode(review: &AdmissionReview<DynamicObject>) -> Vec<u8> {
             .into();
     }
     serde_json::to_vec(&value).unwrap_or_default()
-}
-
-/// The request's uid from a review that does not decode as a whole.
-fn uid_of(body: &[u8]) -> String {
-    #[derive(serde::Deserialize)]
-    struct Envelope {
-        request: Option<Uid>,
-    }
-    #[derive(serde::Deserialize)]
-    struct Uid {
-        #[serde(default)]
-        uid: String,
-    }
-    serde_json::from_slice::<Envelope>(body)
-        .ok()
-        .and_then(|e| e.request)
-        .map(|r| r.uid)
-        .unwrap_or_default()
 }

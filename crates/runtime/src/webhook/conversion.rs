@@ -42,7 +42,11 @@ impl Route for ConversionRoute {
                         .map_err(|_| "the ConversionReview has no request".to_owned())
                 }) {
                 Ok(request) => request,
-                Err(message) => return encode(ConversionResponse::invalid(failed(400, &message))),
+                Err(message) => {
+                    let mut response = ConversionResponse::invalid(failed(400, &message));
+                    response.uid = super::http::uid_of(&body);
+                    return encode(response);
+                }
             };
             let desired = request.desired_api_version.clone();
             let objects = request.objects.clone();
@@ -62,8 +66,10 @@ impl Route for ConversionRoute {
         })
     }
 
-    fn failure(&self, code: u16, message: &str) -> Vec<u8> {
-        encode(ConversionResponse::invalid(failed(code, message)))
+    fn failure(&self, uid: &str, code: u16, message: &str) -> Vec<u8> {
+        let mut response = ConversionResponse::invalid(failed(code, message));
+        response.uid = uid.to_owned();
+        encode(response)
     }
 }
 

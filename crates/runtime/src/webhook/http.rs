@@ -31,16 +31,14 @@ impl Routes {
             return plain(StatusCode::METHOD_NOT_ALLOWED, message);
         }
         // Refusals from here on are answered as reviews, so the API server shows the
-        // client why (as controller-runtime does) instead of applying the failure policy.
+        // client why (as controller-runtime does) instead of applying the failure policy
+        // (which it does when even the uid cannot be read: a body too large).
         let content_type = request
             .headers()
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
-            .unwrap_or("");
-        if !is_json(content_type) {
-            let message = format!("the body must be application/json, not {content_type:?}");
-            return review(route.failure(400, &message));
-        }
+            .unwrap_or("")
+            .to_owned();
         let limit = self.max_request_bytes;
         let declared = request
             .headers()
@@ -49,20 +47,54 @@ impl Routes {
         let too_large = || {
             let message =
                 format!("the request is larger than this webhook's limit of {limit} bytes");
-            review(route.failure(413, &message))
+            review(route.failure("", 413, &message))
         };
         if declared.is_some_and(|length| length > limit as u64) {
             return too_large();
         }
-        let body = match Limited::new(request.into_body(), limit).collect().await {
-            Ok(body) => body.to_bytes(),
-            Err(error) if error.is::<http_body_util::LengthLimitError>() => return too_large(),
-            Err(error) => {
-                return review(route.failure(400, &format!("cannot read the request: {error}")));
+        // The body within the handler's time: a client that stops sending holds nothing.
+        let read = Limited::new(request.into_body(), limit).collect();
+        let body = match tokio::time::timeout(self.handler_timeout, read).await {
+            Ok(Ok(body)) => body.to_bytes(),
+            Ok(Err(error)) if error.is::<http_body_util::LengthLimitError>() => {
+                return too_large();
+            }
+            Ok(Err(error)) => {
+                let message = format!("cannot read the request: {error}");
+                return review(route.failure("", 400, &message));
+            }
+            Err(_) => {
+                let message = format!(
+                    "the request body did not arrive within {:?}",
+                    self.handler_timeout
+                );
+                return review(route.failure("", 408, &message));
             }
         };
+        if !is_json(&content_type) {
+            let message = format!("the body must be application/json, not {content_type:?}");
+            return review(route.failure(&uid_of(&body), 400, &message));
+        }
         review(route.answer(body, self.handler_timeout).await)
     }
+}
+
+/// A review's `request.uid` (admission and conversion reviews alike), `""` if unreadable.
+pub(super) fn uid_of(body: &[u8]) -> String {
+    #[derive(serde::Deserialize)]
+    struct Envelope {
+        request: Option<Uid>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Uid {
+        #[serde(default)]
+        uid: String,
+    }
+    serde_json::from_slice::<Envelope>(body)
+        .ok()
+        .and_then(|e| e.request)
+        .map(|r| r.uid)
+        .unwrap_or_default()
 }
 
 fn is_json(content_type: &str) -> bool {

@@ -13,9 +13,12 @@
 //! What cannot go wrong silently: a handler that panics, fails to answer within
 //! [`handler_timeout`](WebhookServer::handler_timeout), gets a body over
 //! [`max_request_bytes`](WebhookServer::max_request_bytes), a body that is not JSON or not
-//! of the handler's type — each is answered with a refusal naming it (code 500, 413 or 400),
-//! never a dropped connection. The certificate is re-read when its files change
-//! ([`ServingCert`]).
+//! of the handler's type, a body that does not arrive within the handler timeout — each is
+//! answered with a refusal naming it (code 500, 413, 408 or 400), never a dropped
+//! connection. (A refusal of a body too large to read has no uid: the API server then applies
+//! the webhook's `failurePolicy`.) Conversion functions are synchronous and not interrupted:
+//! a panic is caught and answered, but they must return. The certificate is re-read when its
+//! files change ([`ServingCert`]).
 //!
 //! A webhook server runs on every replica, leader or not (the API server calls any of them
 //! through the Service): give it to [`Manager::add_webhooks`](crate::Manager::add_webhooks),
@@ -96,7 +99,7 @@ pub const DEFAULT_ADDRESS: SocketAddr =
 /// handler saw it.
 trait Route: Send + Sync {
     fn answer(&self, body: Bytes, timeout: Duration) -> BoxFuture<'static, Vec<u8>>;
-    fn failure(&self, code: u16, message: &str) -> Vec<u8>;
+    fn failure(&self, uid: &str, code: u16, message: &str) -> Vec<u8>;
 }
 
 /// Webhooks to serve, and how: build it, then [`bind`](Self::bind) it.

@@ -16,8 +16,11 @@ pub(crate) struct Connection {
     _driver: JoinSet<()>,
 }
 
-/// Opens a TLS connection to `addr` that trusts only `ca_pem`.
-pub(crate) async fn connect(addr: SocketAddr, ca_pem: &str) -> Result<Connection, String> {
+/// A TLS stream to `addr` that trusts only `ca_pem`, for writing raw HTTP.
+pub(crate) async fn tls_stream(
+    addr: SocketAddr,
+    ca_pem: &str,
+) -> Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>, String> {
     let mut roots = rustls::RootCertStore::empty();
     for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
         roots
@@ -36,10 +39,15 @@ pub(crate) async fn connect(addr: SocketAddr, ca_pem: &str) -> Result<Connection
         .await
         .map_err(|e| e.to_string())?;
     let name = ServerName::try_from("127.0.0.1").expect("an IP address");
-    let tls = connector
+    connector
         .connect(name, tcp)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| e.to_string())
+}
+
+/// Opens a TLS connection to `addr` that trusts only `ca_pem`.
+pub(crate) async fn connect(addr: SocketAddr, ca_pem: &str) -> Result<Connection, String> {
+    let tls = tls_stream(addr, ca_pem).await?;
     let presented = tls
         .get_ref()
         .1
