@@ -522,3 +522,60 @@ async fn a_missing_certificate_or_a_path_given_twice_fails_at_bind() {
         "{error:?}"
     );
 }
+
+#[tokio::test]
+async fn a_dropped_server_ends_its_connections_and_leaves_no_task_behind() {
+    let dir = tempdir::Dir::new();
+    let certs = ServingCerts::for_loopback().unwrap();
+    certs.write_to(dir.path()).unwrap();
+    // Handlers may take an hour here: only the drop can end the request.
+    let server = server(dir.path())
+        .handler_timeout(Duration::from_secs(3600))
+        .bind()
+        .await
+        .unwrap();
+    let addr = server.local_addr();
+    let metrics = tokio::runtime::Handle::current().metrics();
+    let before = metrics.num_alive_tasks();
+    let mut tasks = JoinSet::new();
+    tasks.spawn(server.run(CancellationToken::new()));
+    // A request to the handler that never answers, held open.
+    let mut tls = webhook::client::tls_stream(addr, &certs.ca_pem)
+        .await
+        .unwrap();
+    let body = review("d1", "CREATE", configmap(json!({}))).to_string();
+    let request = format!(
+        "POST /hang HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    tokio::io::AsyncWriteExt::write_all(&mut tls, request.as_bytes())
+        .await
+        .unwrap();
+    // The server and its connection are running (a bound, not a verdict).
+    for _ in 0..10_000 {
+        if metrics.num_alive_tasks() >= before + 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    assert_eq!(
+        metrics.num_alive_tasks(),
+        before + 2,
+        "the server and one connection"
+    );
+
+    // Killed, not asked to stop.
+    tasks.abort_all();
+    while tasks.join_next().await.is_some() {}
+    assert_eq!(
+        metrics.num_alive_tasks(),
+        before,
+        "a connection task outlived its server"
+    );
+    let mut rest = Vec::new();
+    let read = tokio::io::AsyncReadExt::read_to_end(&mut tls, &mut rest).await;
+    assert!(
+        read.is_err() || rest.is_empty(),
+        "the held request got an answer: {rest:?}"
+    );
+}
