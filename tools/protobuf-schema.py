@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generates kube-informer's protobuf schema (crates/kube-informer/src/protobuf/generated.rs)
+"""Generates the protobuf schema crate's table (crates/protobuf-schema/src/generated.rs)
 from Kubernetes' own sources: the `generated.proto` files give each message's fields and
 numbers, the Go types beside them give what JSON makes of each field (its name, `omitempty`,
 whether it is a pointer, whether it is inlined). The decoder presents protobuf messages to
@@ -183,7 +183,7 @@ def main():
             raise SystemExit(f"unknown type {ty} in {package}")
         return f"Ty::Message({index[fq]})"
 
-    out = ["use super::schema::{Field, Message, Rep, Shape, Ty};\n"]
+    out = ["use crate::{Field, Message, Rep, Shape, Ty};\n"]
     out.append(f"/// Every message of the built-in API groups ({len(order)}), sorted by full name.")
     out.append("pub(crate) static MESSAGES: &[Message] = &[")
     for fq in order:

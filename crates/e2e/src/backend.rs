@@ -157,6 +157,45 @@ impl Backend {
         self.proxied.clone()
     }
 
+    /// Runs kubectl (as found on the PATH) against this server, directly; `None` (with a
+    /// note) when kubectl is not installed.
+    ///
+    /// # Panics
+    /// When kubectl fails: the panic carries what it printed.
+    pub async fn kubectl(&self, args: &[&str]) -> Option<String> {
+        let mut command = std::process::Command::new("kubectl");
+        match &self.server {
+            Server::Fake(server) => command
+                .arg(format!("--server={}", server.url()))
+                .env("KUBECONFIG", "/dev/null"),
+            Server::Real(env) => {
+                command.arg(format!("--kubeconfig={}", env.kubeconfig_path().display()))
+            }
+        };
+        command.args(args);
+        let what = format!("kubectl {args:?} ({})", self.name());
+        let out = match tokio::task::spawn_blocking(move || command.output())
+            .await
+            .expect("kubectl's thread")
+        {
+            Ok(out) => out,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                eprintln!(
+                    "{what}: SKIPPED, kubectl is not installed (Debian: apt-get install kubectl)"
+                );
+                return None;
+            }
+            Err(e) => panic!("{what} did not run: {e}"),
+        };
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "{what} failed: {text}");
+        Some(text)
+    }
+
     /// Cuts the proxy's network: requests and watches through it go silent.
     pub fn partition(&self) {
         self.proxy.partition();

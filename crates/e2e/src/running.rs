@@ -49,8 +49,8 @@ impl Running {
         namespace: &str,
         options: ReflectorOptions,
     ) -> Running {
-        // As a factory informer reads: protobuf where the server speaks it (kube-apiserver),
-        // JSON where it answers JSON (fake-apiserver).
+        // Protobuf, which both servers speak for ConfigMaps (the JSON path is the default
+        // informers' and is covered by the other scenarios).
         let source =
             ClientListerWatcher::<ConfigMap>::new(client, Some(namespace), &()).protobuf(true);
         let informer =

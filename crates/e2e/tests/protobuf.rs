@@ -1,11 +1,11 @@
-//! Informers of built-in kinds read protobuf from a server that speaks it, and JSON from one
-//! that answers JSON, with the same objects in the cache either way. On both servers: pods
+//! Informers of built-in kinds read protobuf, and custom resources JSON, with the same
+//! objects in the cache as the JSON API shows. On both servers: pods
 //! (containers, probes, volumes, quantities, int-or-strings), ConfigMaps with binary data,
 //! Secrets, Services, Nodes, Deployments, Leases (microsecond times), events.k8s.io Events
 //! and a custom resource; created, then changed and deleted while watched; every cache must
-//! equal the server's state read as JSON. The answers' content types are recorded: on the
-//! real kube-apiserver every LIST and WATCH of a built-in kind is answered in protobuf, the
-//! custom resource's in JSON; fake-apiserver answers JSON throughout.
+//! equal the server's state read as JSON. The answers' content types are recorded: on both
+//! servers every LIST and WATCH of a built-in kind is answered in protobuf, the custom
+//! resource's in JSON.
 
 use std::{fmt::Debug, sync::Arc, time::Duration};
 
@@ -332,10 +332,7 @@ async fn informers_read_the_same_objects_from_protobuf_and_json(backend: Backend
             "{name}: {uri} answered {content_type}"
         );
     }
-    let wanted = match name {
-        "real" => "application/vnd.kubernetes.protobuf",
-        _ => "application/json",
-    };
+    let wanted = "application/vnd.kubernetes.protobuf";
     for (uri, content_type) in &built_in {
         assert!(
             content_type.starts_with(wanted),

@@ -41,6 +41,7 @@ mod memory;
 mod meta;
 mod objects;
 mod ops;
+mod protobuf;
 mod registry;
 pub mod replay;
 mod requests;

@@ -146,19 +146,34 @@ impl ApiError {
         Self::new(504, "Timeout", message, Some(details))
     }
 
-    /// A create or update body in a format the server does not read. The real server's
-    /// answer, except that the list names only what this server accepts: JSON (not YAML,
-    /// and not protobuf, which kubectl's typed `create <kind>` commands send; use
-    /// `kubectl create -f`).
-    pub(crate) fn unsupported_body_type() -> Self {
+    /// A create or update body in a format the server does not read: the real server's
+    /// answer, except that the list names only what this server reads: JSON, and protobuf
+    /// for built-in kinds (not YAML; use `kubectl create -f`, which sends JSON).
+    pub(crate) fn unsupported_body_type(protobuf: bool) -> Self {
+        let types = match protobuf {
+            true => "application/json, application/vnd.kubernetes.protobuf",
+            false => "application/json",
+        };
         Self::new(
             415,
             "UnsupportedMediaType",
-            "the body of the request was in an unknown format - accepted media types include: application/json".into(),
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: {types}"
+            ),
             None,
         )
     }
 
+    /// An `Accept` naming only types the server cannot write for the resource (protobuf,
+    /// for a custom resource).
+    pub(crate) fn not_acceptable() -> Self {
+        Self::new(
+            406,
+            "NotAcceptable",
+            "the server was unable to respond with a content type that the client supports".into(),
+            None,
+        )
+    }
     /// A PATCH whose content type is not a patch type.
     pub(crate) fn unsupported_patch_type() -> Self {
         Self::new(

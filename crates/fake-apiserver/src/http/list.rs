@@ -7,7 +7,17 @@ use futures_util::StreamExt;
 use serde_json::{Value, json};
 
 use super::{Params, response::Reply};
-use crate::{Inner, registry::Gvr, selector::Filter, status::ApiError, storage::ObjKey};
+use std::sync::Arc;
+
+use kube_protobuf_schema::Message;
+
+use crate::{
+    Inner, protobuf,
+    registry::{Gvr, ResourceType},
+    selector::Filter,
+    status::ApiError,
+    storage::{ObjKey, StoredObject},
+};
 
 /// The size of the buffers a LIST body is written in.
 const CHUNK: usize = 64 * 1024;
@@ -28,7 +38,25 @@ fn decode_continue(token: &str) -> Result<(i64, ObjKey), ApiError> {
     Ok((revision, ObjKey::from_token(start.trim_end_matches('\0'))))
 }
 
-/// Renders one LIST answer: its pieces, in order (the whole list JSON once joined).
+/// What a LIST answer holds.
+#[derive(Clone, Copy)]
+pub(crate) enum Shape {
+    /// The objects, in JSON.
+    Object,
+    /// `PartialObjectMetadata` (metadata informers), in JSON.
+    Metadata,
+    /// The objects, in protobuf (the kind's message).
+    Protobuf(&'static Message),
+}
+
+/// One page of a LIST: its items, its `ListMeta`, and its type.
+struct Page {
+    items: Vec<Arc<StoredObject>>,
+    metadata: Value,
+    ty: Arc<ResourceType>,
+}
+
+/// Renders one LIST answer in JSON: its pieces, in order (the whole list JSON once joined).
 pub(crate) fn render(
     inner: &Inner,
     gvr: &Gvr,
@@ -36,6 +64,71 @@ pub(crate) fn render(
     params: &Params,
     metadata_only: bool,
 ) -> Result<Vec<Bytes>, ApiError> {
+    let page = page(inner, gvr, filter, params)?;
+    // Items are copied into large buffers: a few big writes beat one per item.
+    let mut chunks: Vec<Bytes> = Vec::new();
+    let mut buf = BytesMut::with_capacity(CHUNK);
+    for (i, object) in page.items.iter().enumerate() {
+        if i > 0 {
+            buf.extend_from_slice(b",");
+        }
+        if metadata_only {
+            buf.extend_from_slice(&super::metadata::object(&object.body));
+        } else {
+            buf.extend_from_slice(&object.body);
+        }
+        if buf.len() >= CHUNK {
+            chunks.push(buf.split().freeze());
+        }
+    }
+    if !buf.is_empty() {
+        chunks.push(buf.freeze());
+    }
+    let (kind, api_version) = match metadata_only {
+        true => (
+            super::metadata::LIST_KIND.to_owned(),
+            super::metadata::API_VERSION.to_owned(),
+        ),
+        false => (page.ty.list_kind(), page.ty.gvr.api_version()),
+    };
+    let head = format!(
+        "{{\"kind\":{},\"apiVersion\":{},\"metadata\":{},\"items\":[",
+        Value::from(kind),
+        Value::from(api_version),
+        page.metadata
+    );
+    let mut body = Vec::with_capacity(chunks.len() + 2);
+    body.push(Bytes::from(head));
+    body.extend(chunks);
+    body.push(Bytes::from_static(b"]}\n"));
+    Ok(body)
+}
+
+/// Renders one LIST answer in protobuf.
+fn render_protobuf(
+    inner: &Inner,
+    gvr: &Gvr,
+    filter: &Filter,
+    params: &Params,
+    message: &Message,
+) -> Result<Vec<Bytes>, ApiError> {
+    let page = page(inner, gvr, filter, params)?;
+    let items = page
+        .items
+        .iter()
+        .map(|object| object.protobuf(message))
+        .collect::<Result<Vec<_>, _>>()?;
+    let body = protobuf::list(
+        &page.ty.gvr.api_version(),
+        &page.ty.list_kind(),
+        &page.metadata,
+        items.iter().map(|b| &b[..]),
+    )?;
+    Ok(vec![Bytes::from(body)])
+}
+
+/// Reads one page at the revision the parameters ask for.
+fn page(inner: &Inner, gvr: &Gvr, filter: &Filter, params: &Params) -> Result<Page, ApiError> {
     let mut storage = inner.storage.lock();
     let served_before = params
         .continue_token
@@ -108,33 +201,18 @@ pub(crate) fn render(
         }
     };
 
-    let keep = |o: &crate::storage::StoredObject| filter.matches(&o.meta);
+    let keep = |o: &StoredObject| filter.matches(&o.meta);
     let mut items = store.scan(revision, filter.namespace.as_deref(), start.as_ref(), keep);
-    // Items are copied into large buffers: a few big writes beat one per item.
-    let mut chunks: Vec<Bytes> = Vec::new();
-    let mut buf = BytesMut::with_capacity(CHUNK);
+    let mut page = Vec::new();
     let mut last = None;
     let mut count = 0u64;
     for (key, object) in items.by_ref() {
-        if count > 0 {
-            buf.extend_from_slice(b",");
-        }
-        if metadata_only {
-            buf.extend_from_slice(&super::metadata::object(&object.body));
-        } else {
-            buf.extend_from_slice(&object.body);
-        }
-        if buf.len() >= CHUNK {
-            chunks.push(buf.split().freeze());
-        }
+        page.push(object.clone());
         count += 1;
         last = Some(key);
         if limit.is_some_and(|l| count >= l) {
             break;
         }
-    }
-    if !buf.is_empty() {
-        chunks.push(buf.freeze());
     }
     let mut metadata = json!({"resourceVersion": revision.to_string()});
     let mut remember = None;
@@ -162,25 +240,12 @@ pub(crate) fn render(
     if let (Some((token, served)), Some(store)) = (remember, storage.resource_mut(gvr)) {
         store.remember_served(token, served);
     }
-    let (kind, api_version) = match metadata_only {
-        true => (
-            super::metadata::LIST_KIND.to_owned(),
-            super::metadata::API_VERSION.to_owned(),
-        ),
-        false => (ty.list_kind(), ty.gvr.api_version()),
-    };
-    let head = format!(
-        "{{\"kind\":{},\"apiVersion\":{},\"metadata\":{},\"items\":[",
-        Value::from(kind),
-        Value::from(api_version),
-        metadata
-    );
     drop(storage);
-    let mut body = Vec::with_capacity(chunks.len() + 2);
-    body.push(Bytes::from(head));
-    body.extend(chunks);
-    body.push(Bytes::from_static(b"]}\n"));
-    Ok(body)
+    Ok(Page {
+        items: page,
+        metadata,
+        ty,
+    })
 }
 
 /// Answers a LIST: the list's bytes, streamed as they were rendered (or cut mid-body).
@@ -190,16 +255,21 @@ pub(crate) fn list(
     filter: &Filter,
     params: &Params,
     cut: bool,
-    metadata_only: bool,
+    shape: Shape,
 ) -> Result<Reply, ApiError> {
-    let body = render(inner, gvr, filter, params, metadata_only)?;
-    if cut {
-        return Ok(Reply::stream(200, Box::pin(cut_stream(body))));
+    let body = match shape {
+        Shape::Object => render(inner, gvr, filter, params, false)?,
+        Shape::Metadata => render(inner, gvr, filter, params, true)?,
+        Shape::Protobuf(message) => render_protobuf(inner, gvr, filter, params, message)?,
+    };
+    let mut reply = match cut {
+        true => Reply::stream(200, Box::pin(cut_stream(body))),
+        false => Reply::stream(200, futures_util::stream::iter(body.into_iter().map(Ok))),
+    };
+    if let Shape::Protobuf(_) = shape {
+        reply.content_type = protobuf::CONTENT_TYPE;
     }
-    Ok(Reply::stream(
-        200,
-        futures_util::stream::iter(body.into_iter().map(Ok)),
-    ))
+    Ok(reply)
 }
 
 /// The first half of `body`'s bytes, then a broken connection (after letting hyper flush

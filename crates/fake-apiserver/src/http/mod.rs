@@ -26,6 +26,7 @@ use crate::{
     Inner,
     faults::Verb,
     ops::{DeleteOptions, Deleted, Part, Patch},
+    protobuf::{self, Format},
     registry::ResourceType,
     requests::RequestRecord,
     status::ApiError,
@@ -156,6 +157,15 @@ pub(crate) async fn handle(
         header_text(header::CONTENT_TYPE),
         header_text(header::ACCEPT),
     );
+    // The encoding of the answer, errors included (Tables and metadata-only answers are
+    // JSON, chosen later).
+    let (format, errors_in) = match &route {
+        Route::Resource { ty, .. } if !table::wanted(&accept) && !metadata::wanted(&accept) => (
+            protobuf::negotiate(&accept, &ty.gvr.api_version(), &ty.kind),
+            protobuf::errors_format(&accept),
+        ),
+        _ => (Ok(Format::Json), Format::Json),
+    };
     let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
         Ok(collected) => Ok(collected.to_bytes()),
         Err(_) => Err(ApiError::entity_too_large(MAX_BODY)),
@@ -168,15 +178,18 @@ pub(crate) async fn handle(
                 tokio::time::sleep(delay).await;
             }
             let injected = inner.faults.lock().status_for(verb);
-            match (injected, body) {
-                (_, Err(too_large)) => Reply::error(&too_large),
-                (Some((410, _)), _) if verb == Verb::Watch => watch::error_stream(
+            match (injected, body, format) {
+                (_, _, Err(not_acceptable)) => Reply::error_in(&not_acceptable, errors_in),
+                (_, Err(too_large), _) => Reply::error_in(&too_large, errors_in),
+                // Inside a watch stream, in the stream's encoding.
+                (Some((410, _)), _, Ok(format)) if verb == Verb::Watch => watch::error_stream(
                     &ApiError::watch_too_old(0, inner.storage.lock().revision()),
+                    format,
                 ),
-                (Some((code, retry_after)), _) => {
-                    Reply::error(&ApiError::with_code(code, retry_after))
+                (Some((code, retry_after)), ..) => {
+                    Reply::error_in(&ApiError::with_code(code, retry_after), errors_in)
                 }
-                (None, Ok(body)) => {
+                (None, Ok(body), Ok(format)) => {
                     let req = Call {
                         method: &method,
                         query: &query,
@@ -184,8 +197,10 @@ pub(crate) async fn handle(
                         user_agent: &user_agent,
                         content_type: &content_type,
                         accept: &accept,
+                        format,
                     };
-                    resource_reply(&inner, route, verb, req).unwrap_or_else(|e| Reply::error(&e))
+                    resource_reply(&inner, route, verb, req)
+                        .unwrap_or_else(|e| Reply::error_in(&e, errors_in))
                 }
             }
         }
@@ -251,15 +266,29 @@ struct Call<'a> {
     user_agent: &'a str,
     content_type: &'a str,
     accept: &'a str,
+    /// What the answer is written in.
+    format: Format,
 }
 
-/// The object with `kind` and `apiVersion`, as GET and write responses carry it.
-fn object_reply(status: u16, store_prefix: &Bytes, object: &StoredObject) -> Reply {
+/// The object with `kind` and `apiVersion`, as GET and write responses carry it, in JSON or
+/// protobuf.
+fn object_reply(
+    status: u16,
+    ty: &ResourceType,
+    store_prefix: &Bytes,
+    object: &StoredObject,
+    format: Format,
+) -> Result<Reply, ApiError> {
+    if let Format::Protobuf(message) = format {
+        let raw = object.protobuf(message)?;
+        let body = protobuf::envelope(&ty.gvr.api_version(), &ty.kind, &raw);
+        return Ok(Reply::protobuf(status, body));
+    }
     let tail = object.body_tail();
     let mut full = Vec::with_capacity(store_prefix.len() + tail.len());
     full.extend_from_slice(store_prefix);
     full.extend_from_slice(&tail);
-    Reply::bytes(status, Bytes::from(full))
+    Ok(Reply::bytes(status, Bytes::from(full)))
 }
 
 /// A LIST item (stored without them) with its kind and apiVersion.
@@ -274,12 +303,20 @@ fn parse_body(body: &Bytes) -> Result<Value, ApiError> {
         .map_err(|e| ApiError::bad_request(format!("the request body is not valid JSON: {e}")))
 }
 
-/// The body of a create or update: JSON (also when no content type is given, as the real
-/// server assumes); YAML and protobuf bodies are not read by this server.
-fn json_body(call: &Call<'_>) -> Result<Value, ApiError> {
+/// The body of a create, update or delete: JSON (also when no content type is given, as the
+/// real server assumes), or protobuf for a built-in kind; YAML bodies are not read by this
+/// server.
+/// `built_in`: the body's kind has a protobuf encoding.
+fn request_body(call: &Call<'_>, built_in: bool) -> Result<Value, ApiError> {
+    if protobuf::is_protobuf_body(call.content_type) {
+        return match built_in {
+            true => protobuf::read_body(call.body),
+            false => Err(ApiError::unsupported_body_type(false)),
+        };
+    }
     let media = call.content_type.split(';').next().unwrap_or("").trim();
     if !matches!(media, "" | "application/json" | "*/*") {
-        return Err(ApiError::unsupported_body_type());
+        return Err(ApiError::unsupported_body_type(built_in));
     }
     parse_body(call.body)
 }
@@ -349,9 +386,11 @@ fn resource_reply(
         .unwrap_or_default();
     // Metadata informers' reads, and writes that ask for it: the object's metadata only.
     let metadata_only = table.is_none() && metadata::wanted(call.accept);
+    let format = call.format;
+    let built_in = kube_protobuf_schema::kind(&gvr.api_version(), &ty.kind).is_some();
     let reply = |code: u16, object: &StoredObject| match metadata_only {
-        true => Reply::bytes(code, metadata::object(&object.body)),
-        false => object_reply(code, &prefix, object),
+        true => Ok(Reply::bytes(code, metadata::object(&object.body))),
+        false => object_reply(code, &ty, &prefix, object, format),
     };
     let manager = params.field_manager.clone().unwrap_or_else(|| {
         let product = call.user_agent.split('/').next().unwrap_or("unknown");
@@ -382,15 +421,21 @@ fn resource_reply(
                 return Ok(Reply::json(200, &table));
             }
             let cut = inner.faults.lock().cut_list();
-            list::list(inner, gvr, &filter, &params, cut, metadata_only)
+            let shape = match (metadata_only, format) {
+                (true, _) => list::Shape::Metadata,
+                (false, Format::Json) => list::Shape::Object,
+                (false, Format::Protobuf(message)) => list::Shape::Protobuf(message),
+            };
+            list::list(inner, gvr, &filter, &params, cut, shape)
         }
         (Verb::Watch, _) => {
             let filter = params.filter(&ty, ns)?;
             let faults = inner.faults.lock().watch_faults();
-            let shape = match table {
-                Some(include) => watch::Shape::Table(ty.clone(), include),
-                None if metadata_only => watch::Shape::Metadata,
-                None => watch::Shape::Object,
+            let shape = match (table, format) {
+                (Some(include), _) => watch::Shape::Table(ty.clone(), include),
+                (None, _) if metadata_only => watch::Shape::Metadata,
+                (None, Format::Protobuf(message)) => watch::Shape::Protobuf(ty.clone(), message),
+                (None, Format::Json) => watch::Shape::Object,
             };
             watch::watch(inner, gvr, filter, &params, faults, shape)
         }
@@ -405,25 +450,27 @@ fn resource_reply(
                     &table::table(&ty, &[value], meta, include, true),
                 ));
             }
-            Ok(reply(200, &object))
+            reply(200, &object)
         }
         (Verb::Create, None) if part == Part::Object => {
-            let object = inner.create(gvr, ns, json_body(&call)?, &manager, part)?;
-            Ok(reply(201, &object))
+            let body = request_body(&call, built_in)?;
+            let object = inner.create(gvr, ns, body, &manager, part)?;
+            reply(201, &object)
         }
         (Verb::Update, Some(name)) => {
-            let object = inner.update(gvr, ns, &name, json_body(&call)?, &manager, part)?;
-            Ok(reply(200, &object))
+            let body = request_body(&call, built_in)?;
+            let object = inner.update(gvr, ns, &name, body, &manager, part)?;
+            reply(200, &object)
         }
         (Verb::Patch, Some(name)) => {
             let media = call.content_type.split(';').next().unwrap_or("").trim();
             if media == "application/apply-patch+yaml" {
                 return apply(inner, &ty, ns, &name, &params, &call, part)
-                    .map(|(code, object)| reply(code, &object));
+                    .and_then(|(code, object)| reply(code, &object));
             }
             let patch = Patch::parse(media, call.body, &ty)?;
             let object = inner.patch(gvr, ns, &name, &patch, &manager, part)?;
-            Ok(reply(200, &object))
+            reply(200, &object)
         }
         (Verb::Delete, Some(name)) if part == Part::Object => {
             let mut options = DeleteOptions {
@@ -431,7 +478,10 @@ fn resource_reply(
                 ..Default::default()
             };
             if !call.body.is_empty() {
-                let body = parse_body(call.body)?;
+                let body = match protobuf::is_protobuf_body(call.content_type) {
+                    true => protobuf::read_body(call.body)?,
+                    false => parse_body(call.body)?,
+                };
                 if let Some(grace) = body["gracePeriodSeconds"].as_u64() {
                     options.grace_period_seconds = Some(grace);
                 }
@@ -441,8 +491,11 @@ fn resource_reply(
                     .map(str::to_owned);
             }
             match inner.delete(gvr, ns, &name, &options)? {
+                Deleted::Now(status) if format.is_protobuf() => {
+                    Ok(Reply::protobuf(200, protobuf::status(&status)))
+                }
                 Deleted::Now(status) => Ok(Reply::json(200, &status)),
-                Deleted::Deferred(object) => Ok(object_reply(200, &prefix, &object)),
+                Deleted::Deferred(object) => object_reply(200, &ty, &prefix, &object, format),
             }
         }
         _ => Err(ApiError::method_not_allowed()),

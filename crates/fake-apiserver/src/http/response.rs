@@ -14,7 +14,10 @@ use http_body_util::{BodyExt, Full, StreamBody, combinators::UnsyncBoxBody};
 use hyper::{Response, body::Frame, header};
 use serde_json::Value;
 
-use crate::status::ApiError;
+use crate::{
+    protobuf::{self, Format},
+    status::ApiError,
+};
 
 pub(crate) type Body = UnsyncBoxBody<Bytes, io::Error>;
 
@@ -52,12 +55,19 @@ impl Reply {
     }
 
     pub(crate) fn error(err: &ApiError) -> Self {
+        Self::error_in(err, Format::Json)
+    }
+
+    /// An error's `Status`, in the encoding the client asked for (plain text stays plain).
+    pub(crate) fn error_in(err: &ApiError, format: Format) -> Self {
         let reply = if err.plain_text {
             let message = err.body["message"].as_str().unwrap_or_default();
             Self {
                 content_type: "text/plain; charset=utf-8",
                 ..Self::bytes(err.code, Bytes::from(format!("{message}\n")))
             }
+        } else if format.is_protobuf() {
+            Self::protobuf(err.code, protobuf::status(&err.body))
         } else {
             Self::json(err.code, &err.body)
         };
@@ -65,6 +75,14 @@ impl Reply {
             retry_after: err.retry_after,
             close: err.close,
             ..reply
+        }
+    }
+
+    /// A protobuf body.
+    pub(crate) fn protobuf(status: u16, body: Vec<u8>) -> Self {
+        Self {
+            content_type: protobuf::CONTENT_TYPE,
+            ..Self::bytes(status, Bytes::from(body))
         }
     }
 

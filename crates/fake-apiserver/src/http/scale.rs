@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::{Call, Verb, json_body, response::Reply};
+use super::{Call, Verb, request_body, response::Reply};
 use crate::{
     Inner,
     ops::Patch,
@@ -26,7 +26,7 @@ pub(super) fn reply(
     let scale = match verb {
         Verb::Get => inner.scale(ty, namespace, name)?,
         Verb::Update => {
-            let body = json_body(call)?;
+            let body = request_body(call, true)?;
             inner.rescale(ty, namespace, name, manager, |_| Ok(body))?
         }
         Verb::Patch => {
@@ -43,5 +43,11 @@ pub(super) fn reply(
         }
         _ => return Err(ApiError::method_not_allowed()),
     };
-    Ok(Reply::json(200, &scale))
+    match kube_protobuf_schema::kind("autoscaling/v1", "Scale") {
+        Some(message) if call.format.is_protobuf() => Ok(Reply::protobuf(
+            200,
+            crate::protobuf::object(message, &scale)?,
+        )),
+        _ => Ok(Reply::json(200, &scale)),
+    }
 }

@@ -20,9 +20,12 @@ use super::{
     response::Reply,
     table::{Include, table},
 };
+use kube_protobuf_schema::Message;
+
 use crate::{
     Inner,
     faults::WatchFaults,
+    protobuf::{self, Format},
     registry::{Gvr, ResourceType},
     selector::Filter,
     status::ApiError,
@@ -35,13 +38,26 @@ const COALESCE: usize = 64 * 1024;
 /// One line of the stream.
 enum Line {
     Event(EventType, Arc<StoredObject>),
-    Raw(Bytes),
+    /// A bookmark at a revision; `true` for the end of a streaming list's initial events.
+    Bookmark(u64, bool),
 }
 
 /// A stream that sends only an ERROR event (how a watch reports 410 and friends).
-pub(crate) fn error_stream(err: &ApiError) -> Reply {
-    let line = format!("{{\"type\":\"ERROR\",\"object\":{}}}\n", err.body);
-    Reply::stream(200, futures_util::stream::iter([Ok(Bytes::from(line))]))
+pub(crate) fn error_stream(err: &ApiError, format: Format) -> Reply {
+    let event = error_event(&err.body, format);
+    let mut reply = Reply::stream(200, futures_util::stream::iter([Ok(event)]));
+    if format.is_protobuf() {
+        reply.content_type = protobuf::WATCH_CONTENT_TYPE;
+    }
+    reply
+}
+
+/// An ERROR event carrying `status`.
+fn error_event(status: &Value, format: Format) -> Bytes {
+    match format {
+        Format::Protobuf(_) => protobuf::frame("ERROR", &protobuf::status(status)),
+        Format::Json => Bytes::from(format!("{{\"type\":\"ERROR\",\"object\":{status}}}\n")),
+    }
 }
 
 fn bookmark(object_prefix: &Bytes, revision: u64, initial_events_end: bool) -> Bytes {
@@ -81,9 +97,13 @@ pub(crate) fn watch(
         }
         _ => {}
     }
+    let format = match &shape {
+        Shape::Protobuf(_, message) => Format::Protobuf(message),
+        _ => Format::Json,
+    };
     if send_initial == Some(true) && !inner.streaming_lists() {
         inner.faults.lock().record("streaming_list_refused");
-        return Ok(error_stream(&ApiError::watch_list_unsupported()));
+        return Ok(error_stream(&ApiError::watch_list_unsupported(), format));
     }
     let requested = match params.resource_version.as_deref() {
         None | Some("") | Some("0") => None,
@@ -115,13 +135,16 @@ pub(crate) fn watch(
                 initial.push_back(Line::Event(EventType::Added, obj.clone()));
             }
             if send_initial == Some(true) && bookmarks {
-                initial.push_back(Line::Raw(bookmark(&object_prefix, current, true)));
+                initial.push_back(Line::Bookmark(current, true));
             }
         }
         (false, Some(rv)) => {
             if rv < compacted {
                 drop(storage);
-                return Ok(error_stream(&ApiError::watch_too_old(rv, compacted + 1)));
+                return Ok(error_stream(
+                    &ApiError::watch_too_old(rv, compacted + 1),
+                    format,
+                ));
             }
             for event in store.events_after(rv) {
                 if let Some(kind) = transition(&filter, event) {
@@ -156,6 +179,14 @@ pub(crate) fn watch(
         events_sent: 0,
         mode: Mode::Active,
         metadata_only: matches!(shape, Shape::Metadata),
+        protobuf: match &shape {
+            Shape::Protobuf(ty, message) => Some(ProtoWatch {
+                message,
+                api_version: ty.gvr.api_version(),
+                kind: ty.kind.clone(),
+            }),
+            _ => None,
+        },
         table: match shape {
             Shape::Table(ty, include) => Some(TableMode {
                 ty,
@@ -169,7 +200,11 @@ pub(crate) fn watch(
         let chunk = s.next_chunk().await?;
         Some((chunk, s))
     });
-    Ok(Reply::stream(200, Box::pin(stream)))
+    let mut reply = Reply::stream(200, Box::pin(stream));
+    if format.is_protobuf() {
+        reply.content_type = protobuf::WATCH_CONTENT_TYPE;
+    }
+    Ok(reply)
 }
 
 #[derive(PartialEq)]
@@ -199,6 +234,15 @@ struct WatchState {
     table: Option<TableMode>,
     /// Events' objects as `PartialObjectMetadata`.
     metadata_only: bool,
+    /// Events as protobuf frames.
+    protobuf: Option<ProtoWatch>,
+}
+
+/// A protobuf watch's kind.
+struct ProtoWatch {
+    message: &'static Message,
+    api_version: String,
+    kind: String,
 }
 
 /// What a watch's events carry.
@@ -209,6 +253,8 @@ pub(crate) enum Shape {
     Table(Arc<ResourceType>, Include),
     /// `PartialObjectMetadata` (metadata informers).
     Metadata,
+    /// The objects, as protobuf frames (the kind's message).
+    Protobuf(Arc<ResourceType>, &'static Message),
 }
 
 struct TableMode {
@@ -258,9 +304,7 @@ impl WatchState {
             Some(line) => line,
             None => match self.rx.try_recv() {
                 Ok(WatchMsg::Event(kind, object)) => Line::Event(kind, object),
-                Ok(WatchMsg::Bookmark(revision)) => {
-                    Line::Raw(bookmark(&self.object_prefix, revision, false))
-                }
+                Ok(WatchMsg::Bookmark(revision)) => Line::Bookmark(revision, false),
                 Ok(WatchMsg::Close { abort }) => {
                     self.mode = if abort { Mode::Abort } else { Mode::Done };
                     return false;
@@ -274,7 +318,32 @@ impl WatchState {
 
     fn push_line(&mut self, line: Line) {
         match line {
-            Line::Raw(bytes) => self.pending.push_back(bytes),
+            Line::Bookmark(revision, end) => {
+                let line = match &self.protobuf {
+                    Some(p) => {
+                        let mut metadata = json!({"resourceVersion": revision.to_string()});
+                        if end {
+                            metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+                        }
+                        protobuf::bookmark(p.message, &p.api_version, &p.kind, &metadata)
+                    }
+                    None => bookmark(&self.object_prefix, revision, end),
+                };
+                self.pending.push_back(line);
+            }
+            Line::Event(kind, object) if self.protobuf.is_some() => {
+                let p = self.protobuf.as_ref().expect("checked");
+                let frame = match object.protobuf(p.message) {
+                    Ok(raw) => {
+                        let body = protobuf::envelope(&p.api_version, &p.kind, &raw);
+                        protobuf::frame(kind.as_str(), &body)
+                    }
+                    Err(e) => error_event(&e.body, Format::Protobuf(p.message)),
+                };
+                self.pending.push_back(frame);
+                self.events_sent += 1;
+                self.after_events();
+            }
             Line::Event(kind, object) if self.table.is_some() => {
                 let mode = self.table.as_mut().expect("checked");
                 let value = object.value(&mode.ty.kind, &mode.ty.gvr.api_version());
@@ -358,9 +427,7 @@ impl WatchState {
                             self.mode = if abort { Mode::Abort } else { Mode::Done };
                             continue;
                         }
-                        Some(WatchMsg::Bookmark(revision)) => {
-                            Line::Raw(bookmark(&self.object_prefix, revision, false))
-                        }
+                        Some(WatchMsg::Bookmark(revision)) => Line::Bookmark(revision, false),
                         Some(WatchMsg::Event(kind, object)) => Line::Event(kind, object),
                     }
                 }
@@ -384,16 +451,19 @@ impl WatchState {
         let n = Some(self.events_sent);
         if self.faults.malformed_after == n {
             self.faults.malformed_after = None;
-            self.pending.push_back(Bytes::from_static(
-                b"{\"type\":\"MODIFIED\",\"object\":{\"kind\" oops}}\n",
-            ));
+            self.pending.push_back(match self.protobuf {
+                // A frame whose event is not a message: a field of wire type 7.
+                Some(_) => Bytes::from_static(b"\0\0\0\x04\x0f\xff\xff\xff"),
+                None => Bytes::from_static(b"{\"type\":\"MODIFIED\",\"object\":{\"kind\" oops}}\n"),
+            });
         }
         if self.faults.unknown_after == n {
             self.faults.unknown_after = None;
-            let status = Value::from("injected unknown event type");
-            self.pending.push_back(Bytes::from(format!(
-                "{{\"type\":\"EXPLODED\",\"object\":{{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{{}},\"status\":\"Failure\",\"message\":{status},\"code\":500}}}}\n"
-            )));
+            let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": "injected unknown event type", "code": 500});
+            self.pending.push_back(match &self.protobuf {
+                Some(_) => protobuf::frame("EXPLODED", &protobuf::status(&status)),
+                None => Bytes::from(format!("{{\"type\":\"EXPLODED\",\"object\":{status}}}\n")),
+            });
         }
         if self.faults.drop_after == n {
             self.faults.drop_after = None;

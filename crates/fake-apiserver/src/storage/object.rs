@@ -1,10 +1,13 @@
 //! One stored object version: its JSON bytes, serialized once, and the metadata the server
 //! needs to route, select and validate without parsing them again.
 
+use std::sync::OnceLock;
+
 use bytes::Bytes;
+use kube_protobuf_schema::Message;
 use serde_json::Value;
 
-use crate::meta::Meta;
+use crate::{meta::Meta, protobuf, status::ApiError};
 
 /// An object version as stored: `body` is its JSON *without* `kind` and `apiVersion` (exactly
 /// how LIST items are written); GET and WATCH splice those two in front.
@@ -13,6 +16,8 @@ pub(crate) struct StoredObject {
     pub(crate) meta: Meta,
     pub(crate) resource_version: u64,
     pub(crate) body: Bytes,
+    /// Its protobuf message, written the first time a client asks for protobuf.
+    protobuf: OnceLock<Result<Bytes, ApiError>>,
 }
 
 impl StoredObject {
@@ -28,7 +33,19 @@ impl StoredObject {
             meta,
             resource_version,
             body,
+            protobuf: OnceLock::new(),
         }
+    }
+
+    /// Its protobuf message (without the envelope: a LIST item as it is), `message` being
+    /// its kind's (the same for every call: an object has one kind).
+    pub(crate) fn protobuf(&self, message: &Message) -> Result<Bytes, ApiError> {
+        self.protobuf
+            .get_or_init(|| {
+                let value: Value = serde_json::from_slice(&self.body).unwrap_or(Value::Null);
+                protobuf::message_bytes(message, &value).map(Bytes::from)
+            })
+            .clone()
     }
 
     /// The object as a JSON value, with `kind` and `apiVersion`.

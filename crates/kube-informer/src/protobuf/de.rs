@@ -7,9 +7,10 @@
 use serde::de::{self, DeserializeSeed, IntoDeserializer, MapAccess, SeqAccess, Visitor};
 use smallvec::SmallVec;
 
+use kube_protobuf_schema::{self as schema, Field, Message, Rep, Shape, Ty};
+
 use super::{
     DecodeError,
-    schema::{self, Field, Message, Rep, Shape, Ty},
     wire::{RawValue, Reader},
 };
 
@@ -649,7 +650,6 @@ impl<'de> MapAccess<'de> for Entries<'de> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protobuf::generated::MESSAGES;
 
     fn len_field(number: u32, body: &[u8]) -> Vec<u8> {
         let mut out = Vec::new();
@@ -669,7 +669,7 @@ mod tests {
     #[test]
     fn a_self_nesting_message_sent_too_deep_is_an_error_not_a_stack_overflow() {
         // A message with a field of its own type (there is one among the built-in types).
-        let (index, number) = MESSAGES
+        let (index, number) = schema::messages()
             .iter()
             .enumerate()
             .find_map(|(i, m)| {
@@ -680,7 +680,7 @@ mod tests {
                     .map(|f| (i, f.number))
             })
             .expect("a self-nesting message");
-        let message = &MESSAGES[index];
+        let message = &schema::messages()[index];
         let nest = |depth: usize| (0..depth).fold(Vec::new(), |inner, _| len_field(number, &inner));
         let shallow = decode::<serde_json::Value>(&nest(20), 0, message, Skip::default());
         assert!(shallow.is_ok(), "{shallow:?}");

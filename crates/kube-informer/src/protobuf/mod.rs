@@ -30,8 +30,6 @@
 
 mod de;
 #[rustfmt::skip]
-mod generated;
-mod schema;
 mod wire;
 
 use std::fmt;
@@ -46,10 +44,12 @@ use kube::{
 };
 use serde::de::DeserializeOwned;
 
+use kube_protobuf_schema::{self as schema, MAGIC};
+
 use self::wire::{RawValue, Reader};
 
 /// The media type of a protobuf object or list.
-pub const CONTENT_TYPE: &str = "application/vnd.kubernetes.protobuf";
+pub const CONTENT_TYPE: &str = schema::CONTENT_TYPE;
 /// What a LIST or GET asks for: protobuf, or JSON where the server has none (custom
 /// resources).
 pub const ACCEPT: &str = "application/vnd.kubernetes.protobuf, application/json";
@@ -58,8 +58,6 @@ pub const ACCEPT_WATCH: &str =
     "application/vnd.kubernetes.protobuf;stream=watch, application/json;stream=watch";
 /// The largest watch frame accepted: client-go's limit.
 pub const MAX_FRAME: usize = 16 << 20;
-
-const MAGIC: &[u8; 4] = b"k8s\0";
 
 /// Why a protobuf body could not be decoded: what was wrong, and where.
 #[derive(Debug, Clone, PartialEq, Eq)]

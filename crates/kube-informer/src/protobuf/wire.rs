@@ -1,7 +1,9 @@
 //! The protobuf wire format, read without copying: varints, tags and length-delimited
 //! fields, each failure a [`DecodeError`] that says what was cut or wrong, and where.
 
-use super::{DecodeError, schema::Ty};
+use kube_protobuf_schema::Ty;
+
+use super::DecodeError;
 
 /// How a field's value is laid out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
