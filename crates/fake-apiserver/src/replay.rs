@@ -38,7 +38,10 @@ use hyper::{Request, Response, body::Frame, header};
 use tokio::{net::TcpListener, task::JoinHandle};
 use tokio_util::sync::CancellationToken;
 
-use crate::http::{Body, parse_query};
+use crate::{
+    http::{Body, parse_query},
+    protobuf,
+};
 
 /// Coalesced watch bodies are written in chunks of about this size.
 const CHUNK: usize = 64 * 1024;
@@ -53,6 +56,76 @@ pub enum WatchShape {
     /// Events joined into writes of about 64 KiB: the cheapest for the server and the
     /// kindest to clients (fewer, larger reads); a best case, not what a cluster sends.
     Coalesced,
+}
+
+/// How a [`ReplayServer`] serves its traffic.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReplayOptions {
+    /// How watch events are written.
+    pub watch_shape: WatchShape,
+    /// Also serve the traffic in protobuf, to clients that ask for it first
+    /// (`Accept: application/vnd.kubernetes.protobuf, ...`), as kube-apiserver does for
+    /// built-in kinds. Rendered once at start (seconds for tens of thousands of pods); the
+    /// traffic must be of a built-in kind.
+    pub protobuf: bool,
+}
+
+/// The traffic in protobuf: each listed object's message, each event's whole frame.
+#[derive(Debug)]
+struct ProtoTraffic {
+    objects: Vec<Bytes>,
+    events: Vec<Bytes>,
+    message: &'static kube_protobuf_schema::Message,
+    kind: String,
+}
+
+impl ProtoTraffic {
+    fn render(traffic: &Traffic) -> io::Result<Self> {
+        let fail = |why: String| {
+            io::Error::other(format!("the traffic cannot be served as protobuf: {why}"))
+        };
+        let kind = traffic
+            .list_kind
+            .strip_suffix("List")
+            .unwrap_or(&traffic.list_kind)
+            .to_owned();
+        let message = kube_protobuf_schema::kind(&traffic.api_version, &kind).ok_or_else(|| {
+            fail(format!(
+                "{kind} ({}) has no protobuf encoding",
+                traffic.api_version
+            ))
+        })?;
+        let encode = |value: &serde_json::Value| -> io::Result<Vec<u8>> {
+            protobuf::message_bytes(message, value).map_err(|e| fail(e.body["message"].to_string()))
+        };
+        let parse = |json: &[u8]| -> io::Result<serde_json::Value> {
+            serde_json::from_slice(json).map_err(|e| fail(e.to_string()))
+        };
+        let objects = traffic
+            .objects
+            .iter()
+            .map(|o| encode(&parse(o)?).map(Bytes::from))
+            .collect::<io::Result<_>>()?;
+        let events = traffic
+            .events
+            .iter()
+            .map(|event| {
+                let line = parse(&event.line)?;
+                let raw = encode(&line["object"])?;
+                let body = protobuf::envelope(&traffic.api_version, &kind, &raw);
+                Ok(protobuf::frame(
+                    line["type"].as_str().unwrap_or_default(),
+                    &body,
+                ))
+            })
+            .collect::<io::Result<_>>()?;
+        Ok(Self {
+            objects,
+            events,
+            message,
+            kind,
+        })
+    }
 }
 
 /// How long a watch stays open after its last event when the client asks for no timeout.
@@ -102,10 +175,7 @@ pub struct Traffic {
 impl Traffic {
     /// The body of the LIST page starting at `offset` with at most `limit` items.
     fn page(&self, offset: usize, limit: Option<usize>) -> Bytes {
-        let offset = offset.min(self.objects.len());
-        let end = limit.map_or(self.objects.len(), |l| {
-            offset.saturating_add(l.max(1)).min(self.objects.len())
-        });
+        let (offset, end) = self.bounds(offset, limit);
         let items = &self.objects[offset..end];
         let size = items.iter().map(|o| o.len() + 1).sum::<usize>() + 256;
         let mut body = Vec::with_capacity(size);
@@ -134,6 +204,30 @@ impl Traffic {
         }
         body.extend_from_slice(b"]}");
         Bytes::from(body)
+    }
+
+    /// [`page`](Self::page) in protobuf.
+    fn protobuf_page(&self, proto: &ProtoTraffic, offset: usize, limit: Option<usize>) -> Bytes {
+        let (offset, end) = self.bounds(offset, limit);
+        let mut metadata =
+            serde_json::json!({"resourceVersion": self.list_resource_version.to_string()});
+        if end < self.objects.len() {
+            metadata["continue"] = format!("replay-{end}").into();
+            metadata["remainingItemCount"] = (self.objects.len() - end).into();
+        }
+        let items = proto.objects[offset..end].iter().map(|b| &b[..]);
+        let body = protobuf::list(&self.api_version, &self.list_kind, &metadata, items)
+            .expect("a ListMeta always encodes");
+        Bytes::from(body)
+    }
+
+    /// The first and one-past-last item of the page at `offset` with at most `limit` items.
+    fn bounds(&self, offset: usize, limit: Option<usize>) -> (usize, usize) {
+        let offset = offset.min(self.objects.len());
+        let end = limit.map_or(self.objects.len(), |l| {
+            offset.saturating_add(l.max(1)).min(self.objects.len())
+        });
+        (offset, end)
     }
 
     /// The events after `resource_version`.
@@ -166,10 +260,28 @@ impl ReplayServer {
 
     /// [`start`](Self::start), writing watch events in the given [`WatchShape`].
     pub async fn start_with(traffic: Traffic, shape: WatchShape) -> io::Result<Self> {
+        let options = ReplayOptions {
+            watch_shape: shape,
+            ..ReplayOptions::default()
+        };
+        Self::start_with_options(traffic, options).await
+    }
+
+    /// [`start`](Self::start) with [`ReplayOptions`].
+    ///
+    /// # Errors
+    /// No free port, or (with `protobuf`) traffic that protobuf cannot carry: a kind that is
+    /// not built in, or an object that does not fit its kind's schema.
+    pub async fn start_with_options(traffic: Traffic, options: ReplayOptions) -> io::Result<Self> {
+        let shape = options.watch_shape;
+        let proto = match options.protobuf {
+            true => Some(ProtoTraffic::render(&traffic)?),
+            false => None,
+        };
+        let served = Arc::new(Served { traffic, proto });
         let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
         let addr = listener.local_addr()?;
         let stop = CancellationToken::new();
-        let traffic = Arc::new(traffic);
         let answering = stop.clone();
         let task = tokio::spawn(crate::serve_http1(
             listener,
@@ -177,7 +289,7 @@ impl ReplayServer {
             CancellationToken::new(),
             false,
             move |req| {
-                let reply = answer(&traffic, &req, &answering, shape);
+                let reply = answer(&served, &req, &answering, shape);
                 async move { Ok::<_, Infallible>(reply) }
             },
         ));
@@ -207,12 +319,28 @@ impl Drop for ReplayServer {
     }
 }
 
+/// The traffic, and its protobuf rendition when asked for.
+struct Served {
+    traffic: Traffic,
+    proto: Option<ProtoTraffic>,
+}
+
 fn answer<B>(
-    traffic: &Arc<Traffic>,
+    served: &Arc<Served>,
     req: &Request<B>,
     stop: &CancellationToken,
     shape: WatchShape,
 ) -> Response<Body> {
+    let traffic = &served.traffic;
+    let accept = req
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let proto = served
+        .proto
+        .as_ref()
+        .filter(|_| protobuf::prefers_protobuf(accept));
     let query = parse_query(req.uri().query());
     let get = |name: &str| {
         query
@@ -238,12 +366,15 @@ fn answer<B>(
             .map_or(DEFAULT_WATCH_TIMEOUT, Duration::from_secs);
         let bookmarks = get("allowWatchBookmarks") == Some("true");
         return watch(
-            traffic.clone(),
-            from,
-            bookmarks,
-            timeout,
+            served.clone(),
+            Watch {
+                from,
+                bookmarks,
+                timeout,
+                shape,
+                protobuf: proto.is_some(),
+            },
             stop.clone(),
-            shape,
         );
     }
     let offset = match get("continue") {
@@ -254,30 +385,67 @@ fn answer<B>(
         },
     };
     let limit = get("limit").and_then(|l| l.parse().ok());
+    let (body, content_type) = match proto {
+        Some(proto) => (
+            traffic.protobuf_page(proto, offset, limit),
+            protobuf::CONTENT_TYPE,
+        ),
+        None => (traffic.page(offset, limit), "application/json"),
+    };
     respond(
         200,
-        Full::new(traffic.page(offset, limit))
+        content_type,
+        Full::new(body)
             .map_err(|never| match never {})
             .boxed_unsync(),
     )
 }
 
-fn watch(
-    traffic: Arc<Traffic>,
+/// What a watch asked for.
+struct Watch {
     from: u64,
     bookmarks: bool,
     timeout: Duration,
-    stop: CancellationToken,
     shape: WatchShape,
-) -> Response<Body> {
+    protobuf: bool,
+}
+
+fn watch(served: Arc<Served>, asked: Watch, stop: CancellationToken) -> Response<Body> {
+    let Watch {
+        from,
+        bookmarks,
+        timeout,
+        shape,
+        protobuf: in_protobuf,
+    } = asked;
+    let traffic = &served.traffic;
     let start = traffic.events_after(from);
     let last = traffic
         .events
         .last()
         .map_or(traffic.list_resource_version, |e| e.resource_version)
         .max(from);
-    let events = stream::unfold((traffic, start), move |(traffic, next)| async move {
-        if next >= traffic.events.len() {
+    let bookmark = match (bookmarks, served.proto.as_ref().filter(|_| in_protobuf)) {
+        (false, _) => None,
+        (true, Some(proto)) => Some(protobuf::bookmark(
+            proto.message,
+            &traffic.api_version,
+            &proto.kind,
+            &serde_json::json!({"resourceVersion": last.to_string()}),
+        )),
+        (true, None) => Some(Bytes::from(format!(
+            "{{\"type\":\"BOOKMARK\",\"object\":{{\"kind\":\"Pod\",\"apiVersion\":\"v1\",\"metadata\":{{\"resourceVersion\":\"{last}\"}}}}}}\n"
+        ))),
+    };
+    // The event at `i`: its JSON line, or its protobuf frame.
+    let event = move |served: &Served, i: usize| -> Bytes {
+        match (&served.proto, in_protobuf) {
+            (Some(proto), true) => proto.events[i].clone(),
+            _ => served.traffic.events[i].line.clone(),
+        }
+    };
+    let events = stream::unfold((served.clone(), start), move |(served, next)| async move {
+        if next >= served.traffic.events.len() {
             return None;
         }
         if shape == WatchShape::PerEvent {
@@ -286,21 +454,16 @@ fn watch(
             if next > start {
                 tokio::task::yield_now().await;
             }
-            let line = traffic.events[next].line.clone();
-            return Some((line, (traffic, next + 1)));
+            let line = event(&served, next);
+            return Some((line, (served, next + 1)));
         }
         let mut chunk = BytesMut::with_capacity(CHUNK + 8 * 1024);
         let mut i = next;
-        while i < traffic.events.len() && chunk.len() < CHUNK {
-            chunk.extend_from_slice(&traffic.events[i].line);
+        while i < served.traffic.events.len() && chunk.len() < CHUNK {
+            chunk.extend_from_slice(&event(&served, i));
             i += 1;
         }
-        Some((chunk.freeze(), (traffic, i)))
-    });
-    let bookmark = bookmarks.then(|| {
-        Bytes::from(format!(
-            "{{\"type\":\"BOOKMARK\",\"object\":{{\"kind\":\"Pod\",\"apiVersion\":\"v1\",\"metadata\":{{\"resourceVersion\":\"{last}\"}}}}}}\n"
-        ))
+        Some((chunk.freeze(), (served, i)))
     });
     let hold = stream::once(async move {
         tokio::select! {
@@ -313,7 +476,15 @@ fn watch(
         .chain(stream::iter(bookmark))
         .chain(hold)
         .map(|bytes| Ok(Frame::data(bytes)));
-    respond(200, BodyExt::boxed_unsync(StreamBody::new(frames)))
+    let content_type = match in_protobuf {
+        true => protobuf::WATCH_CONTENT_TYPE,
+        false => "application/json",
+    };
+    respond(
+        200,
+        content_type,
+        BodyExt::boxed_unsync(StreamBody::new(frames)),
+    )
 }
 
 fn status(code: u16, reason: &str, message: &str) -> Response<Body> {
@@ -323,16 +494,17 @@ fn status(code: u16, reason: &str, message: &str) -> Response<Body> {
     });
     respond(
         code,
+        "application/json",
         Full::new(Bytes::from(body.to_string()))
             .map_err(|never| match never {})
             .boxed_unsync(),
     )
 }
 
-fn respond(code: u16, body: Body) -> Response<Body> {
+fn respond(code: u16, content_type: &'static str, body: Body) -> Response<Body> {
     Response::builder()
         .status(code)
-        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::CONTENT_TYPE, content_type)
         .header(header::CACHE_CONTROL, "no-cache, private")
         .body(body)
         .expect("static headers are valid")

@@ -82,13 +82,18 @@ pub(crate) fn negotiate(accept: &str, api_version: &str, kind: &str) -> Result<F
 /// The encoding of an error's `Status`, a built-in kind whatever the resource: protobuf
 /// when the client names it before JSON (as kube-apiserver does, custom resources too).
 pub(crate) fn errors_format(accept: &str) -> Format {
-    match accepted(accept).next() {
-        Some(true) => Format::Protobuf(
+    match prefers_protobuf(accept) {
+        true => Format::Protobuf(
             schema::named("k8s.io.apimachinery.pkg.apis.meta.v1.Status")
                 .expect("Status in the schema"),
         ),
-        _ => Format::Json,
+        false => Format::Json,
     }
+}
+
+/// Whether the first media type of `accept` this server writes is protobuf.
+pub(crate) fn prefers_protobuf(accept: &str) -> bool {
+    accepted(accept).next() == Some(true)
 }
 
 /// Whether a request body's content type is protobuf.
