@@ -4,7 +4,7 @@
 
 use std::{collections::BTreeMap, process::Stdio, time::Duration};
 
-use fake_apiserver::replay::{ReplayServer, WatchShape};
+use fake_apiserver::replay::{ReplayOptions, ReplayServer, WatchShape};
 use tokio::{io::AsyncReadExt, process::Command};
 
 use crate::{
@@ -166,7 +166,17 @@ async fn run_plan(plan: &Plan) -> Result<(), String> {
             let bytes = traffic.objects.iter().map(|o| o.len()).sum::<usize>();
             let avg = bytes / traffic.objects.len().max(1);
             let deletes = traffic::deletes(&traffic);
-            let server = ReplayServer::start_with(traffic, plan.shape)
+            // Protobuf too, when a client asks for it (rendered once, before any client).
+            let options = ReplayOptions {
+                watch_shape: plan.shape,
+                protobuf: plan.clients.iter().any(|c| {
+                    matches!(
+                        c,
+                        Impl::TypedProtobuf | Impl::TypedProtobufStripped | Impl::CompactProtobuf
+                    )
+                }),
+            };
+            let server = ReplayServer::start_with_options(traffic, options)
                 .await
                 .map_err(|e| e.to_string())?;
             rendered = Some(((scenario.n, scenario.m), server, avg, deletes));

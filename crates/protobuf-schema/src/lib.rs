@@ -152,6 +152,21 @@ pub fn message(index: u16) -> &'static Message {
     &MESSAGES[usize::from(index)]
 }
 
+/// The index of a message of this schema (what [`message`] takes back).
+///
+/// # Panics
+/// On a message that is not one of [`messages`].
+pub fn index_of(message: &Message) -> u16 {
+    let offset = (message as *const Message as usize).wrapping_sub(MESSAGES.as_ptr() as usize);
+    let index = offset / std::mem::size_of::<Message>();
+    assert!(
+        index < MESSAGES.len() && std::ptr::eq(&MESSAGES[index], message),
+        "{} is not a message of this schema",
+        message.name
+    );
+    u16::try_from(index).expect("fewer than 65536 messages")
+}
+
 /// Every message, sorted by name.
 pub fn messages() -> &'static [Message] {
     MESSAGES

@@ -5,9 +5,10 @@
 use std::{fmt::Debug, time::Instant};
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::{Api, Resource};
+use kube::Resource;
 use kube_informer::{
     informer::{HandlerFuncs, HandlerOptions, InformerOptions, SharedIndexInformer},
+    list_watch::ClientListerWatcher,
     reflector::ReflectorOptions,
 };
 use serde::de::DeserializeOwned;
@@ -15,29 +16,56 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Call, Counters, Job};
 
+/// What the informer asks the server for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Wire {
+    Json,
+    /// Protobuf, whole objects.
+    Protobuf,
+    /// Protobuf, `managedFields` skipped while decoding (`strip_managed_fields`).
+    ProtobufStripped,
+}
+
 pub(super) async fn run_typed(job: &Job) -> Result<(Instant, Instant), String> {
-    run::<Pod>(job, true).await
+    run::<Pod>(job, true, Wire::Json).await
+}
+
+pub(super) async fn run_typed_protobuf(job: &Job) -> Result<(Instant, Instant), String> {
+    run::<Pod>(job, true, Wire::Protobuf).await
+}
+
+pub(super) async fn run_typed_protobuf_stripped(job: &Job) -> Result<(Instant, Instant), String> {
+    run::<Pod>(job, true, Wire::ProtobufStripped).await
 }
 
 pub(super) async fn run_typed_unbounded(job: &Job) -> Result<(Instant, Instant), String> {
-    run::<Pod>(job, false).await
+    run::<Pod>(job, false, Wire::Json).await
 }
 
 pub(super) async fn run_compact(job: &Job) -> Result<(Instant, Instant), String> {
-    run::<kube_informer::compact::Compact<Pod>>(job, true).await
+    run::<kube_informer::compact::Compact<Pod>>(job, true, Wire::Json).await
+}
+
+pub(super) async fn run_compact_protobuf(job: &Job) -> Result<(Instant, Instant), String> {
+    run::<kube_informer::compact::Compact<Pod>>(job, true, Wire::Protobuf).await
 }
 
 pub(super) async fn run_compact_zstd(job: &Job) -> Result<(Instant, Instant), String> {
-    run::<kube_informer::compact::Compact<Pod, kube_informer::compact::Zstd>>(job, true).await
+    let wire = Wire::Json;
+    run::<kube_informer::compact::Compact<Pod, kube_informer::compact::Zstd>>(job, true, wire).await
 }
 
 /// `bounded`: the defaults (backpressure); else an unbounded queue and handlers that never
 /// hold the informer back, as before issue #24.
-async fn run<K>(job: &Job, bounded: bool) -> Result<(Instant, Instant), String>
+async fn run<K>(job: &Job, bounded: bool, wire: Wire) -> Result<(Instant, Instant), String>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
-    let api: Api<K> = Api::all(super::client(&job.url)?);
+    let mut source = ClientListerWatcher::<K>::new(super::client(&job.url)?, None, &())
+        .protobuf(wire != Wire::Json);
+    if wire == Wire::ProtobufStripped {
+        source = source.without_managed_fields();
+    }
     let mut handler_options = HandlerOptions::default();
     let mut options = InformerOptions::default();
     if !bounded {
@@ -50,7 +78,7 @@ where
             .consistent_first_list(true)
             .page_size(500),
     );
-    let informer = SharedIndexInformer::new(api, options);
+    let informer = SharedIndexInformer::new(source, options);
     let counters = Counters::new(job.k);
     for handler in 0..job.k {
         let (a, u, d) = (counters.clone(), counters.clone(), counters.clone());

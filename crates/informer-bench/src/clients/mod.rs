@@ -26,11 +26,18 @@ pub(crate) enum Impl {
     KubeRs,
     /// kube-informer with `Arc<Pod>` in the cache.
     Typed,
+    /// The same, reading protobuf (issue #28).
+    TypedProtobuf,
+    /// The same, reading protobuf with `managedFields` skipped (`strip_managed_fields`):
+    /// less than the peers keep, so not a like-for-like row (not in the default set).
+    TypedProtobufStripped,
     /// The same without backpressure (an unbounded queue, handlers never waited for): the
     /// pipeline before issue #24, for a before/after in one run (not in the default set).
     TypedUnbounded,
     /// kube-informer with `Compact<Pod>` in the cache.
     Compact,
+    /// kube-informer with `Compact<Pod>` kept as protobuf messages.
+    CompactProtobuf,
     /// kube-informer with `Compact<Pod, Zstd>` in the cache.
     CompactZstd,
     /// @kubernetes/client-node's informer, run by Node (see `node/client.js`).
@@ -39,12 +46,14 @@ pub(crate) enum Impl {
 
 impl Impl {
     /// Every client, in table order.
-    pub(crate) const ALL: [Impl; 6] = [
+    pub(crate) const ALL: [Impl; 8] = [
         Impl::Bound,
         Impl::KubeRs,
         Impl::ClientNode,
         Impl::Typed,
+        Impl::TypedProtobuf,
         Impl::Compact,
+        Impl::CompactProtobuf,
         Impl::CompactZstd,
     ];
 }
@@ -55,8 +64,11 @@ impl fmt::Display for Impl {
             Impl::Bound => "bound",
             Impl::KubeRs => "kube-rs",
             Impl::Typed => "typed",
+            Impl::TypedProtobuf => "typed+pb",
+            Impl::TypedProtobufStripped => "typed+pb-mf",
             Impl::TypedUnbounded => "typed-unbounded",
             Impl::Compact => "compact",
+            Impl::CompactProtobuf => "compact+pb",
             Impl::CompactZstd => "compact+zstd",
             Impl::ClientNode => "client-node",
         })
@@ -69,10 +81,10 @@ impl FromStr for Impl {
     fn from_str(s: &str) -> Result<Self, String> {
         Impl::ALL
             .into_iter()
-            .chain([Impl::TypedUnbounded])
+            .chain([Impl::TypedUnbounded, Impl::TypedProtobufStripped])
             .find(|i| i.to_string() == s)
             .ok_or_else(|| {
-                format!("unknown client {s:?} (bound, kube-rs, client-node, typed, typed-unbounded, compact, compact+zstd)")
+                format!("unknown client {s:?} (bound, kube-rs, client-node, typed, typed+pb, typed+pb-mf, typed-unbounded, compact, compact+pb, compact+zstd)")
             })
     }
 }
@@ -206,6 +218,9 @@ pub(crate) fn run(job: &Job) -> Result<(), String> {
             Impl::Bound => bound::run(job).await?,
             Impl::KubeRs => kube_rs::run(job).await?,
             Impl::Typed => informer::run_typed(job).await?,
+            Impl::TypedProtobuf => informer::run_typed_protobuf(job).await?,
+            Impl::TypedProtobufStripped => informer::run_typed_protobuf_stripped(job).await?,
+            Impl::CompactProtobuf => informer::run_compact_protobuf(job).await?,
             Impl::TypedUnbounded => informer::run_typed_unbounded(job).await?,
             Impl::Compact => informer::run_compact(job).await?,
             Impl::CompactZstd => informer::run_compact_zstd(job).await?,

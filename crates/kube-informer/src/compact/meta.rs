@@ -15,7 +15,7 @@ pub(super) fn parse_metadata(json: &str) -> serde_json::Result<ObjectMeta> {
 /// `ObjectMeta` without `managedFields` (skipped unparsed).
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase", default)]
-struct LeanMeta {
+pub(super) struct LeanMeta {
     annotations: Option<BTreeMap<String, String>>,
     creation_timestamp: Option<Time>,
     deletion_grace_period_seconds: Option<i64>,

@@ -57,7 +57,10 @@ use std::{borrow::Cow, fmt, marker::PhantomData};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
-use serde::{Deserialize, Deserializer, Serialize, Serializer, de::DeserializeOwned};
+use serde::{
+    Deserialize, Deserializer, Serialize, Serializer,
+    de::{DeserializeOwned, SeqAccess, Visitor},
+};
 use serde_json::value::RawValue;
 
 #[cfg(feature = "zstd")]
@@ -83,7 +86,16 @@ pub use self::storage::{JsonStorage, Plain};
 pub struct Compact<K, S: JsonStorage = Plain> {
     meta: ObjectMeta,
     stored: Box<[u8]>,
+    encoding: Encoding,
     kind: PhantomData<fn() -> (K, S)>,
+}
+
+/// What a compact object's stored bytes are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Encoding {
+    Json,
+    /// A protobuf message: its index in the schema.
+    Protobuf(u16),
 }
 
 impl<K, S: JsonStorage> Compact<K, S> {
@@ -92,13 +104,44 @@ impl<K, S: JsonStorage> Compact<K, S> {
         Ok(Self {
             meta: meta::parse_metadata(json.get())?,
             stored: S::store(json),
+            encoding: Encoding::Json,
             kind: PhantomData,
         })
     }
 
-    /// The object's JSON, exactly as received (decompressed first with `Zstd`).
+    /// Keeps a protobuf message (of the schema's message `index`), checked whole (so that
+    /// [`json`](Self::json) cannot fail later), and parses its metadata.
+    fn from_protobuf(index: u16, bytes: &[u8]) -> Result<Self, crate::protobuf::DecodeError> {
+        crate::protobuf::decode_message::<serde::de::IgnoredAny>(index, bytes)?;
+        let meta = crate::protobuf::decode_metadata::<meta::LeanMeta>(index, bytes)?;
+        Ok(Self {
+            meta: meta.unwrap_or_default().into(),
+            stored: S::store_bytes(bytes),
+            encoding: Encoding::Protobuf(index),
+            kind: PhantomData,
+        })
+    }
+
+    /// The object's JSON: exactly as received (decompressed first with `Zstd`); for an
+    /// object received in protobuf, the JSON the JSON encoding gives it (same fields and
+    /// values; keys in the schema's order).
     pub fn json(&self) -> Cow<'_, str> {
-        S::load(&self.stored)
+        match self.encoding {
+            Encoding::Json => S::load(&self.stored),
+            Encoding::Protobuf(index) => {
+                let bytes = S::load_bytes(&self.stored);
+                // Checked whole on arrival: decoding it again cannot fail.
+                let value = crate::protobuf::decode_message::<serde_json::Value>(index, &bytes)
+                    .unwrap_or_default();
+                Cow::Owned(value.to_string())
+            }
+        }
+    }
+
+    /// Whether the object arrived in protobuf (and is kept as its protobuf message, about
+    /// 30% smaller than its JSON for a Pod).
+    pub fn is_protobuf(&self) -> bool {
+        matches!(self.encoding, Encoding::Protobuf(_))
     }
 
     /// Bytes the JSON takes in memory (compressed size with `Zstd`).
@@ -111,7 +154,14 @@ impl<K: DeserializeOwned + Resource, S: JsonStorage> Compact<K, S> {
     /// Decodes the whole object. Changes made through `meta_mut` (e.g. by a transform) are
     /// applied over the decoded metadata; `managedFields` come from the JSON.
     pub fn decode(&self) -> serde_json::Result<K> {
-        let mut object: K = serde_json::from_str(&self.json())?;
+        let mut object: K = match self.encoding {
+            Encoding::Json => serde_json::from_str(&self.json())?,
+            Encoding::Protobuf(index) => {
+                let bytes = S::load_bytes(&self.stored);
+                crate::protobuf::decode_message(index, &bytes)
+                    .map_err(<serde_json::Error as serde::de::Error>::custom)?
+            }
+        };
         let managed = object.meta_mut().managed_fields.take();
         let meta = object.meta_mut();
         *meta = self.meta.clone();
@@ -125,6 +175,7 @@ impl<K, S: JsonStorage> Clone for Compact<K, S> {
         Self {
             meta: self.meta.clone(),
             stored: self.stored.clone(),
+            encoding: self.encoding,
             kind: PhantomData,
         }
     }
@@ -137,21 +188,57 @@ impl<K, S: JsonStorage> fmt::Debug for Compact<K, S> {
             .field("name", &self.meta.name)
             .field("resource_version", &self.meta.resource_version)
             .field("stored_bytes", &self.stored.len())
+            .field("protobuf", &self.is_protobuf())
             .finish()
     }
 }
 
 impl<K, S: JsonStorage> PartialEq for Compact<K, S> {
-    /// Same JSON and same metadata.
+    /// Same metadata and same bytes (JSON, or protobuf message).
     fn eq(&self, other: &Self) -> bool {
-        self.meta == other.meta && self.json() == other.json()
+        self.meta == other.meta
+            && self.encoding == other.encoding
+            && match self.encoding {
+                Encoding::Json => self.json() == other.json(),
+                Encoding::Protobuf(_) => {
+                    S::load_bytes(&self.stored) == S::load_bytes(&other.stored)
+                }
+            }
     }
 }
 
 impl<'de, K, S: JsonStorage> Deserialize<'de> for Compact<K, S> {
+    /// From JSON (serde_json's deserializer, as kube uses), or from protobuf (kube-informer's
+    /// decoder hands over the message undecoded).
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let json = Box::<RawValue>::deserialize(deserializer)?;
-        Self::from_json(json).map_err(serde::de::Error::custom)
+        deserializer.deserialize_newtype_struct(
+            crate::protobuf::RAW_MESSAGE,
+            CompactVisitor::<K, S>(PhantomData),
+        )
+    }
+}
+
+struct CompactVisitor<K, S>(PhantomData<fn() -> (K, S)>);
+
+impl<'de, K, S: JsonStorage> Visitor<'de> for CompactVisitor<K, S> {
+    type Value = Compact<K, S>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object")
+    }
+
+    /// JSON: the raw text.
+    fn visit_newtype_struct<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        let json = Box::<RawValue>::deserialize(d)?;
+        Compact::from_json(json).map_err(serde::de::Error::custom)
+    }
+
+    /// Protobuf: the message's index in the schema, then its bytes.
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let missing = || serde::de::Error::custom("a protobuf hand-off without its message");
+        let index: u16 = seq.next_element()?.ok_or_else(missing)?;
+        let bytes: &'de [u8] = seq.next_element()?.ok_or_else(missing)?;
+        Compact::from_protobuf(index, bytes).map_err(serde::de::Error::custom)
     }
 }
 

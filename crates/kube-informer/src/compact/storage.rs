@@ -11,6 +11,16 @@ pub trait JsonStorage: Send + Sync + 'static {
 
     /// The JSON back, exactly as given to [`store`](Self::store).
     fn load(stored: &[u8]) -> Cow<'_, str>;
+
+    /// Keeps other bytes (an object received in protobuf); as they are unless overridden.
+    fn store_bytes(bytes: &[u8]) -> Box<[u8]> {
+        bytes.into()
+    }
+
+    /// The bytes back, exactly as given to [`store_bytes`](Self::store_bytes).
+    fn load_bytes(stored: &[u8]) -> Cow<'_, [u8]> {
+        Cow::Borrowed(stored)
+    }
 }
 
 /// The JSON as received: reading it is free (the default).
@@ -57,7 +67,18 @@ mod zstd_storage {
         /// Stored as the JSON's length (4 bytes, little endian) then the zstd frame; JSON
         /// that does not compress (or a compressor failure) is kept as is, length 0.
         fn store(json: Box<RawValue>) -> Box<[u8]> {
-            let bytes = json.get().as_bytes();
+            Self::store_bytes(json.get().as_bytes())
+        }
+
+        fn load(stored: &[u8]) -> Cow<'_, str> {
+            // Only ever holds what `store` was given: valid UTF-8.
+            match Self::load_bytes(stored) {
+                Cow::Borrowed(bytes) => String::from_utf8_lossy(bytes),
+                Cow::Owned(bytes) => Cow::Owned(String::from_utf8_lossy(&bytes).into_owned()),
+            }
+        }
+
+        fn store_bytes(bytes: &[u8]) -> Box<[u8]> {
             let compressed = COMPRESSOR.with(|c| {
                 let mut c = c.borrow_mut();
                 if c.is_none() {
@@ -82,13 +103,13 @@ mod zstd_storage {
             stored.into_boxed_slice()
         }
 
-        fn load(stored: &[u8]) -> Cow<'_, str> {
+        fn load_bytes(stored: &[u8]) -> Cow<'_, [u8]> {
             let (length, body) = stored.split_at(4.min(stored.len()));
             let length = u32::from_le_bytes(length.try_into().unwrap_or([0; 4])) as usize;
             if length == 0 {
-                return String::from_utf8_lossy(body);
+                return Cow::Borrowed(body);
             }
-            let json = DECOMPRESSOR.with(|d| {
+            let bytes = DECOMPRESSOR.with(|d| {
                 let mut d = d.borrow_mut();
                 if d.is_none() {
                     *d = zstd::bulk::Decompressor::new().ok();
@@ -96,10 +117,7 @@ mod zstd_storage {
                 d.as_mut()?.decompress(body, length).ok()
             });
             // Only ever holds what `store` made, so neither fails but for memory exhaustion.
-            match json {
-                Some(json) => Cow::Owned(String::from_utf8_lossy(&json).into_owned()),
-                None => Cow::Borrowed(""),
-            }
+            Cow::Owned(bytes.unwrap_or_default())
         }
     }
 }

@@ -14,6 +14,37 @@ use super::{
     wire::{RawValue, Reader},
 };
 
+/// The newtype name [`Compact`](crate::compact::Compact) asks for to be handed a message
+/// undecoded: this deserializer then visits a sequence of the message's index in the schema
+/// and its bytes (borrowed); other deserializers visit a newtype as usual (no real type has
+/// this name).
+pub(crate) const RAW_MESSAGE: &str = "$kube_informer::protobuf::RawMessage";
+
+/// The hand-off of [`RAW_MESSAGE`]: the index, then the bytes.
+struct RawMessage<'de> {
+    index: Option<u16>,
+    bytes: Option<&'de [u8]>,
+}
+
+impl<'de> SeqAccess<'de> for RawMessage<'de> {
+    type Error = DecodeError;
+
+    fn next_element_seed<T: DeserializeSeed<'de>>(
+        &mut self,
+        seed: T,
+    ) -> Result<Option<T::Value>, DecodeError> {
+        if let Some(index) = self.index.take() {
+            return seed.deserialize(index.into_deserializer()).map(Some);
+        }
+        match self.bytes.take() {
+            Some(bytes) => seed
+                .deserialize(de::value::BorrowedBytesDeserializer::new(bytes))
+                .map(Some),
+            None => Ok(None),
+        }
+    }
+}
+
 /// What to leave out while decoding (as if the server had not sent it).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Skip {
@@ -222,9 +253,17 @@ impl<'de> de::Deserializer<'de> for One<'de> {
 
     fn deserialize_newtype_struct<V: Visitor<'de>>(
         self,
-        _: &'static str,
+        name: &'static str,
         visitor: V,
     ) -> Result<V::Value, DecodeError> {
+        if let (RAW_MESSAGE, Some(message)) = (name, self.message) {
+            // `Compact` keeps the message's bytes undecoded.
+            let handoff = RawMessage {
+                index: Some(schema::index_of(message)),
+                bytes: Some(self.bytes()?),
+            };
+            return visitor.visit_seq(handoff);
+        }
         match self.message.map(|m| m.shape) {
             Some(Shape::RawJson) => {
                 let raw = raw_json(self)?;

@@ -46,6 +46,8 @@ use serde::de::DeserializeOwned;
 
 use kube_protobuf_schema::{self as schema, MAGIC};
 
+pub(crate) use self::de::RAW_MESSAGE;
+
 use self::wire::{RawValue, Reader};
 
 /// The media type of a protobuf object or list.
@@ -469,4 +471,41 @@ pub fn split_frames(buf: &[u8], max: usize) -> Result<(Vec<&[u8]>, usize), Decod
         at += 4 + len;
     }
     Ok((frames, at))
+}
+
+/// A message of the schema (by index), read as `T`: what [`Compact`](crate::compact::Compact)
+/// decodes on demand.
+pub(crate) fn decode_message<T: DeserializeOwned>(
+    index: u16,
+    bytes: &[u8],
+) -> Result<T, DecodeError> {
+    de::decode(bytes, 0, schema::message(index), de::Skip::default())
+}
+
+/// The `metadata` field of a message of the schema, read as `T` with `managedFields`
+/// skipped unread; `None` when the message has none.
+pub(crate) fn decode_metadata<T: DeserializeOwned>(
+    index: u16,
+    bytes: &[u8],
+) -> Result<Option<T>, DecodeError> {
+    let message = schema::message(index);
+    let Some(field) = message.fields.iter().find(|f| f.json == "metadata") else {
+        return Ok(None);
+    };
+    let Some(object_meta) = field.ty.message() else {
+        return Ok(None);
+    };
+    let mut reader = Reader::new(bytes, 0);
+    let mut found = None;
+    while let Some(raw) = reader.next_field()? {
+        if let (true, RawValue::Len(meta)) = (raw.number == field.number, raw.value) {
+            found = Some((reader.offset_of(meta), meta));
+        }
+    }
+    let skip = de::Skip {
+        managed_fields: true,
+    };
+    found
+        .map(|(offset, meta)| de::decode(meta, offset, object_meta, skip))
+        .transpose()
 }
