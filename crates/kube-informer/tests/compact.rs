@@ -169,6 +169,30 @@ fn compact_objects_read_from_protobuf_are_faithful() {
 }
 
 #[test]
+fn compact_objects_read_from_protobuf_without_managed_fields_keep_the_rest() {
+    use k8s_openapi::api::core::v1::Pod;
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/protobuf/testdata");
+    let pb = std::fs::read(format!("{dir}/core.v1.Pod.pb")).unwrap();
+    let kind = ProtoKind::of_type::<Pod>().unwrap();
+    let whole: Compact<Pod> = protobuf::decode_object_of(&pb, kind).unwrap();
+    let lean: Compact<Pod> =
+        protobuf::decode_object_of(&pb, kind.without_managed_fields()).unwrap();
+    assert!(lean.stored_len() < whole.stored_len());
+    assert_eq!(lean.meta(), whole.meta());
+    let (mut expected, got) = (whole.decode().unwrap(), lean.decode().unwrap());
+    assert!(expected.metadata.managed_fields.is_some());
+    expected.metadata.managed_fields = None;
+    assert_eq!(got, expected);
+    // The JSON rendered from protobuf names its kind.
+    let json: serde_json::Value = serde_json::from_str(&lean.json()).unwrap();
+    assert_eq!(
+        (json["apiVersion"].as_str(), json["kind"].as_str()),
+        (Some("v1"), Some("Pod"))
+    );
+    assert!(json["metadata"].get("managedFields").is_none());
+}
+
+#[test]
 fn a_compact_object_with_a_bad_message_is_refused_on_arrival() {
     // A ConfigMap whose `data` map entry holds a string that is not UTF-8: its metadata
     // reads, the rest does not; refused at once, not when `json()` is called.

@@ -287,9 +287,11 @@ fn only_built_in_kinds_have_a_protobuf_encoding() {
     assert!(protobuf::supports::<Pod>());
     assert!(ProtoKind::of("apps/v1", "Deployment").is_some());
     assert!(ProtoKind::of("example.com/v1", "Widget").is_none());
-    // A type that keeps the JSON it receives cannot be read from protobuf: it stays JSON.
+    // Compact keeps the message; a type that reads JSON text itself cannot be read from
+    // protobuf, and stays JSON.
     assert!(cm_kind().decodes::<ConfigMap>());
-    assert!(!cm_kind().decodes::<kube_informer::compact::Compact<ConfigMap>>());
+    assert!(cm_kind().decodes::<kube_informer::compact::Compact<ConfigMap>>());
+    assert!(!cm_kind().decodes::<Box<serde_json::value::RawValue>>());
 }
 
 proptest! {

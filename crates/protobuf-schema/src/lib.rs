@@ -186,6 +186,14 @@ pub fn kind_entry(api_version: &str, kind: &str) -> Option<(&'static str, &'stat
         .map(|i| KINDS[i])
 }
 
+/// The `(apiVersion, kind)` whose message is `index` (the first, should several share it).
+pub fn kind_of(index: u16) -> Option<(&'static str, &'static str)> {
+    KINDS
+        .iter()
+        .find(|(_, _, i)| *i == index)
+        .map(|(api_version, kind, _)| (*api_version, *kind))
+}
+
 /// A message by its full protobuf name.
 pub fn named(name: &str) -> Option<&'static Message> {
     MESSAGES

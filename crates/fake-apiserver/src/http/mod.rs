@@ -160,10 +160,19 @@ pub(crate) async fn handle(
     // The encoding of the answer, errors included (Tables and metadata-only answers are
     // JSON, chosen later).
     let (format, errors_in) = match &route {
-        Route::Resource { ty, .. } if !table::wanted(&accept) && !metadata::wanted(&accept) => (
-            protobuf::negotiate(&accept, &ty.gvr.api_version(), &ty.kind),
-            protobuf::errors_format(&accept),
-        ),
+        Route::Resource {
+            ty, subresource, ..
+        } if !table::wanted(&accept) && !metadata::wanted(&accept) => {
+            // The scale subresource answers a Scale, whatever its parent's kind.
+            let (api_version, kind) = match subresource.as_deref() {
+                Some("scale") => ("autoscaling/v1".to_owned(), "Scale"),
+                _ => (ty.gvr.api_version(), ty.kind.as_str()),
+            };
+            (
+                protobuf::negotiate(&accept, &api_version, kind),
+                protobuf::errors_format(&accept),
+            )
+        }
         _ => (Ok(Format::Json), Format::Json),
     };
     let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {

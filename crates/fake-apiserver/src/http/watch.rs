@@ -338,7 +338,12 @@ impl WatchState {
                         let body = protobuf::envelope(&p.api_version, &p.kind, &raw);
                         protobuf::frame(kind.as_str(), &body)
                     }
-                    Err(e) => error_event(&e.body, Format::Protobuf(p.message)),
+                    Err(e) => {
+                        // As the real server does: the ERROR event ends the watch.
+                        self.mode = Mode::Done;
+                        self.initial.clear();
+                        error_event(&e.body, Format::Protobuf(p.message))
+                    }
                 };
                 self.pending.push_back(frame);
                 self.events_sent += 1;

@@ -58,7 +58,27 @@ fn fields(
                     unreachable!("inserted as an array")
                 };
                 match (field.ty, raw) {
-                    // A packed run of scalars.
+                    // A packed run of scalars: fixed-width ones in 8 or 4 bytes, others varints.
+                    (Ty::Double, Raw::Len(run)) => {
+                        for chunk in run.chunks(8) {
+                            let bits = <[u8; 8]>::try_from(chunk)
+                                .map_err(|_| at("a cut packed double".into()))?;
+                            items.push(
+                                single(field, Raw::Fixed64(u64::from_le_bytes(bits)), depth)
+                                    .map_err(at)?,
+                            );
+                        }
+                    }
+                    (Ty::Float, Raw::Len(run)) => {
+                        for chunk in run.chunks(4) {
+                            let bits = <[u8; 4]>::try_from(chunk)
+                                .map_err(|_| at("a cut packed float".into()))?;
+                            items.push(
+                                single(field, Raw::Fixed32(u32::from_le_bytes(bits)), depth)
+                                    .map_err(at)?,
+                            );
+                        }
+                    }
                     (ty, Raw::Len(run)) if !matches!(ty, Ty::Str | Ty::Bytes | Ty::Message(_)) => {
                         for v in Reader::packed(run).map_err(at)? {
                             items.push(single(field, Raw::Varint(v), depth).map_err(at)?);

@@ -41,22 +41,44 @@ impl Format {
     }
 }
 
-/// The media types of an `Accept` header this server writes, in the client's order:
-/// `true` for protobuf, `false` for JSON. Tables and metadata-only answers (`as=`) are
-/// chosen before this and skipped here.
-fn accepted(accept: &str) -> impl Iterator<Item = bool> + '_ {
-    accept.split(',').filter_map(|range| {
+/// The media types of an `Accept` header this server writes, in the order the client
+/// prefers them (as kube-apiserver ranks them: by `q`, highest first, then specific types
+/// before wildcards, then as written): `true` for protobuf, `false` for JSON. Ranges with
+/// `q=0`, and Tables and metadata-only answers (`as=`, chosen before this), are skipped.
+fn accepted(accept: &str) -> impl Iterator<Item = bool> + use<> {
+    let mut ranked: Vec<(u16, bool, usize, bool)> = Vec::new();
+    for (position, range) in accept.split(',').enumerate() {
         let mut parts = range.split(';').map(str::trim);
         let media = parts.next().unwrap_or("").to_ascii_lowercase();
-        if parts.any(|p| p.starts_with("as=")) {
-            return None;
+        let mut quality = 1000u16;
+        let mut as_other = false;
+        for param in parts {
+            match param.split_once('=') {
+                Some(("q", q)) => {
+                    quality = q
+                        .trim()
+                        .parse::<f32>()
+                        .map_or(0, |q| (q.clamp(0.0, 1.0) * 1000.0) as u16);
+                }
+                Some(("as", _)) => as_other = true,
+                _ => {}
+            }
         }
-        match media.as_str() {
-            CONTENT_TYPE => Some(true),
-            "" | "*/*" | "application/*" | "application/json" | "application/yaml" => Some(false),
-            _ => None,
+        let protobuf = match media.as_str() {
+            CONTENT_TYPE => true,
+            "" | "*/*" | "application/*" | "application/json" | "application/yaml" => false,
+            _ => continue,
+        };
+        if as_other || quality == 0 {
+            continue;
         }
-    })
+        let wildcard = media.is_empty() || media.ends_with("/*");
+        ranked.push((quality, wildcard, position, protobuf));
+    }
+    ranked.sort_by_key(|&(quality, wildcard, position, _)| {
+        (std::cmp::Reverse(quality), wildcard, position)
+    });
+    ranked.into_iter().map(|(.., protobuf)| protobuf)
 }
 
 /// The encoding of the answer: the first media type in `accept` this server can write for
@@ -158,7 +180,7 @@ pub(crate) fn list<'a>(
 pub(crate) fn status(value: &Value) -> Vec<u8> {
     let message =
         schema::named("k8s.io.apimachinery.pkg.apis.meta.v1.Status").expect("Status in the schema");
-    let raw = message_bytes(message, value).unwrap_or_default();
+    let raw = message_bytes(message, value).expect("the server's own Status bodies encode");
     envelope("v1", "Status", &raw)
 }
 
@@ -185,7 +207,7 @@ pub(crate) fn bookmark(
     metadata: &Value,
 ) -> Bytes {
     let value = serde_json::json!({ "metadata": metadata });
-    let raw = message_bytes(message, &value).unwrap_or_default();
+    let raw = message_bytes(message, &value).expect("a bookmark's metadata encodes");
     frame("BOOKMARK", &envelope(api_version, kind, &raw))
 }
 

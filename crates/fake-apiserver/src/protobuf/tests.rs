@@ -2,6 +2,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
+use super::wire::len_field;
 use super::*;
 
 /// Kubernetes' own golden files (k8s.io/api `testdata/HEAD`): the same fuzzed object of
@@ -75,6 +76,22 @@ fn answers_follow_the_accept_header_in_order() {
     );
     assert!(!negotiate("", "v1", "Pod").unwrap().is_protobuf());
     assert!(!negotiate("*/*", "v1", "Pod").unwrap().is_protobuf());
+    // Ranked as kube-apiserver ranks them: by q, then specific types before wildcards.
+    assert!(
+        negotiate(&format!("*/*, {pb}"), "v1", "Pod")
+            .unwrap()
+            .is_protobuf()
+    );
+    assert!(
+        negotiate(&format!("application/json;q=0.5, {pb}"), "v1", "Pod")
+            .unwrap()
+            .is_protobuf()
+    );
+    assert!(
+        !negotiate(&format!("{pb};q=0, application/json"), "v1", "Pod")
+            .unwrap()
+            .is_protobuf()
+    );
     // A custom resource: JSON when the client takes it, 406 when it takes only protobuf.
     assert!(
         !negotiate(
@@ -148,4 +165,59 @@ fn an_object_json_cannot_hold_in_protobuf_is_a_500_naming_the_field() {
         message.contains("spec: containers: a string is not an array"),
         "{message}"
     );
+}
+
+#[test]
+fn mangled_bodies_are_errors_never_panics() {
+    // Every golden body cut short, and with bytes overwritten, 40 times each (seeded).
+    let mut rng = fastrand::Rng::with_seed(28);
+    let mut refused = 0;
+    for (name, pb, _) in golden() {
+        for _ in 0..40 {
+            let mut body = pb.clone();
+            match rng.u8(0..3) {
+                0 => body.truncate(rng.usize(0..body.len())),
+                1 => {
+                    for _ in 0..rng.usize(1..8) {
+                        let at = rng.usize(4..body.len());
+                        body[at] = rng.u8(..);
+                    }
+                }
+                _ => {
+                    let at = rng.usize(4..body.len());
+                    body.insert(at, rng.u8(..));
+                }
+            }
+            if let Err(error) = read_body(&body) {
+                assert_eq!(error.code, 400, "{name}");
+                refused += 1;
+            }
+        }
+    }
+    assert!(refused > 1000, "most mangled bodies are refused: {refused}");
+}
+
+#[test]
+fn a_body_nested_without_end_is_refused_not_a_stack_overflow() {
+    // A message that holds itself (the schema has one), nested 1,000 deep.
+    let (index, number) = schema::messages()
+        .iter()
+        .enumerate()
+        .find_map(|(i, m)| {
+            let own = kube_protobuf_schema::Ty::Message(u16::try_from(i).ok()?);
+            m.fields
+                .iter()
+                .find(|f| f.ty == own && !f.inline)
+                .map(|f| (i, f.number))
+        })
+        .expect("a self-nesting message");
+    let message = &schema::messages()[index];
+    let mut inner = Vec::new();
+    for _ in 0..1_000 {
+        let mut outer = Vec::new();
+        len_field(&mut outer, number, &inner);
+        inner = outer;
+    }
+    let error = decode::object(&inner, message).unwrap_err();
+    assert!(error.contains("nested deeper than"), "{error}");
 }

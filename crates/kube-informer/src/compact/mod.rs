@@ -8,7 +8,7 @@
 //! `SharedIndexInformer<Compact<Pod>>`, factories, listers, index functions) and keeps:
 //!
 //! - the object's JSON exactly as the server sent it (full fidelity: `managedFields`, unknown
-//!   fields, everything), and
+//!   fields, everything), or its protobuf message (see below), and
 //! - its `metadata` parsed into an [`ObjectMeta`], without `managedFields` (the most
 //!   allocation-heavy part, which controllers rarely read).
 //!
@@ -46,7 +46,17 @@
 //! pod, for a compression of each arriving object (~13 µs, on the decoding threads) and a
 //! decompression on each `json()`/`decode()` (see BENCHMARKS.md).
 //!
-//! Decoding needs serde_json's own deserializer (as kube uses for every response); a
+//! **Protobuf**: read by an informer that asks for protobuf
+//! ([`ClientListerWatcher::protobuf`](crate::list_watch::ClientListerWatcher::protobuf), or
+//! a factory with `strip_managed_fields` or `protobuf(true)`), a `Compact` keeps the protobuf
+//! message instead (about 30% smaller than the JSON for a Pod; without its managedFields
+//! when they are stripped), with the same parsed metadata; [`Compact::decode`] reads the
+//! message, and [`Compact::json`] renders the JSON the JSON encoding gives the object. The
+//! message is checked whole when it arrives, so a malformed body is refused then, and
+//! `json()` cannot fail later. Fields the schema does not know (a newer server's) are kept
+//! in the bytes but not shown by `json()`.
+//!
+//! From JSON, decoding needs serde_json's own deserializer (as kube uses for every response); a
 //! `Compact` inside a format that buffers values first (e.g. an internally tagged enum) is
 //! refused with an error rather than silently losing fidelity.
 
@@ -109,30 +119,46 @@ impl<K, S: JsonStorage> Compact<K, S> {
         })
     }
 
-    /// Keeps a protobuf message (of the schema's message `index`), checked whole (so that
+    /// Keeps a protobuf message (of the schema's message `index`; without its
+    /// managedFields when `skip_managed_fields`), checked whole (so that
     /// [`json`](Self::json) cannot fail later), and parses its metadata.
-    fn from_protobuf(index: u16, bytes: &[u8]) -> Result<Self, crate::protobuf::DecodeError> {
+    fn from_protobuf(
+        index: u16,
+        skip_managed_fields: bool,
+        bytes: &[u8],
+    ) -> Result<Self, crate::protobuf::DecodeError> {
         crate::protobuf::decode_message::<serde::de::IgnoredAny>(index, bytes)?;
         let meta = crate::protobuf::decode_metadata::<meta::LeanMeta>(index, bytes)?;
+        let stored = match skip_managed_fields {
+            true => S::store_bytes(&crate::protobuf::without_managed_fields(index, bytes)?),
+            false => S::store_bytes(bytes),
+        };
         Ok(Self {
             meta: meta.unwrap_or_default().into(),
-            stored: S::store_bytes(bytes),
+            stored,
             encoding: Encoding::Protobuf(index),
             kind: PhantomData,
         })
     }
 
     /// The object's JSON: exactly as received (decompressed first with `Zstd`); for an
-    /// object received in protobuf, the JSON the JSON encoding gives it (same fields and
-    /// values; keys in the schema's order).
+    /// object received in protobuf, the JSON the JSON encoding gives it: the same fields
+    /// and values with its `kind` and `apiVersion`, keys perhaps in another order, and
+    /// without fields this version's schema does not know (a newer server's).
     pub fn json(&self) -> Cow<'_, str> {
         match self.encoding {
             Encoding::Json => S::load(&self.stored),
             Encoding::Protobuf(index) => {
                 let bytes = S::load_bytes(&self.stored);
                 // Checked whole on arrival: decoding it again cannot fail.
-                let value = crate::protobuf::decode_message::<serde_json::Value>(index, &bytes)
-                    .unwrap_or_default();
+                let mut value: serde_json::Value = crate::protobuf::decode_message(index, &bytes)
+                    .expect("a message checked on arrival decodes");
+                if let (Some(map), Some((api_version, kind))) =
+                    (value.as_object_mut(), kube_protobuf_schema::kind_of(index))
+                {
+                    map.insert("apiVersion".into(), api_version.into());
+                    map.insert("kind".into(), kind.into());
+                }
                 Cow::Owned(value.to_string())
             }
         }
@@ -144,7 +170,8 @@ impl<K, S: JsonStorage> Compact<K, S> {
         matches!(self.encoding, Encoding::Protobuf(_))
     }
 
-    /// Bytes the JSON takes in memory (compressed size with `Zstd`).
+    /// Bytes the object takes in memory: its JSON, or its protobuf message (compressed size
+    /// with `Zstd`).
     pub fn stored_len(&self) -> usize {
         self.stored.len()
     }
@@ -237,14 +264,20 @@ impl<'de, K, S: JsonStorage> Visitor<'de> for CompactVisitor<K, S> {
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
         let missing = || serde::de::Error::custom("a protobuf hand-off without its message");
         let index: u16 = seq.next_element()?.ok_or_else(missing)?;
+        let skip_managed_fields: bool = seq.next_element()?.ok_or_else(missing)?;
         let bytes: &'de [u8] = seq.next_element()?.ok_or_else(missing)?;
-        Compact::from_protobuf(index, bytes).map_err(serde::de::Error::custom)
+        // Only kube-informer's decoder hands messages over; anything else is refused.
+        if usize::from(index) >= kube_protobuf_schema::messages().len() {
+            return Err(serde::de::Error::custom("not a protobuf hand-off"));
+        }
+        Compact::from_protobuf(index, skip_managed_fields, bytes).map_err(serde::de::Error::custom)
     }
 }
 
 impl<K, S: JsonStorage> Serialize for Compact<K, S> {
-    /// Writes the JSON as received (metadata edits made through `meta_mut` are not included;
-    /// serialize [`Compact::decode`]'s result to include them).
+    /// Writes [`json`](Compact::json): as received, or rendered from protobuf (metadata
+    /// edits made through `meta_mut` are not included; serialize [`Compact::decode`]'s
+    /// result to include them).
     fn serialize<Ser: Serializer>(&self, serializer: Ser) -> Result<Ser::Ok, Ser::Error> {
         let raw =
             RawValue::from_string(self.json().into_owned()).map_err(serde::ser::Error::custom)?;

@@ -192,8 +192,8 @@ impl<K: kube::Resource> ClientListerWatcher<K> {
     /// [`FactoryOptions::protobuf`](crate::factory::FactoryOptions::protobuf). Not for
     /// metadata-only watchers. A `DynamicObject` decoded from protobuf has no `apiVersion`
     /// and `kind` of its own (as items of a JSON list have none).
-    /// Types that cannot be read from protobuf (`Compact<K>`, which keeps the JSON it
-    /// receives) stay JSON.
+    /// `Compact<K>` then keeps the protobuf message; types that cannot be read from protobuf
+    /// (that read JSON text themselves) stay JSON.
     #[must_use]
     pub fn protobuf(mut self, on: bool) -> Self
     where

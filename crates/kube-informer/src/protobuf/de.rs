@@ -15,14 +15,15 @@ use super::{
 };
 
 /// The newtype name [`Compact`](crate::compact::Compact) asks for to be handed a message
-/// undecoded: this deserializer then visits a sequence of the message's index in the schema
-/// and its bytes (borrowed); other deserializers visit a newtype as usual (no real type has
-/// this name).
+/// undecoded: this deserializer then visits a sequence of the message's index in the schema,
+/// whether managedFields are to be left out, and its bytes (borrowed); other deserializers
+/// visit a newtype as usual (no real type has this name).
 pub(crate) const RAW_MESSAGE: &str = "$kube_informer::protobuf::RawMessage";
 
-/// The hand-off of [`RAW_MESSAGE`]: the index, then the bytes.
+/// The hand-off of [`RAW_MESSAGE`]: the index, the skip, then the bytes.
 struct RawMessage<'de> {
     index: Option<u16>,
+    skip_managed_fields: Option<bool>,
     bytes: Option<&'de [u8]>,
 }
 
@@ -35,6 +36,9 @@ impl<'de> SeqAccess<'de> for RawMessage<'de> {
     ) -> Result<Option<T::Value>, DecodeError> {
         if let Some(index) = self.index.take() {
             return seed.deserialize(index.into_deserializer()).map(Some);
+        }
+        if let Some(skip) = self.skip_managed_fields.take() {
+            return seed.deserialize(skip.into_deserializer()).map(Some);
         }
         match self.bytes.take() {
             Some(bytes) => seed
@@ -86,8 +90,8 @@ fn value_offset(reader: &Reader<'_>, value: &RawValue<'_>, tag: usize) -> usize 
     }
 }
 
-const OBJECT_META: &str = "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta";
-const MANAGED_FIELDS: u32 = 17;
+pub(crate) const OBJECT_META: &str = "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta";
+pub(crate) const MANAGED_FIELDS: u32 = 17;
 
 /// Decodes `buf`, a `message`, as `T`. `base` is `buf`'s offset in the whole body.
 pub(crate) fn decode<'de, T: de::Deserialize<'de>>(
@@ -260,6 +264,7 @@ impl<'de> de::Deserializer<'de> for One<'de> {
             // `Compact` keeps the message's bytes undecoded.
             let handoff = RawMessage {
                 index: Some(schema::index_of(message)),
+                skip_managed_fields: Some(self.ctx.skip.managed_fields),
                 bytes: Some(self.bytes()?),
             };
             return visitor.visit_seq(handoff);

@@ -168,9 +168,9 @@ impl ProtoKind {
         Self::of(K::API_VERSION, K::KIND)
     }
 
-    /// Whether `K` can be read from this kind's messages: true for k8s-openapi's types (and
-    /// `DynamicObject`), false for types that read JSON itself (`Compact<K>` keeps the JSON
-    /// text it receives). Tried on an empty object.
+    /// Whether `K` can be read from this kind's messages: true for k8s-openapi's types,
+    /// `DynamicObject` and `Compact<K>` (which keeps the message), false for types that
+    /// read JSON text themselves. Tried on an empty object.
     pub fn decodes<K: DeserializeOwned>(&self) -> bool {
         de::decode::<K>(&[], 0, self.message, self.skip).is_ok()
     }
@@ -508,4 +508,53 @@ pub(crate) fn decode_metadata<T: DeserializeOwned>(
     found
         .map(|(offset, meta)| de::decode(meta, offset, object_meta, skip))
         .transpose()
+}
+
+/// A message of the schema without `metadata.managedFields`: every other field's bytes as
+/// they were (what a compact object keeps when managed fields are stripped).
+pub(crate) fn without_managed_fields(index: u16, bytes: &[u8]) -> Result<Vec<u8>, DecodeError> {
+    let message = schema::message(index);
+    let metadata = message.fields.iter().find(|f| {
+        f.json == "metadata" && f.ty.message().is_some_and(|m| m.name == de::OBJECT_META)
+    });
+    let Some(metadata) = metadata else {
+        return Ok(bytes.to_vec());
+    };
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut reader = Reader::new(bytes, 0);
+    loop {
+        let start = reader.offset();
+        let Some(field) = reader.next_field()? else {
+            break;
+        };
+        match (field.number == metadata.number, field.value) {
+            (true, RawValue::Len(meta)) => {
+                let base = reader.offset_of(meta);
+                let mut kept = Vec::with_capacity(meta.len());
+                let mut inner = Reader::new(meta, base);
+                loop {
+                    let from = inner.offset() - base;
+                    let Some(field) = inner.next_field()? else {
+                        break;
+                    };
+                    if field.number != de::MANAGED_FIELDS {
+                        kept.extend_from_slice(&meta[from..inner.offset() - base]);
+                    }
+                }
+                put_varint(&mut out, (u64::from(metadata.number) << 3) | 2);
+                put_varint(&mut out, kept.len() as u64);
+                out.extend_from_slice(&kept);
+            }
+            _ => out.extend_from_slice(&bytes[start..reader.offset()]),
+        }
+    }
+    Ok(out)
+}
+
+fn put_varint(out: &mut Vec<u8>, mut value: u64) {
+    while value >= 0x80 {
+        out.push((value as u8) | 0x80);
+        value >>= 7;
+    }
+    out.push(value as u8);
 }
