@@ -46,7 +46,7 @@ struct PlanArgs {
     #[arg(long)]
     quick: bool,
     /// Clients to compare: bound, kube-rs, client-node, typed, typed+pb, compact, compact+pb, compact+zstd
-    /// (also: typed+pb-mf, protobuf with managedFields skipped; typed-unbounded)
+    /// (also: typed+pb-mf and compact+pb-mf, protobuf with managedFields skipped; typed-unbounded)
     /// [default: all; client-node needs node and `npm ci --prefix crates/informer-bench/node`]
     #[arg(long, value_delimiter = ',', value_name = "A,B,...")]
     clients: Option<Vec<Impl>>,

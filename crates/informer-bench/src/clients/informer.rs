@@ -50,6 +50,10 @@ pub(super) async fn run_compact_protobuf(job: &Job) -> Result<(Instant, Instant)
     run::<kube_informer::compact::Compact<Pod>>(job, true, Wire::Protobuf).await
 }
 
+pub(super) async fn run_compact_protobuf_stripped(job: &Job) -> Result<(Instant, Instant), String> {
+    run::<kube_informer::compact::Compact<Pod>>(job, true, Wire::ProtobufStripped).await
+}
+
 pub(super) async fn run_compact_zstd(job: &Job) -> Result<(Instant, Instant), String> {
     let wire = Wire::Json;
     run::<kube_informer::compact::Compact<Pod, kube_informer::compact::Zstd>>(job, true, wire).await

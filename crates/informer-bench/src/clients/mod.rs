@@ -38,6 +38,8 @@ pub(crate) enum Impl {
     Compact,
     /// kube-informer with `Compact<Pod>` kept as protobuf messages.
     CompactProtobuf,
+    /// The same without managedFields (not in the default set: less than the peers keep).
+    CompactProtobufStripped,
     /// kube-informer with `Compact<Pod, Zstd>` in the cache.
     CompactZstd,
     /// @kubernetes/client-node's informer, run by Node (see `node/client.js`).
@@ -69,6 +71,7 @@ impl fmt::Display for Impl {
             Impl::TypedUnbounded => "typed-unbounded",
             Impl::Compact => "compact",
             Impl::CompactProtobuf => "compact+pb",
+            Impl::CompactProtobufStripped => "compact+pb-mf",
             Impl::CompactZstd => "compact+zstd",
             Impl::ClientNode => "client-node",
         })
@@ -81,10 +84,14 @@ impl FromStr for Impl {
     fn from_str(s: &str) -> Result<Self, String> {
         Impl::ALL
             .into_iter()
-            .chain([Impl::TypedUnbounded, Impl::TypedProtobufStripped])
+            .chain([
+                Impl::TypedUnbounded,
+                Impl::TypedProtobufStripped,
+                Impl::CompactProtobufStripped,
+            ])
             .find(|i| i.to_string() == s)
             .ok_or_else(|| {
-                format!("unknown client {s:?} (bound, kube-rs, client-node, typed, typed+pb, typed+pb-mf, typed-unbounded, compact, compact+pb, compact+zstd)")
+                format!("unknown client {s:?} (bound, kube-rs, client-node, typed, typed+pb, typed+pb-mf, typed-unbounded, compact, compact+pb, compact+pb-mf, compact+zstd)")
             })
     }
 }
@@ -221,6 +228,7 @@ pub(crate) fn run(job: &Job) -> Result<(), String> {
             Impl::TypedProtobuf => informer::run_typed_protobuf(job).await?,
             Impl::TypedProtobufStripped => informer::run_typed_protobuf_stripped(job).await?,
             Impl::CompactProtobuf => informer::run_compact_protobuf(job).await?,
+            Impl::CompactProtobufStripped => informer::run_compact_protobuf_stripped(job).await?,
             Impl::TypedUnbounded => informer::run_typed_unbounded(job).await?,
             Impl::Compact => informer::run_compact(job).await?,
             Impl::CompactZstd => informer::run_compact_zstd(job).await?,

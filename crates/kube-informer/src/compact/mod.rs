@@ -127,15 +127,15 @@ impl<K, S: JsonStorage> Compact<K, S> {
         skip_managed_fields: bool,
         bytes: &[u8],
     ) -> Result<Self, crate::protobuf::DecodeError> {
-        crate::protobuf::decode_message::<serde::de::IgnoredAny>(index, bytes)?;
-        let meta = crate::protobuf::decode_metadata::<meta::LeanMeta>(index, bytes)?;
-        let stored = match skip_managed_fields {
-            true => S::store_bytes(&crate::protobuf::without_managed_fields(index, bytes)?),
-            false => S::store_bytes(bytes),
+        let kept = match skip_managed_fields {
+            true => Cow::Owned(crate::protobuf::without_managed_fields(index, bytes)?),
+            false => Cow::Borrowed(bytes),
         };
+        crate::protobuf::decode_message::<serde::de::IgnoredAny>(index, &kept)?;
+        let meta = crate::protobuf::decode_metadata::<meta::LeanMeta>(index, &kept)?;
         Ok(Self {
             meta: meta.unwrap_or_default().into(),
-            stored,
+            stored: S::store_bytes(&kept),
             encoding: Encoding::Protobuf(index),
             kind: PhantomData,
         })
