@@ -10,7 +10,7 @@
 //! ```
 //! let pod = kube_protobuf_schema::kind("v1", "Pod").unwrap();
 //! assert_eq!(pod.name, "k8s.io.api.core.v1.Pod");
-//! let spec = pod.field(3).unwrap();
+//! let spec = pod.field(2).unwrap();
 //! assert_eq!(spec.json, "spec");
 //! // Custom resources have no protobuf encoding.
 //! assert!(kube_protobuf_schema::kind("example.com/v1", "Widget").is_none());
