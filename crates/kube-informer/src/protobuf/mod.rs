@@ -18,7 +18,9 @@
 //! with [`ProtoKind::without_managed_fields`] (what
 //! [`strip_managed_fields`](crate::factory::FactoryOptions::strip_managed_fields) turns
 //! on), 1.9× the pods/s of JSON on a LIST and 1.7× on a watch, because a length-prefixed
-//! field is skipped without being read.
+//! field is skipped without being read. In an informer (BENCHMARKS.md, against the peers)
+//! that makes a 50k-pod sync 0.8× as long as over JSON, for as many watch events/s, which
+//! is why factories ask for protobuf by default.
 //!
 //! Custom resources have no protobuf encoding: [`supports`] says which kinds do, and the
 //! list/watch path asks for protobuf only for those, deciding each response by its
