@@ -163,6 +163,14 @@ impl Backend {
     /// # Panics
     /// When kubectl fails: the panic carries what it printed.
     pub async fn kubectl(&self, args: &[&str]) -> Option<String> {
+        let (ok, text) = self.kubectl_result(args).await?;
+        assert!(ok, "kubectl {args:?} ({}) failed: {text}", self.name());
+        Some(text)
+    }
+
+    /// [`Backend::kubectl`] for a command that may fail: whether it succeeded, and what it
+    /// printed (stdout, then stderr).
+    pub async fn kubectl_result(&self, args: &[&str]) -> Option<(bool, String)> {
         let mut command = std::process::Command::new("kubectl");
         match &self.server {
             Server::Fake(server) => command
@@ -192,8 +200,7 @@ impl Backend {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
-        assert!(out.status.success(), "{what} failed: {text}");
-        Some(text)
+        Some((out.status.success(), text))
     }
 
     /// Cuts the proxy's network: requests and watches through it go silent.

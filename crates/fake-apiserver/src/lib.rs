@@ -34,6 +34,7 @@
 //! ```
 
 mod config;
+mod crds;
 mod faults;
 pub mod fixtures;
 mod http;

@@ -55,6 +55,8 @@ pub struct ResourceType {
     pub namespaced: bool,
     /// `kubectl` short names, e.g. `po`.
     pub short_names: Vec<String>,
+    /// The categories it belongs to, e.g. `all` (what `kubectl get all` lists).
+    pub categories: Vec<String>,
     /// Whether `status` is a subresource: writes to the object keep its status, and only
     /// writes to `.../status` change it (as for pods and deployments; not for configmaps).
     pub status_subresource: bool,
@@ -71,6 +73,7 @@ impl ResourceType {
             kind: kind.to_owned(),
             namespaced: true,
             short_names: Vec::new(),
+            categories: Vec::new(),
             status_subresource: false,
             scale_subresource: false,
         }
@@ -88,6 +91,21 @@ impl ResourceType {
     #[must_use]
     pub fn short_names(mut self, names: &[&str]) -> Self {
         self.short_names = names.iter().map(|s| (*s).to_owned()).collect();
+        self
+    }
+
+    /// Puts it in categories, e.g. `all`, which `kubectl get all` lists.
+    ///
+    /// ```
+    /// use fake_apiserver::{Gvr, ResourceType};
+    ///
+    /// let widgets = ResourceType::namespaced(Gvr::new("example.com", "v1", "widgets"), "Widget")
+    ///     .categories(&["all"]);
+    /// assert_eq!(widgets.categories, ["all"]);
+    /// ```
+    #[must_use]
+    pub fn categories(mut self, categories: &[&str]) -> Self {
+        self.categories = categories.iter().map(|s| (*s).to_owned()).collect();
         self
     }
 
@@ -125,39 +143,126 @@ impl ResourceType {
     }
 }
 
-/// The types every server starts with.
+/// The types every server starts with: the built-in kinds of kube-apiserver 1.36 that
+/// clients and `kubectl create` write, with the real server's short names, categories and
+/// subresources (one served version each). Objects are stored as written: no built-in
+/// controller or defaulting acts on them.
 pub(crate) fn builtins() -> Vec<ResourceType> {
     let core = Gvr::core;
+    let apps = |resource| Gvr::new("apps", "v1", resource);
+    let batch = |resource| Gvr::new("batch", "v1", resource);
+    let networking = |resource| Gvr::new("networking.k8s.io", "v1", resource);
+    let rbac = |resource| Gvr::new("rbac.authorization.k8s.io", "v1", resource);
+    let storage = |resource| Gvr::new("storage.k8s.io", "v1", resource);
+    let ns = ResourceType::namespaced;
+    let cluster = ResourceType::cluster_scoped;
+    let all = ["all"];
     vec![
-        ResourceType::namespaced(core("pods"), "Pod")
+        ns(core("pods"), "Pod")
             .short_names(&["po"])
+            .categories(&all)
             .with_status_subresource(),
-        ResourceType::namespaced(core("configmaps"), "ConfigMap").short_names(&["cm"]),
-        ResourceType::namespaced(core("secrets"), "Secret"),
-        ResourceType::namespaced(core("serviceaccounts"), "ServiceAccount").short_names(&["sa"]),
-        ResourceType::namespaced(core("services"), "Service")
+        ns(core("configmaps"), "ConfigMap").short_names(&["cm"]),
+        ns(core("secrets"), "Secret"),
+        ns(core("serviceaccounts"), "ServiceAccount").short_names(&["sa"]),
+        ns(core("services"), "Service")
             .short_names(&["svc"])
+            .categories(&all)
             .with_status_subresource(),
-        ResourceType::namespaced(core("events"), "Event").short_names(&["ev"]),
-        ResourceType::cluster_scoped(core("namespaces"), "Namespace")
+        ns(core("endpoints"), "Endpoints").short_names(&["ep"]),
+        ns(core("events"), "Event").short_names(&["ev"]),
+        ns(core("limitranges"), "LimitRange").short_names(&["limits"]),
+        ns(core("persistentvolumeclaims"), "PersistentVolumeClaim")
+            .short_names(&["pvc"])
+            .with_status_subresource(),
+        ns(core("podtemplates"), "PodTemplate"),
+        ns(core("replicationcontrollers"), "ReplicationController")
+            .short_names(&["rc"])
+            .categories(&all)
+            .with_status_subresource()
+            .with_scale_subresource(),
+        ns(core("resourcequotas"), "ResourceQuota")
+            .short_names(&["quota"])
+            .with_status_subresource(),
+        cluster(core("namespaces"), "Namespace")
             .short_names(&["ns"])
             .with_status_subresource(),
-        ResourceType::cluster_scoped(core("nodes"), "Node")
+        cluster(core("nodes"), "Node")
             .short_names(&["no"])
             .with_status_subresource(),
-        ResourceType::namespaced(Gvr::new("apps", "v1", "deployments"), "Deployment")
+        cluster(core("persistentvolumes"), "PersistentVolume")
+            .short_names(&["pv"])
+            .with_status_subresource(),
+        ns(apps("controllerrevisions"), "ControllerRevision"),
+        ns(apps("daemonsets"), "DaemonSet")
+            .short_names(&["ds"])
+            .categories(&all)
+            .with_status_subresource(),
+        ns(apps("deployments"), "Deployment")
             .short_names(&["deploy"])
+            .categories(&all)
             .with_status_subresource()
             .with_scale_subresource(),
-        ResourceType::namespaced(Gvr::new("apps", "v1", "replicasets"), "ReplicaSet")
+        ns(apps("replicasets"), "ReplicaSet")
             .short_names(&["rs"])
+            .categories(&all)
             .with_status_subresource()
             .with_scale_subresource(),
-        ResourceType::namespaced(Gvr::new("apps", "v1", "statefulsets"), "StatefulSet")
+        ns(apps("statefulsets"), "StatefulSet")
             .short_names(&["sts"])
+            .categories(&all)
             .with_status_subresource()
             .with_scale_subresource(),
-        ResourceType::namespaced(Gvr::new("coordination.k8s.io", "v1", "leases"), "Lease"),
-        ResourceType::namespaced(Gvr::new("events.k8s.io", "v1", "events"), "Event"),
+        ns(batch("cronjobs"), "CronJob")
+            .short_names(&["cj"])
+            .categories(&all)
+            .with_status_subresource(),
+        ns(batch("jobs"), "Job")
+            .categories(&all)
+            .with_status_subresource(),
+        // autoscaling/v2 only: the fake keeps one stored version per resource, and kubectl
+        // (`autoscale`) and controllers use v2.
+        ns(
+            Gvr::new("autoscaling", "v2", "horizontalpodautoscalers"),
+            "HorizontalPodAutoscaler",
+        )
+        .short_names(&["hpa"])
+        .categories(&all)
+        .with_status_subresource(),
+        // A CRD written here serves its custom resources (`crate::crds`).
+        cluster(
+            Gvr::new("apiextensions.k8s.io", "v1", "customresourcedefinitions"),
+            "CustomResourceDefinition",
+        )
+        .short_names(&["crd", "crds"])
+        .categories(&["api-extensions"])
+        .with_status_subresource(),
+        ns(Gvr::new("coordination.k8s.io", "v1", "leases"), "Lease"),
+        ns(
+            Gvr::new("discovery.k8s.io", "v1", "endpointslices"),
+            "EndpointSlice",
+        ),
+        ns(Gvr::new("events.k8s.io", "v1", "events"), "Event"),
+        cluster(networking("ingressclasses"), "IngressClass"),
+        ns(networking("ingresses"), "Ingress")
+            .short_names(&["ing"])
+            .with_status_subresource(),
+        ns(networking("networkpolicies"), "NetworkPolicy").short_names(&["netpol"]),
+        ns(
+            Gvr::new("policy", "v1", "poddisruptionbudgets"),
+            "PodDisruptionBudget",
+        )
+        .short_names(&["pdb"])
+        .with_status_subresource(),
+        cluster(rbac("clusterrolebindings"), "ClusterRoleBinding"),
+        cluster(rbac("clusterroles"), "ClusterRole"),
+        ns(rbac("rolebindings"), "RoleBinding"),
+        ns(rbac("roles"), "Role"),
+        cluster(
+            Gvr::new("scheduling.k8s.io", "v1", "priorityclasses"),
+            "PriorityClass",
+        )
+        .short_names(&["pc"]),
+        cluster(storage("storageclasses"), "StorageClass").short_names(&["sc"]),
     ]
 }

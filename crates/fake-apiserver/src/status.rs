@@ -75,6 +75,14 @@ impl ApiError {
         )
     }
 
+    /// The plain-text 404 of a path no API handler serves (outside `/api` and `/apis`, or
+    /// under a group that is not served).
+    pub(crate) fn no_handler() -> Self {
+        let mut e = Self::new(404, "NotFound", "404 page not found".into(), None);
+        e.plain_text = true;
+        e
+    }
+
     pub(crate) fn already_exists(gvr: &Gvr, name: &str) -> Self {
         let (resource, details) = qualified(gvr, name);
         Self::new(

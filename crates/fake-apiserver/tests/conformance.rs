@@ -458,13 +458,39 @@ async fn version_and_discovery_documents() {
         .collect();
     assert_eq!(
         group_names,
-        ["apps", "coordination.k8s.io", "events.k8s.io"]
+        [
+            "apiextensions.k8s.io",
+            "apps",
+            "autoscaling",
+            "batch",
+            "coordination.k8s.io",
+            "discovery.k8s.io",
+            "events.k8s.io",
+            "networking.k8s.io",
+            "policy",
+            "rbac.authorization.k8s.io",
+            "scheduling.k8s.io",
+            "storage.k8s.io",
+        ]
     );
     assert_eq!(
         get(&server, "/apis/coordination.k8s.io/v1").await.json()["resources"][0]["name"],
         "leases"
     );
     assert_eq!(get(&server, "/api/v1/nonsense").await.status, 404);
+    // Outside the API, or under a group nobody serves: the real server's mux answers a
+    // plain-text 404, not a Status.
+    for path in ["/nonsense", "/apis/nogroup", "/apis/nogroup/v1/things"] {
+        let answer = get(&server, path).await;
+        assert_eq!(answer.status, 404, "{path}");
+        assert_eq!(
+            String::from_utf8_lossy(&answer.body).trim(),
+            "404 page not found",
+            "{path}"
+        );
+    }
+    // A served group's unknown version is a Status, as the real server answers.
+    assert_eq!(get(&server, "/apis/apps/v9").await.json()["kind"], "Status");
 }
 
 #[tokio::test]

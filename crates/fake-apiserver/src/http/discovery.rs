@@ -55,7 +55,10 @@ pub(crate) fn groups(types: &[Arc<ResourceType>]) -> Value {
     }
     let groups: Vec<Value> = groups
         .into_iter()
-        .map(|(g, vs)| group_doc(g, &vs))
+        .map(|(g, mut vs)| {
+            vs.sort_by_key(|v| version_priority(v));
+            group_doc(g, &vs)
+        })
         .collect();
     json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
 }
@@ -70,10 +73,49 @@ pub(crate) fn group(types: &[Arc<ResourceType>], group: &str) -> Option<Value> {
     if versions.is_empty() {
         return None;
     }
+    versions.sort_by_key(|v| version_priority(v));
     let mut doc = group_doc(group, &versions);
     doc["kind"] = "APIGroup".into();
     doc["apiVersion"] = "v1".into();
     Some(doc)
+}
+
+/// Kubernetes' version order, highest first (the first is the preferred version): GA
+/// before beta before alpha, then the higher major, then the higher minor (`v2` before
+/// `v1` before `v1beta2` before `v1beta1` before `v1alpha1`); other names after, by name.
+fn version_priority(version: &str) -> (u8, std::cmp::Reverse<u64>, std::cmp::Reverse<u64>, String) {
+    let other = (
+        3,
+        std::cmp::Reverse(0),
+        std::cmp::Reverse(0),
+        version.to_owned(),
+    );
+    let Some(rest) = version.strip_prefix('v') else {
+        return other;
+    };
+    let digits = rest
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(rest.len());
+    let Ok(major) = rest[..digits].parse::<u64>() else {
+        return other;
+    };
+    let (stability, minor) = match &rest[digits..] {
+        "" => (0, Some(0)),
+        tail => match (tail.strip_prefix("beta"), tail.strip_prefix("alpha")) {
+            (Some(n), _) => (1, n.parse().ok()),
+            (_, Some(n)) => (2, n.parse().ok()),
+            _ => (3, None),
+        },
+    };
+    match minor {
+        Some(minor) => (
+            stability,
+            std::cmp::Reverse(major),
+            std::cmp::Reverse(minor),
+            String::new(),
+        ),
+        None => other,
+    }
 }
 
 fn group_doc(group: &str, versions: &[&str]) -> Value {
@@ -97,7 +139,7 @@ pub(crate) fn resources(types: &[Arc<ResourceType>], group: &str, version: &str)
     let resources: Vec<Value> = in_gv
         .iter()
         .flat_map(|t| {
-            let main = json!({
+            let mut main = json!({
                 "name": t.gvr.resource,
                 "singularName": t.singular(),
                 "namespaced": t.namespaced,
@@ -105,6 +147,9 @@ pub(crate) fn resources(types: &[Arc<ResourceType>], group: &str, version: &str)
                 "verbs": VERBS,
                 "shortNames": t.short_names,
             });
+            if !t.categories.is_empty() {
+                main["categories"] = json!(t.categories);
+            }
             // Subresources are listed as `<resource>/<name>`, as the real server lists them.
             let status = t.status_subresource.then(|| {
                 json!({
@@ -201,4 +246,19 @@ pub(crate) fn openapi_group_version(types: &[Arc<ResourceType>], gv: &str) -> Op
         "paths": paths,
         "components": {"schemas": {}},
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::version_priority;
+
+    #[test]
+    fn versions_are_in_kubernetes_order() {
+        let mut versions = ["v1alpha1", "v1beta1", "foo", "v1", "v1beta2", "v2", "v10"];
+        versions.sort_by_key(|v| version_priority(v));
+        assert_eq!(
+            versions,
+            ["v10", "v2", "v1", "v1beta2", "v1beta1", "v1alpha1", "foo"]
+        );
+    }
 }

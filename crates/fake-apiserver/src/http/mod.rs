@@ -54,6 +54,9 @@ enum Route {
         subresource: Option<String>,
     },
     NotFound,
+    /// Outside the API, or under a group nobody serves: the real server's mux answers a
+    /// plain-text 404 there, not a `Status`.
+    NoHandler,
 }
 
 fn route(path: &str, types: &[Arc<ResourceType>]) -> Route {
@@ -66,13 +69,19 @@ fn route(path: &str, types: &[Arc<ResourceType>]) -> Route {
         ["api", "v1"] => return Route::Resources(String::new(), "v1".into()),
         ["api", "v1", rest @ ..] => ("", "v1", rest),
         ["apis"] => return Route::Groups,
+        ["apis", g] if !types.iter().any(|t| t.gvr.group == *g) => return Route::NoHandler,
         ["apis", g] => return Route::Group((*g).to_owned()),
+        ["apis", g, v] if !types.iter().any(|t| t.gvr.group == *g) => return Route::NoHandler,
         ["apis", g, v] => return Route::Resources((*g).to_owned(), (*v).to_owned()),
         ["apis", g, v, rest @ ..] => (*g, *v, rest),
         ["openapi", "v3"] => return Route::OpenApiIndex,
         ["openapi", "v3", gv @ ..] => return Route::OpenApi(gv.join("/")),
-        _ => return Route::NotFound,
+        ["api", ..] => return Route::NotFound,
+        _ => return Route::NoHandler,
     };
+    if !group.is_empty() && !types.iter().any(|t| t.gvr.group == group) {
+        return Route::NoHandler;
+    }
     let find = |resource: &str| {
         types
             .iter()
@@ -242,6 +251,7 @@ fn discovery_reply(inner: &Inner, route: Route, types: &[Arc<ResourceType>]) -> 
         Route::OpenApi(gv) => discovery::openapi_group_version(types, &gv),
         Route::Resource { .. } => return Reply::error(&ApiError::method_not_allowed()),
         Route::NotFound => None,
+        Route::NoHandler => return Reply::error(&ApiError::no_handler()),
     };
     match found {
         Some(doc) => Reply::json(200, &doc),

@@ -121,6 +121,9 @@ pub(super) fn meta_mut(value: &mut Value) -> Result<&mut Map<String, Value>, Api
 
 pub(super) fn check_type(ty: &ResourceType, value: &Value) -> Result<(), ApiError> {
     let api_version = ty.gvr.api_version();
+    if ty.gvr == crate::crds::gvr() {
+        crate::crds::validate(value)?;
+    }
     match (value["kind"].as_str(), value["apiVersion"].as_str()) {
         (Some(kind), _) if kind != ty.kind => Err(ApiError::bad_request(format!(
             "the kind of the object ({kind}) does not match the resource ({}), expected kind {}",

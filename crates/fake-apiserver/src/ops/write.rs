@@ -10,7 +10,7 @@ use super::{
     meta_mut, ty_of,
 };
 use crate::{
-    Inner,
+    Inner, crds,
     registry::{Gvr, ResourceType},
     status::ApiError,
     storage::{EventType, ObjKey, Storage, StoredObject},
@@ -31,10 +31,11 @@ const SERVER_OWNED: [&str; 8] = [
 
 /// The status a new object starts with when `status` is a subresource (what the real
 /// server's create strategies leave).
-fn initial_status(ty: &ResourceType) -> Value {
+fn initial_status(ty: &ResourceType, value: &Value) -> Value {
     match (ty.gvr.group.as_str(), ty.gvr.resource.as_str()) {
         ("", "pods") => json!({"phase": "Pending", "qosClass": "BestEffort"}),
         ("", "namespaces") => json!({"phase": "Active"}),
+        ("apiextensions.k8s.io", "customresourcedefinitions") => crds::initial_status(value),
         _ => json!({}),
     }
 }
@@ -162,7 +163,7 @@ impl Inner {
         }
         // The programmatic API may set a status; without one, it gets the server's.
         if ty.status_subresource && (part != Part::All || value.get("status").is_none()) {
-            value["status"] = initial_status(&ty);
+            value["status"] = initial_status(&ty, &value);
         }
         default_replicas(&ty, &mut value);
         if value.get("spec").is_some() && !namespace {

@@ -165,6 +165,14 @@ impl ResourceStore {
         self.objects.get(key)?.last()?.object.as_ref()
     }
 
+    /// Every object that exists now, in key order.
+    pub(crate) fn live_objects(&self) -> Vec<Arc<StoredObject>> {
+        self.objects
+            .values()
+            .filter_map(|versions| versions.last()?.object.clone())
+            .collect()
+    }
+
     /// Objects visible at `revision` after `start` (exclusive), in key order, limited to
     /// `namespace` when given and to those `keep` accepts.
     pub(crate) fn scan<'a>(
@@ -283,6 +291,13 @@ impl Storage {
             .or_insert_with(|| ResourceStore::new(ty));
     }
 
+    /// Stops serving `gvr`: its watches end cleanly, and its objects and history go.
+    pub(crate) fn unregister(&mut self, gvr: &Gvr) {
+        if let Some(mut store) = self.resources.remove(gvr) {
+            store.close_watchers(false);
+        }
+    }
+
     pub(crate) fn resource(&self, gvr: &Gvr) -> Option<&ResourceStore> {
         self.resources.get(gvr)
     }
@@ -352,6 +367,9 @@ impl Storage {
         });
         if self.revision - self.compacted > 2 * self.window {
             self.compact(self.revision - self.window);
+        }
+        if *gvr == crate::crds::gvr() {
+            self.follow_crd(kind, &event.object);
         }
     }
 
