@@ -278,6 +278,7 @@ impl<'de> de::Deserializer<'de> for One<'de> {
                 let mut json = serde_json::Deserializer::from_slice(raw);
                 visitor
                     .visit_newtype_struct(&mut json)
+                    .and_then(|value| json.end().map(|()| value))
                     .map_err(|e| DecodeError::at(self.offset, format!("embedded JSON: {e}")))
             }
             _ => visitor.visit_newtype_struct(self),
@@ -332,6 +333,17 @@ fn raw_json(one: One<'_>) -> Result<&[u8], DecodeError> {
             "embedded CBOR is not supported".to_owned(),
         ));
     }
+    // serde_json skipping a value (`IgnoredAny`, the check a compact object gets on
+    // arrival) reads neither the UTF-8 of its strings nor their `\u` escapes (a lone UTF-16
+    // surrogate), where reading them into strings refuses both: the bytes are checked as
+    // UTF-8, and JSON with a `\u` escape (rare in field sets) is parsed whole, so whatever
+    // passes the check also decodes. Found by tests/protobuf_fuzz.rs.
+    let not_json =
+        |e: &dyn std::fmt::Display| DecodeError::at(one.offset, format!("embedded JSON: {e}"));
+    std::str::from_utf8(raw).map_err(|e| not_json(&e))?;
+    if memchr::memmem::find(raw, b"\\u").is_some() {
+        serde_json::from_slice::<serde_json::Value>(raw).map_err(|e| not_json(&e))?;
+    }
     Ok(raw)
 }
 
@@ -383,6 +395,7 @@ impl<'de> One<'de> {
                 }
                 let mut json = serde_json::Deserializer::from_slice(raw);
                 de::Deserializer::deserialize_any(&mut json, visitor)
+                    .and_then(|value| json.end().map(|()| value))
                     .map_err(|e| DecodeError::at(self.offset, format!("embedded JSON: {e}")))
             }
             Shape::Duration => Err(DecodeError::at(
