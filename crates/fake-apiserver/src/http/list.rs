@@ -47,6 +47,8 @@ pub(crate) enum Shape {
     Metadata,
     /// The objects, in protobuf (the kind's message).
     Protobuf(&'static Message),
+    /// `PartialObjectMetadata`, in protobuf.
+    MetadataProtobuf,
 }
 
 /// One page of a LIST: its items, its `ListMeta`, and its type.
@@ -104,23 +106,34 @@ pub(crate) fn render(
     Ok(body)
 }
 
-/// Renders one LIST answer in protobuf.
+/// Renders one LIST answer in protobuf: the kind's `message`, or (`None`)
+/// `PartialObjectMetadata`.
 fn render_protobuf(
     inner: &Inner,
     gvr: &Gvr,
     filter: &Filter,
     params: &Params,
-    message: &Message,
+    message: Option<&Message>,
 ) -> Result<Vec<Bytes>, ApiError> {
     let page = page(inner, gvr, filter, params)?;
     let items = page
         .items
         .iter()
-        .map(|object| object.protobuf(message))
+        .map(|object| match message {
+            Some(message) => object.protobuf(message),
+            None => super::metadata::message_bytes(&object.body).map(Bytes::from),
+        })
         .collect::<Result<Vec<_>, _>>()?;
+    let (api_version, list_kind) = match message {
+        Some(_) => (page.ty.gvr.api_version(), page.ty.list_kind()),
+        None => (
+            super::metadata::API_VERSION.to_owned(),
+            super::metadata::LIST_KIND.to_owned(),
+        ),
+    };
     let body = protobuf::list(
-        &page.ty.gvr.api_version(),
-        &page.ty.list_kind(),
+        &api_version,
+        &list_kind,
         &page.metadata,
         items.iter().map(|b| &b[..]),
     )?;
@@ -260,13 +273,14 @@ pub(crate) fn list(
     let body = match shape {
         Shape::Object => render(inner, gvr, filter, params, false)?,
         Shape::Metadata => render(inner, gvr, filter, params, true)?,
-        Shape::Protobuf(message) => render_protobuf(inner, gvr, filter, params, message)?,
+        Shape::Protobuf(message) => render_protobuf(inner, gvr, filter, params, Some(message))?,
+        Shape::MetadataProtobuf => render_protobuf(inner, gvr, filter, params, None)?,
     };
     let mut reply = match cut {
         true => Reply::stream(200, Box::pin(cut_stream(body))),
         false => Reply::stream(200, futures_util::stream::iter(body.into_iter().map(Ok))),
     };
-    if let Shape::Protobuf(_) = shape {
+    if let Shape::Protobuf(_) | Shape::MetadataProtobuf = shape {
         reply.content_type = protobuf::CONTENT_TYPE;
     }
     Ok(reply)

@@ -3,10 +3,16 @@
 //! `as=PartialObjectMetadata` (GET, WATCH) asks for. Each object is reduced to
 //! `{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{..}}`, and a
 //! list is a `PartialObjectMetadataList` of those (checked against kube-apiserver 1.36 by
-//! `crates/e2e/tests/metadata_only.rs`).
+//! `crates/e2e/tests/metadata_only.rs`). Asked for in protobuf first (client-go's metadata
+//! client), they are protobuf `PartialObjectMetadata` messages, custom resources included;
+//! errors stay JSON, as the real server sends them.
 
 use bytes::Bytes;
+use kube_protobuf_schema::Message;
 use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::{protobuf, status::ApiError};
 
 /// What every metadata-only object starts with (GET, LIST items, watch events and
 /// bookmarks).
@@ -30,17 +36,49 @@ pub(crate) fn wanted(accept: &str) -> bool {
     })
 }
 
-/// A stored object's body (`{"metadata":{..},..}`) reduced to the tail that follows
-/// [`PREFIX`]: `"metadata":{..}}`.
-pub(crate) fn tail(body: &[u8]) -> Bytes {
+/// The protobuf message of `PartialObjectMetadata` when the first media type of `accept`
+/// that asks for metadata is protobuf; `None`: JSON.
+pub(crate) fn protobuf_wanted(accept: &str) -> Option<&'static Message> {
+    let first = accept.split(',').find(|media| wanted(media))?;
+    let media_type = first.split(';').next().unwrap_or("").trim();
+    (media_type == protobuf::CONTENT_TYPE).then(message)
+}
+
+fn message() -> &'static Message {
+    kube_protobuf_schema::kind(API_VERSION, "PartialObjectMetadata")
+        .expect("PartialObjectMetadata in the schema")
+}
+
+fn metadata_of(body: &[u8]) -> Value {
     #[derive(Deserialize)]
     struct Only {
         #[serde(default)]
-        metadata: serde_json::Value,
+        metadata: Value,
     }
-    let metadata = serde_json::from_slice::<Only>(body)
+    serde_json::from_slice::<Only>(body)
         .map(|only| only.metadata)
-        .unwrap_or_default();
+        .unwrap_or_default()
+}
+
+/// A stored object as a `PartialObjectMetadata` message (no envelope: a LIST item).
+pub(crate) fn message_bytes(body: &[u8]) -> Result<Vec<u8>, ApiError> {
+    protobuf::message_bytes(message(), &json!({"metadata": metadata_of(body)}))
+}
+
+/// A stored object as a whole protobuf `PartialObjectMetadata` body.
+pub(crate) fn protobuf_object(body: &[u8]) -> Result<Bytes, ApiError> {
+    let raw = message_bytes(body)?;
+    Ok(Bytes::from(protobuf::envelope(
+        API_VERSION,
+        "PartialObjectMetadata",
+        &raw,
+    )))
+}
+
+/// A stored object's body (`{"metadata":{..},..}`) reduced to the tail that follows
+/// [`PREFIX`]: `"metadata":{..}}`.
+pub(crate) fn tail(body: &[u8]) -> Bytes {
+    let metadata = metadata_of(body);
     let mut out = b"\"metadata\":".to_vec();
     serde_json::to_writer(&mut out, &metadata).expect("JSON values serialize");
     out.push(b'}');
@@ -70,6 +108,28 @@ mod tests {
         ));
         assert!(!wanted("application/json"));
         assert!(!wanted("application/json;as=Table;g=meta.k8s.io;v=v1"));
+    }
+
+    #[test]
+    fn client_gos_order_decides_protobuf() {
+        let client_go = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+        assert!(protobuf_wanted(client_go).is_some());
+        let kube_rs = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
+        assert!(protobuf_wanted(kube_rs).is_none());
+        let json_first = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
+        assert!(protobuf_wanted(json_first).is_none());
+    }
+
+    #[test]
+    fn a_protobuf_object_is_its_metadata_in_the_envelope() {
+        let body = br#"{"metadata":{"name":"a","labels":{"x":"y"}},"data":{"k":"v"}}"#;
+        let bytes = protobuf_object(body).unwrap();
+        let read = crate::protobuf::read_body(&bytes).unwrap();
+        assert_eq!(
+            read,
+            serde_json::json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                               "metadata": {"name": "a", "labels": {"x": "y"}}})
+        );
     }
 
     #[test]

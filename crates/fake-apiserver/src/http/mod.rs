@@ -405,11 +405,16 @@ fn resource_reply(
         .unwrap_or_default();
     // Metadata informers' reads, and writes that ask for it: the object's metadata only.
     let metadata_only = table.is_none() && metadata::wanted(call.accept);
+    let metadata_protobuf = metadata_only && metadata::protobuf_wanted(call.accept).is_some();
     let format = call.format;
     let built_in = kube_protobuf_schema::kind(&gvr.api_version(), &ty.kind).is_some();
-    let reply = |code: u16, object: &StoredObject| match metadata_only {
-        true => Ok(Reply::bytes(code, metadata::object(&object.body))),
-        false => object_reply(code, &ty, &prefix, object, format),
+    let reply = |code: u16, object: &StoredObject| match (metadata_only, metadata_protobuf) {
+        (true, true) => Ok(Reply::protobuf(
+            code,
+            metadata::protobuf_object(&object.body)?.to_vec(),
+        )),
+        (true, false) => Ok(Reply::bytes(code, metadata::object(&object.body))),
+        (false, _) => object_reply(code, &ty, &prefix, object, format),
     };
     let manager = params.field_manager.clone().unwrap_or_else(|| {
         let product = call.user_agent.split('/').next().unwrap_or("unknown");
@@ -441,6 +446,7 @@ fn resource_reply(
             }
             let cut = inner.faults.lock().cut_list();
             let shape = match (metadata_only, format) {
+                (true, _) if metadata_protobuf => list::Shape::MetadataProtobuf,
                 (true, _) => list::Shape::Metadata,
                 (false, Format::Json) => list::Shape::Object,
                 (false, Format::Protobuf(message)) => list::Shape::Protobuf(message),
@@ -452,6 +458,7 @@ fn resource_reply(
             let faults = inner.faults.lock().watch_faults();
             let shape = match (table, format) {
                 (Some(include), _) => watch::Shape::Table(ty.clone(), include),
+                (None, _) if metadata_protobuf => watch::Shape::MetadataProtobuf,
                 (None, _) if metadata_only => watch::Shape::Metadata,
                 (None, Format::Protobuf(message)) => watch::Shape::Protobuf(ty.clone(), message),
                 (None, Format::Json) => watch::Shape::Object,

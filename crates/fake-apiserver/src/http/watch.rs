@@ -99,8 +99,10 @@ pub(crate) fn watch(
     }
     let format = match &shape {
         Shape::Protobuf(_, message) => Format::Protobuf(message),
+        // Errors of a metadata watch stay JSON, as the real server sends them.
         _ => Format::Json,
     };
+    let protobuf_metadata = matches!(shape, Shape::MetadataProtobuf);
     if send_initial == Some(true) && !inner.streaming_lists() {
         inner.faults.lock().record("streaming_list_refused");
         return Ok(error_stream(&ApiError::watch_list_unsupported(), format));
@@ -184,6 +186,17 @@ pub(crate) fn watch(
                 message,
                 api_version: ty.gvr.api_version(),
                 kind: ty.kind.clone(),
+                metadata_only: false,
+            }),
+            Shape::MetadataProtobuf => Some(ProtoWatch {
+                message: kube_protobuf_schema::kind(
+                    super::metadata::API_VERSION,
+                    "PartialObjectMetadata",
+                )
+                .expect("PartialObjectMetadata in the schema"),
+                api_version: super::metadata::API_VERSION.to_owned(),
+                kind: "PartialObjectMetadata".to_owned(),
+                metadata_only: true,
             }),
             _ => None,
         },
@@ -201,7 +214,7 @@ pub(crate) fn watch(
         Some((chunk, s))
     });
     let mut reply = Reply::stream(200, Box::pin(stream));
-    if format.is_protobuf() {
+    if format.is_protobuf() || protobuf_metadata {
         reply.content_type = protobuf::WATCH_CONTENT_TYPE;
     }
     Ok(reply)
@@ -243,6 +256,8 @@ struct ProtoWatch {
     message: &'static Message,
     api_version: String,
     kind: String,
+    /// `PartialObjectMetadata` messages of the objects (not the objects' own, cached).
+    metadata_only: bool,
 }
 
 /// What a watch's events carry.
@@ -255,6 +270,8 @@ pub(crate) enum Shape {
     Metadata,
     /// The objects, as protobuf frames (the kind's message).
     Protobuf(Arc<ResourceType>, &'static Message),
+    /// `PartialObjectMetadata`, as protobuf frames.
+    MetadataProtobuf,
 }
 
 struct TableMode {
@@ -333,7 +350,11 @@ impl WatchState {
             }
             Line::Event(kind, object) if self.protobuf.is_some() => {
                 let p = self.protobuf.as_ref().expect("checked");
-                let frame = match object.protobuf(p.message) {
+                let raw = match p.metadata_only {
+                    true => super::metadata::message_bytes(&object.body).map(Bytes::from),
+                    false => object.protobuf(p.message),
+                };
+                let frame = match raw {
                     Ok(raw) => {
                         let body = protobuf::envelope(&p.api_version, &p.kind, &raw);
                         protobuf::frame(kind.as_str(), &body)

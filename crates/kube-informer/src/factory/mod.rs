@@ -445,13 +445,25 @@ impl SharedInformerFactory {
     {
         let namespaced = K::Scope::NAMESPACED;
         let namespaces = self.namespaces_for(namespaced, &spec);
-        let key = self.key("metadata", namespaces.clone(), &spec);
+        let protobuf = spec.protobuf.unwrap_or(self.inner.options.wants_protobuf());
+        let what = match protobuf {
+            true => "metadata",
+            false => "metadata, JSON only",
+        };
+        let key = self.key(what, namespaces.clone(), &spec);
         let name = format!("{} metadata", short_name::<K>());
         let client = self.inner.client.clone();
+        let strip = self.inner.options.strip_managed_fields;
         self.get_or_make(key, name, namespaced, spec, move |options| {
             informer_in(namespaces, options, |ns| {
-                ClientListerWatcher::<PartialObjectMeta<K>>::new(client.clone(), ns, &())
-                    .metadata_only()
+                let source =
+                    ClientListerWatcher::<PartialObjectMeta<K>>::new(client.clone(), ns, &())
+                        .metadata_only();
+                let source = match strip {
+                    true => source.without_managed_fields(),
+                    false => source,
+                };
+                source.protobuf(protobuf)
             })
         })
     }

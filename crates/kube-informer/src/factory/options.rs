@@ -79,7 +79,9 @@ impl FactoryOptions {
     /// undecoded (1.5× the events/s of JSON); `Compact` objects keep the protobuf message
     /// (27% less memory). The objects are the same either way. Each answer is read as its
     /// `Content-Type` says, so a server or proxy that answers JSON still works, and custom
-    /// resources and dynamic informers are JSON always. An informer's
+    /// resources and dynamic informers are JSON always. Metadata informers ask for protobuf
+    /// `PartialObjectMetadata`, for every kind (custom resources too), as client-go's
+    /// metadata client does. An informer's
     /// [`InformerSpec::protobuf`](super::InformerSpec::protobuf) overrides this.
     ///
     /// ```

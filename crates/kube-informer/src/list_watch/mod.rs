@@ -153,6 +153,7 @@ pub struct ClientListerWatcher<K> {
     /// `K`'s protobuf encoding, if it has one.
     encoding: Option<crate::protobuf::ProtoKind>,
     protobuf: bool,
+    without_managed_fields: bool,
     _objects: std::marker::PhantomData<fn() -> K>,
 }
 
@@ -161,7 +162,8 @@ impl<K> std::fmt::Debug for ClientListerWatcher<K> {
         f.debug_struct("ClientListerWatcher")
             .field("url", &self.request.url_path)
             .field("metadata_only", &self.metadata_only)
-            .field("protobuf", &self.encoding())
+            .field("protobuf", &self.protobuf)
+            .field("kind", &self.encoding)
             .finish()
     }
 }
@@ -175,6 +177,7 @@ impl<K: kube::Resource> ClientListerWatcher<K> {
             metadata_only: false,
             encoding: crate::protobuf::ProtoKind::of(&K::api_version(dyntype), &K::kind(dyntype)),
             protobuf: false,
+            without_managed_fields: false,
             _objects: std::marker::PhantomData,
         }
     }
@@ -189,17 +192,18 @@ impl<K: kube::Resource> ClientListerWatcher<K> {
     /// Ask for protobuf, when `K` is a built-in kind (see [`crate::protobuf`]): answers are
     /// decoded as their `Content-Type` says, so a server that answers JSON is read as JSON.
     /// Off by default here; factory informers follow
-    /// [`FactoryOptions::protobuf`](crate::factory::FactoryOptions::protobuf). Not for
-    /// metadata-only watchers. A `DynamicObject` decoded from protobuf has no `apiVersion`
-    /// and `kind` of its own (as items of a JSON list have none).
-    /// `Compact<K>` then keeps the protobuf message; types that cannot be read from protobuf
-    /// (that read JSON text themselves) stay JSON.
+    /// [`FactoryOptions::protobuf`](crate::factory::FactoryOptions::protobuf).
+    /// Metadata-only, any kind (custom resources too) is asked for as protobuf
+    /// `PartialObjectMetadata`, as client-go's metadata client asks. A `DynamicObject`
+    /// decoded from protobuf has no `apiVersion` and `kind` of its own (as items of a JSON
+    /// list have none). `Compact<K>` then keeps the protobuf message; types that cannot be
+    /// read from protobuf (that read JSON text themselves) stay JSON.
     #[must_use]
     pub fn protobuf(mut self, on: bool) -> Self
     where
         K: DeserializeOwned,
     {
-        self.protobuf = on && self.encoding.is_some_and(|kind| kind.decodes::<K>());
+        self.protobuf = on;
         self
     }
 }
@@ -211,16 +215,29 @@ impl<K> ClientListerWatcher<K> {
     /// [`FactoryOptions::strip_managed_fields`](crate::factory::FactoryOptions::strip_managed_fields).
     #[must_use]
     pub fn without_managed_fields(mut self) -> Self {
-        self.encoding = self
-            .encoding
-            .map(crate::protobuf::ProtoKind::without_managed_fields);
+        self.without_managed_fields = true;
         self
     }
 
-    /// The encoding asked for: `K`'s protobuf kind when it has one and protobuf is on.
-    fn encoding(&self) -> Option<crate::protobuf::ProtoKind> {
-        self.encoding
-            .filter(|_| self.protobuf && !self.metadata_only)
+    /// The encoding asked for when protobuf is on: `PartialObjectMetadata` for metadata
+    /// only, else `K`'s kind when it has one; `None` when `K` cannot be read from it.
+    fn encoding(&self) -> Option<crate::protobuf::ProtoKind>
+    where
+        K: DeserializeOwned,
+    {
+        use crate::protobuf::ProtoKind;
+        if !self.protobuf {
+            return None;
+        }
+        let kind = match self.metadata_only {
+            true => ProtoKind::of("meta.k8s.io/v1", "PartialObjectMetadata"),
+            false => self.encoding,
+        }?;
+        let kind = match self.without_managed_fields {
+            true => kind.without_managed_fields(),
+            false => kind,
+        };
+        kind.decodes::<K>().then_some(kind)
     }
 }
 
@@ -286,10 +303,13 @@ async fn raw_list_page<K: DeserializeOwned + Clone>(
     let Some(kind) = protobuf else {
         return ListPage::from_body(request::text(client, request).await?);
     };
-    request.headers_mut().insert(
-        http::header::ACCEPT,
-        http::HeaderValue::from_static(crate::protobuf::ACCEPT),
-    );
+    let accept = match metadata_only {
+        true => crate::protobuf::ACCEPT_METADATA_LIST,
+        false => crate::protobuf::ACCEPT,
+    };
+    request
+        .headers_mut()
+        .insert(http::header::ACCEPT, http::HeaderValue::from_static(accept));
     match request::bytes(client, request).await? {
         (true, body) => ListPage::from_protobuf(body, kind),
         (false, body) => {
@@ -319,10 +339,13 @@ async fn parallel_watch<K: DeserializeOwned + Send + 'static>(
         http::HeaderValue::from_static("identity"),
     );
     if protobuf.is_some() {
-        request.headers_mut().insert(
-            http::header::ACCEPT,
-            http::HeaderValue::from_static(crate::protobuf::ACCEPT_WATCH),
-        );
+        let accept = match metadata_only {
+            true => crate::protobuf::ACCEPT_METADATA,
+            false => crate::protobuf::ACCEPT_WATCH,
+        };
+        request
+            .headers_mut()
+            .insert(http::header::ACCEPT, http::HeaderValue::from_static(accept));
     }
     let (framed, body) = request::stream(client, request).await?;
     let format = match protobuf {

@@ -60,6 +60,12 @@ pub const ACCEPT: &str = "application/vnd.kubernetes.protobuf, application/json"
 /// What a WATCH asks for.
 pub const ACCEPT_WATCH: &str =
     "application/vnd.kubernetes.protobuf;stream=watch, application/json;stream=watch";
+/// What a metadata-only LIST asks for: `PartialObjectMetadataList` in protobuf (any kind,
+/// custom resources too), else in JSON; client-go's metadata client asks the same.
+pub const ACCEPT_METADATA_LIST: &str = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, application/json";
+/// What a metadata-only WATCH (or GET) asks for: `PartialObjectMetadata` objects, in
+/// protobuf frames first.
+pub const ACCEPT_METADATA: &str = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1, application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1, application/json";
 /// The largest watch frame accepted: client-go's limit.
 pub const MAX_FRAME: usize = 16 << 20;
 
