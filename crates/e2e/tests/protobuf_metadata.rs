@@ -1,5 +1,6 @@
-//! Metadata informers read protobuf `PartialObjectMetadata`, as client-go's metadata client
-//! asks for it, for built-in kinds and custom resources alike, on both servers: a factory's
+//! Metadata informers asked for protobuf read `PartialObjectMetadata` in protobuf, as
+//! client-go's metadata client asks for it, for built-in kinds and custom resources alike,
+//! on both servers: a factory's
 //! metadata informer of ConfigMaps (paged LISTs, then a watch) converges on the server's
 //! metadata through changes; a custom resource's metadata is listed and watched the same
 //! way; every answer to a LIST and WATCH came in protobuf.
@@ -100,7 +101,7 @@ async fn metadata_informers_read_protobuf_for_any_kind(backend: Backend) {
         .await
         .unwrap();
 
-    // A factory's metadata informer (protobuf by default), listing a page at a time.
+    // A factory's metadata informer, asked for protobuf, listing a page at a time.
     let (recorder, seen) = recording(backend.informer_client());
     let lists = ReflectorOptions::default()
         .streaming_lists(false)
@@ -108,6 +109,7 @@ async fn metadata_informers_read_protobuf_for_any_kind(backend: Backend) {
     let factory = SharedInformerFactory::new(
         recorder.clone(),
         FactoryOptions::default()
+            .protobuf(true)
             .selectors(Selectors::default().in_namespace(NS))
             .reflector(lists),
     );

@@ -1,7 +1,7 @@
 //! `informer-bench protobuf`: JSON against protobuf on a real kube-apiserver (kube-envtest):
 //! the same realistic pods, listed and watched in both encodings; the bytes each takes, the
 //! one-core decode rate of each (best of three passes), and an informer's first sync with
-//! each.
+//! each; then the same for metadata only (`PartialObjectMetadata`, metadata informers).
 
 use std::time::{Duration, Instant};
 
@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::{
     Api,
     api::{ObjectList, PostParams, WatchEvent},
+    core::PartialObjectMeta,
 };
 use kube_envtest::{Environment, EnvironmentOptions};
 use kube_informer::{
@@ -162,7 +163,78 @@ async fn compare(pods: usize, save: Option<&std::path::Path>) -> Result<(), Stri
         let fields = if strip { "stripped" } else { "kept" };
         println!("| {encoding} | {fields} | {took:.2?} |");
     }
+    metadata_only(&client, pods, &list).await?;
     env.stop().await.map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+/// Metadata only: the LIST's bytes and decode rates in JSON and protobuf, and a metadata
+/// informer's first sync with each.
+async fn metadata_only(client: &kube::Client, pods: usize, list: &str) -> Result<(), String> {
+    let json_list = get(
+        client,
+        list,
+        "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
+    )
+    .await?;
+    let pb_list = get(client, list, protobuf::ACCEPT_METADATA_LIST).await?;
+    let kind = ProtoKind::of("meta.k8s.io/v1", "PartialObjectMetadata")
+        .ok_or("PartialObjectMetadata has no protobuf schema")?;
+    type Meta = PartialObjectMeta<Pod>;
+    let rows = [
+        (
+            "LIST, JSON → ObjectList<PartialObjectMeta<Pod>>",
+            json_list.len(),
+            best_of_three(|| {
+                serde_json::from_slice::<ObjectList<Meta>>(&json_list).map_or(0, |l| l.items.len())
+            }),
+        ),
+        (
+            "LIST, protobuf → Vec<PartialObjectMeta<Pod>>",
+            pb_list.len(),
+            best_of_three(|| {
+                ListBody::parse(&pb_list, kind)
+                    .and_then(|l| l.items::<Meta>())
+                    .map_or(0, |i| i.len())
+            }),
+        ),
+    ];
+    println!("\nThe same {pods} pods, metadata only, one core, best of three:\n");
+    println!("| decode | bytes | pods decoded | pods/s | MB/s |\n|---|---:|---:|---:|---:|");
+    for (what, bytes, (took, decoded)) in rows {
+        println!(
+            "| {what} | {bytes} | {decoded} | {:.0} | {:.0} |",
+            decoded as f64 / took.as_secs_f64(),
+            bytes as f64 / took.as_secs_f64() / 1e6
+        );
+    }
+    println!(
+        "\nA metadata informer's first sync (streaming list), four times each, interleaved:\n"
+    );
+    println!("| encoding | synced in |\n|---|---:|");
+    for protobuf in [false, true].repeat(4) {
+        let factory = SharedInformerFactory::new(
+            client.clone(),
+            FactoryOptions::default().protobuf(protobuf),
+        );
+        let informer = factory.metadata_informer::<Pod>();
+        let started = Instant::now();
+        factory.start();
+        informer
+            .wait_for_sync(Duration::from_secs(300))
+            .await
+            .map_err(|e| e.to_string())?;
+        let took = started.elapsed();
+        if informer.store().len() != pods {
+            return Err(format!(
+                "synced {} pods' metadata, not {pods}",
+                informer.store().len()
+            ));
+        }
+        factory.shutdown().await;
+        let encoding = if protobuf { "protobuf" } else { "JSON" };
+        println!("| {encoding} | {took:.2?} |");
+    }
     Ok(())
 }
 

@@ -445,7 +445,9 @@ impl SharedInformerFactory {
     {
         let namespaced = K::Scope::NAMESPACED;
         let namespaces = self.namespaces_for(namespaced, &spec);
-        let protobuf = spec.protobuf.unwrap_or(self.inner.options.wants_protobuf());
+        let protobuf = spec
+            .protobuf
+            .unwrap_or(self.inner.options.wants_metadata_protobuf());
         let what = match protobuf {
             true => "metadata",
             false => "metadata, JSON only",
