@@ -21,12 +21,14 @@ mod churn;
 mod compare;
 mod crd;
 mod raw;
+mod recording;
 mod running;
 
 pub use backend::{Backend, BackendOptions, Request};
 pub use churn::{Churn, churn, config_map};
 pub use compare::{assert_cache_matches, ensure_namespace, eventually, server_state};
 pub use raw::{Answer, error, send};
+pub use recording::{Answers, recording};
 pub use running::{Running, quick};
 
 /// Instantiates a scenario `async fn name(backend: Backend)` as two tests, `name::fake` and

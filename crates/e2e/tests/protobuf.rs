@@ -7,9 +7,9 @@
 //! servers every LIST and WATCH of a built-in kind is answered in protobuf, the custom
 //! resource's in JSON.
 
-use std::{fmt::Debug, sync::Arc, time::Duration};
+use std::{fmt::Debug, time::Duration};
 
-use e2e::{Backend, BackendOptions, both, ensure_namespace};
+use e2e::{Backend, BackendOptions, both, ensure_namespace, recording};
 use k8s_openapi::{
     NamespaceResourceScope,
     api::{
@@ -32,36 +32,10 @@ use kube_informer::{
     factory::{FactoryOptions, SharedInformerFactory},
     reflector::ReflectorOptions,
 };
-use parking_lot::Mutex;
 use serde::{Serialize, de::DeserializeOwned};
 use serde_json::{Value, json};
 
 const NS: &str = "protobuf";
-
-/// Each answer's request URI and content type.
-type Answers = Arc<Mutex<Vec<(String, String)>>>;
-
-/// A client that records the content type of every answer to a LIST or WATCH.
-fn recording(client: kube::Client) -> (kube::Client, Answers) {
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let log = seen.clone();
-    let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
-        let (client, log) = (client.clone(), log.clone());
-        let uri = request.uri().to_string();
-        async move {
-            let response = client.send(request).await?;
-            let content_type = response
-                .headers()
-                .get(http::header::CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or("")
-                .to_owned();
-            log.lock().push((uri, content_type));
-            Ok::<_, kube::Error>(response)
-        }
-    });
-    (kube::Client::new(service, "default"), seen)
-}
 
 async fn create<K>(client: &kube::Client, object: Value) -> K
 where

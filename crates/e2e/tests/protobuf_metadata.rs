@@ -5,9 +5,9 @@
 //! metadata through changes; a custom resource's metadata is listed and watched the same
 //! way; every answer to a LIST and WATCH came in protobuf.
 
-use std::{sync::Arc, time::Duration};
+use std::time::Duration;
 
-use e2e::{Backend, BackendOptions, both, ensure_namespace};
+use e2e::{Backend, BackendOptions, both, ensure_namespace, recording};
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{
@@ -23,36 +23,10 @@ use kube_informer::{
     list_watch::{ClientListerWatcher, ListerWatcher, Selectors},
     reflector::ReflectorOptions,
 };
-use parking_lot::Mutex;
 use serde_json::json;
 
 const NS: &str = "protobuf-metadata";
 const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
-
-/// Each answer's request URI and content type.
-type Answers = Arc<Mutex<Vec<(String, String)>>>;
-
-/// A client that records the content type of every answer.
-fn recording(client: kube::Client) -> (kube::Client, Answers) {
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let log = seen.clone();
-    let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
-        let (client, log) = (client.clone(), log.clone());
-        let uri = request.uri().to_string();
-        async move {
-            let response = client.send(request).await?;
-            let content_type = response
-                .headers()
-                .get(http::header::CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or("")
-                .to_owned();
-            log.lock().push((uri, content_type));
-            Ok::<_, kube::Error>(response)
-        }
-    });
-    (kube::Client::new(service, "default"), seen)
-}
 
 /// Name, labels and resourceVersion of each object, sorted by name.
 fn summary<'a>(
