@@ -143,7 +143,8 @@ fn fields_of(body: &[u8]) -> Vec<Field> {
 /// A GET's body, the LIST body of two of it, and a watch stream of two frames.
 struct Seed {
     kind: ProtoKind,
-    api_version: String,
+    /// `<apiVersion with _ for />-<Kind>`: how a crasher of this seed is named.
+    name: String,
     shapes: [Vec<u8>; 3],
 }
 
@@ -180,7 +181,7 @@ fn seed_of(object: Vec<u8>, api_version: &str, kind: &str) -> Option<Seed> {
     }
     Some(Seed {
         kind: proto,
-        api_version: api_version.to_owned(),
+        name: format!("{}-{kind}", api_version.replace('/', "_")),
         shapes: [object, list, frames],
     })
 }
@@ -236,7 +237,7 @@ fn status_seed() -> Seed {
     assert_eq!(decode_status(&body).unwrap().code, 404, "the seed reads");
     Seed {
         kind: ProtoKind::of_type::<Pod>().unwrap(),
-        api_version: "v1".to_owned(),
+        name: "v1-Pod".to_owned(),
         shapes: [body.clone(), body, frame],
     }
 }
@@ -420,7 +421,7 @@ fn decode_everything(body: &[u8], kind: ProtoKind) -> u8 {
 }
 
 /// Runs `body` through every entry point; a panic writes it to the crashers folder.
-fn survives(body: &[u8], kind: ProtoKind, api_version: &str) -> Result<u8, PathBuf> {
+fn survives(body: &[u8], kind: ProtoKind, name: &str) -> Result<u8, PathBuf> {
     if let Ok(read) = catch_unwind(AssertUnwindSafe(|| decode_everything(body, kind))) {
         return Ok(read);
     }
@@ -429,7 +430,7 @@ fn survives(body: &[u8], kind: ProtoKind, api_version: &str) -> Result<u8, PathB
     let hash = body.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
         (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3)
     });
-    let path = dir.join(format!("{}-{hash:016x}.bin", api_version.replace('/', "_")));
+    let path = dir.join(format!("{name}-{hash:016x}.bin"));
     std::fs::write(&path, body).unwrap();
     Err(path)
 }
@@ -466,7 +467,7 @@ fn mangled_bodies_of_every_kind_never_panic() {
         for _ in 0..mutations {
             mutate(&mut rng, &mut body, donor);
         }
-        match survives(&body, from.kind, &from.api_version) {
+        match survives(&body, from.kind, &from.name) {
             Ok(bits) => {
                 for (bit, count) in read.iter_mut().enumerate() {
                     *count += u64::from(bits >> bit & 1);
@@ -518,33 +519,27 @@ fn the_mutations_reach_the_decoders_and_most_are_refused() {
 fn kept_crashers_stay_fixed() {
     let entries = std::fs::read_dir(CRASHERS).expect("the kept crashers");
     let mut replayed = 0;
-    let pod = ProtoKind::of("v1", "Pod").unwrap();
     for entry in entries {
         let path = entry.unwrap().path();
         if path.extension().is_none_or(|e| e != "bin") {
             continue;
         }
         let body = std::fs::read(&path).unwrap();
-        // Named `<apiVersion with _>-<anything>.bin`; replayed as that group's first kind
-        // found in the golden files, and as a Pod.
-        let prefix = path.file_stem().unwrap().to_string_lossy();
-        let api_version = prefix
-            .rsplit_once('-')
-            .map_or("v1", |(a, _)| a)
-            .replace('_', "/");
-        let kinds = seeds()
-            .into_iter()
-            .filter(|s| s.api_version == api_version)
-            .map(|s| s.kind)
-            .take(1)
-            .chain([pod]);
-        for kind in kinds {
-            assert!(
-                survives(&body, kind, &api_version).is_ok(),
-                "{} panics again",
+        // Named `<apiVersion with _ for />-<Kind>-<anything>.bin`: replayed as that kind.
+        let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
+        let mut parts = stem.splitn(3, '-');
+        let (api_version, kind) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+        let proto = ProtoKind::of(&api_version.replace('_', "/"), kind).unwrap_or_else(|| {
+            panic!(
+                "{}: not named <apiVersion>-<Kind>-<anything>.bin",
                 path.display()
-            );
-        }
+            )
+        });
+        assert!(
+            survives(&body, proto, &format!("{api_version}-{kind}")).is_ok(),
+            "{} panics again",
+            path.display()
+        );
         replayed += 1;
     }
     assert!(replayed > 0, "no crashers kept in {CRASHERS}");

@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::WatchEvent;
 use kube_informer::protobuf::{
-    self, DecodeError, ListBody, ProtoKind, decode_object, decode_status, decode_watch_event,
-    split_frames,
+    self, DecodeError, ListBody, ProtoKind, decode_object, decode_object_of, decode_status,
+    decode_watch_event, split_frames,
 };
 use proptest::prelude::*;
 
@@ -280,6 +280,46 @@ fn bad_input_is_an_error_that_says_what_and_where() {
     let huge = (u32::MAX).to_be_bytes();
     let message = error_of(split_frames(&huge, protobuf::MAX_FRAME));
     assert!(message.contains("over the limit"), "{message}");
+}
+
+/// A ConfigMap whose one managedFields entry holds `fields` as its FieldsV1 JSON.
+fn with_field_set(fields: &str) -> Vec<u8> {
+    // ObjectMeta.managedFields = 17; ManagedFieldsEntry: manager = 1, fieldsType = 6,
+    // fieldsV1 = 7; FieldsV1: raw = 1.
+    let entry = Msg::default()
+        .text(1, "kubectl")
+        .text(6, "FieldsV1")
+        .msg(7, Msg::default().text(1, fields));
+    let meta = object_meta("web", "12").msg(17, entry);
+    envelope("v1", "ConfigMap", Msg::default().msg(1, meta))
+}
+
+#[test]
+fn embedded_json_that_passes_on_arrival_also_renders() {
+    use kube_informer::compact::Compact;
+    // What serde_json's skipping accepts and its parsing refuses: refused on arrival, so a
+    // compact object's `json()` never meets it.
+    let deep = format!("{}{}", "[".repeat(130), "]".repeat(130));
+    let long_number = format!(r#"{{"n":{}}}"#, "9".repeat(400));
+    for hostile in [
+        r#"{"n":1e400}"#,
+        r#"{"s":"\ud800"}"#,
+        long_number.as_str(),
+        deep.as_str(),
+        r#"{"f:data":{}} trailing"#,
+    ] {
+        let body = with_field_set(hostile);
+        let error = error_of(decode_object_of::<Compact<ConfigMap>>(&body, cm_kind()));
+        assert!(error.contains("embedded JSON"), "{hostile}: {error}");
+    }
+    // A field set as servers write it, escapes of `<`, `>` and `&` included, is kept.
+    let body = with_field_set(r#"{"f:data":{".":{},"f:a\u0026b":{}},"f:n":{"v":1.5}}"#);
+    let compact: Compact<ConfigMap> = decode_object_of(&body, cm_kind()).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&compact.json()).unwrap();
+    assert_eq!(
+        json["metadata"]["managedFields"][0]["fieldsV1"]["f:data"]["f:a&b"],
+        serde_json::json!({})
+    );
 }
 
 #[test]

@@ -318,6 +318,51 @@ impl<'de> de::Deserializer<'de> for One<'de> {
     }
 }
 
+/// Whether `json` has what serde_json's skipping accepts and its parsing may refuse: a `\u`
+/// escape, a number with an exponent or of over 300 characters (out of `f64`'s range), or
+/// nesting over 100 deep (its parser stops at 128). One pass over the bytes, no allocation.
+fn skipping_may_accept_more(json: &[u8]) -> bool {
+    let (mut depth, mut number, mut in_string, mut escaped) = (0usize, 0usize, false, false);
+    for &byte in json {
+        if in_string {
+            match (escaped, byte) {
+                (true, b'u') => return true,
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match byte {
+            b'0'..=b'9' | b'-' | b'+' | b'.' => {
+                number += 1;
+                if number > 300 {
+                    return true;
+                }
+            }
+            b'e' | b'E' if number > 0 => return true,
+            b'{' | b'[' => {
+                depth += 1;
+                if depth > 100 {
+                    return true;
+                }
+                number = 0;
+            }
+            b'}' | b']' => {
+                depth = depth.saturating_sub(1);
+                number = 0;
+            }
+            b'"' => {
+                in_string = true;
+                number = 0;
+            }
+            _ => number = 0,
+        }
+    }
+    false
+}
+
 /// A RawExtension's or FieldsV1's bytes: JSON (CBOR is refused with a clear error).
 fn raw_json(one: One<'_>) -> Result<&[u8], DecodeError> {
     let mut reader = Reader::new(one.bytes()?, one.offset);
@@ -334,14 +379,15 @@ fn raw_json(one: One<'_>) -> Result<&[u8], DecodeError> {
         ));
     }
     // serde_json skipping a value (`IgnoredAny`, the check a compact object gets on
-    // arrival) reads neither the UTF-8 of its strings nor their `\u` escapes (a lone UTF-16
-    // surrogate), where reading them into strings refuses both: the bytes are checked as
-    // UTF-8, and JSON with a `\u` escape (rare in field sets) is parsed whole, so whatever
-    // passes the check also decodes. Found by tests/protobuf_fuzz.rs.
+    // arrival) reads neither the UTF-8 of its strings, nor their `\u` escapes (a lone UTF-16
+    // surrogate), nor the range of its numbers, nor its depth, where reading it into values
+    // refuses all four: the bytes are checked as UTF-8, and JSON that has any of the others
+    // (rare in field sets) is parsed whole, so whatever passes the check also decodes.
+    // Found by tests/protobuf_fuzz.rs (UTF-8) and review (the rest).
     let not_json =
         |e: &dyn std::fmt::Display| DecodeError::at(one.offset, format!("embedded JSON: {e}"));
     std::str::from_utf8(raw).map_err(|e| not_json(&e))?;
-    if memchr::memmem::find(raw, b"\\u").is_some() {
+    if skipping_may_accept_more(raw) {
         serde_json::from_slice::<serde_json::Value>(raw).map_err(|e| not_json(&e))?;
     }
     Ok(raw)
