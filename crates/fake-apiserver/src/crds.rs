@@ -5,8 +5,11 @@
 //! resources work against the standalone server, as they do against a cluster.
 //!
 //! What the fake leaves out: each served version is its own store (no conversion between
-//! versions: an object written in one is not read in another), schemas are not enforced,
-//! and the CRD is Established at once (the real server needs a moment).
+//! versions: an object written in one is not read in another, and a version no longer
+//! served loses its objects), schemas are not enforced, custom resources with finalizers
+//! are deleted with their CRD at once (the real server waits for them), and the CRD is
+//! Established at once (the real server needs a moment). A CRD whose resource a built-in
+//! kind (or a type registered in code) serves already leaves that type alone.
 
 use std::sync::Arc;
 
@@ -167,35 +170,57 @@ pub(crate) fn initial_status(crd: &Value) -> Value {
 }
 
 impl Storage {
-    /// Follows a committed change of a CRD: a stored one serves its versions (new ones as
-    /// they are added); a deleted one's objects are deleted, each a DELETED event, and its
-    /// versions are served no more (their watches end).
+    /// Follows a committed change of a CRD. A stored CRD serves its served versions (new
+    /// ones as they are added, changed ones retyped, unserved ones no more); a version
+    /// already served by a built-in kind or a type registered in code stays that one's.
+    /// A deleted CRD's objects are deleted, each a DELETED event, and its versions are
+    /// served no more (their watches end). Only what the CRD itself registered is touched.
     pub(crate) fn follow_crd(&mut self, kind: EventType, crd: &StoredObject) {
         let value = crd.value(KIND, &gvr().api_version());
-        let types = served(&value);
-        if kind != EventType::Deleted {
-            for ty in types {
-                self.register(ty);
-            }
-            return;
-        }
-        for ty in types {
+        let name = text(&value, "/metadata/name").to_owned();
+        let had = self.crd_types.remove(&name).unwrap_or_default();
+        let wanted = match kind {
+            EventType::Deleted => Vec::new(),
+            _ => served(&value),
+        };
+        let mut kept = Vec::new();
+        for ty in wanted {
             let gvr = ty.gvr.clone();
-            let Some(store) = self.resource(&gvr) else {
+            if had.contains(&gvr) {
+                self.retype(ty);
+            } else if self.resource(&gvr).is_none() {
+                self.register(ty);
+            } else {
                 continue;
-            };
-            let (kind, api_version) = (store.ty.kind.clone(), gvr.api_version());
-            for object in store.live_objects() {
-                let revision = self.next_revision();
-                let mut last = object.value(&kind, &api_version);
-                last["metadata"]["resourceVersion"] = revision.to_string().into();
-                self.commit(
-                    &gvr,
-                    EventType::Deleted,
-                    Arc::new(StoredObject::new(last, revision)),
-                );
             }
-            self.unregister(&gvr);
+            kept.push(gvr);
+        }
+        for gone in had.into_iter().filter(|g| !kept.contains(g)) {
+            if kind == EventType::Deleted {
+                self.delete_all(&gone);
+            }
+            self.unregister(&gone);
+        }
+        if !kept.is_empty() {
+            self.crd_types.insert(name, kept);
+        }
+    }
+
+    /// Deletes every object of `gvr`, each a DELETED event at its own revision.
+    fn delete_all(&mut self, gvr: &Gvr) {
+        let Some(store) = self.resource(gvr) else {
+            return;
+        };
+        let (kind, api_version) = (store.ty.kind.clone(), gvr.api_version());
+        for object in store.live_objects() {
+            let revision = self.next_revision();
+            let mut last = object.value(&kind, &api_version);
+            last["metadata"]["resourceVersion"] = revision.to_string().into();
+            self.commit(
+                gvr,
+                EventType::Deleted,
+                Arc::new(StoredObject::new(last, revision)),
+            );
         }
     }
 }

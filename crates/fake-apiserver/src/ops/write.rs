@@ -221,8 +221,9 @@ impl Inner {
         let (ty, _, current) = current(&storage, gvr, namespace, name)?;
         let current_value = current.value(&ty.kind, &ty.gvr.api_version());
         let mut value = change(current_value.clone())?;
-        check_type(&ty, &value)?;
+        // After the other part is restored: a `/status` write is checked with its spec.
         keep_other_part(&ty, part, &mut value, &current_value);
+        check_type(&ty, &value)?;
         let meta = meta_mut(&mut value)?;
         if let Some(body_name) = meta.get("name").and_then(Value::as_str)
             && body_name != name

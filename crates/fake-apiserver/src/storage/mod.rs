@@ -96,13 +96,18 @@ pub(crate) struct ResourceStore {
     served: HashMap<String, u64>,
 }
 
+/// `{"kind":"Pod","apiVersion":"v1",`: spliced before a stored body.
+fn object_prefix(ty: &ResourceType) -> Bytes {
+    Bytes::from(format!(
+        "{{\"kind\":{},\"apiVersion\":{},",
+        serde_json::Value::from(ty.kind.as_str()),
+        serde_json::Value::from(ty.gvr.api_version()),
+    ))
+}
+
 impl ResourceStore {
     fn new(ty: ResourceType) -> Self {
-        let object_prefix = Bytes::from(format!(
-            "{{\"kind\":{},\"apiVersion\":{},",
-            serde_json::Value::from(ty.kind.as_str()),
-            serde_json::Value::from(ty.gvr.api_version()),
-        ));
+        let object_prefix = object_prefix(&ty);
         Self {
             ty: Arc::new(ty),
             objects: BTreeMap::new(),
@@ -269,6 +274,8 @@ pub(crate) struct Storage {
     /// How many revisions of history to keep before compacting automatically.
     window: u64,
     resources: HashMap<Gvr, ResourceStore>,
+    /// The types each CustomResourceDefinition (by name) registered (`crate::crds`).
+    pub(crate) crd_types: HashMap<String, Vec<Gvr>>,
 }
 
 impl Storage {
@@ -278,6 +285,7 @@ impl Storage {
             compacted: 0,
             window: window.max(1),
             resources: HashMap::new(),
+            crd_types: HashMap::new(),
         };
         for ty in types {
             storage.register(ty);
@@ -289,6 +297,14 @@ impl Storage {
         self.resources
             .entry(ty.gvr.clone())
             .or_insert_with(|| ResourceStore::new(ty));
+    }
+
+    /// Gives a served type new attributes (subresources, names, scope); its objects stay.
+    pub(crate) fn retype(&mut self, ty: ResourceType) {
+        if let Some(store) = self.resources.get_mut(&ty.gvr) {
+            store.object_prefix = object_prefix(&ty);
+            store.ty = Arc::new(ty);
+        }
     }
 
     /// Stops serving `gvr`: its watches end cleanly, and its objects and history go.
