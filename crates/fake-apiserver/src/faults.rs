@@ -1,7 +1,7 @@
 //! Fault injection: explicit, counted, and (for random faults) seeded, so a failing test
 //! fails the same way every run.
 
-use std::{collections::BTreeMap, time::Duration};
+use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
 use crate::util::Rng;
 
@@ -62,6 +62,17 @@ pub enum Fault {
         /// How many requests.
         times: usize,
     },
+    /// Hold the next `times` requests of `verb` until `gate` opens, then answer them as
+    /// usual: a test orders the server's answer after its own writes, where a `Delay` would
+    /// only make that ordering likely.
+    Hold {
+        /// Which requests.
+        verb: Verb,
+        /// What they wait for.
+        gate: Gate,
+        /// How many requests.
+        times: usize,
+    },
     /// Cut the next `times` LIST responses mid-body (the connection breaks after about half
     /// the items).
     CutList {
@@ -91,6 +102,49 @@ pub enum Fault {
         /// Events sent before the odd event.
         after_events: usize,
     },
+}
+
+/// A gate that held requests wait on ([`Fault::Hold`]); closed until [`Gate::open`], and
+/// open for good after. Clones share the gate.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// use fake_apiserver::{Fault, FakeApiServer, Gate, ServerConfig, Verb};
+///
+/// let server = FakeApiServer::start(ServerConfig::default()).await.unwrap();
+/// let gate = Gate::new();
+/// server.inject(Fault::Hold { verb: Verb::Watch, gate: gate.clone(), times: 1 });
+/// // ... the next watch waits here while the test writes what it must see ...
+/// gate.open();
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Gate(Arc<tokio::sync::watch::Sender<bool>>);
+
+impl Gate {
+    /// A closed gate.
+    pub fn new() -> Self {
+        Self(Arc::new(tokio::sync::watch::Sender::new(false)))
+    }
+
+    /// Opens the gate: what waits goes on, and nothing waits on it again.
+    pub fn open(&self) {
+        self.0.send_replace(true);
+    }
+
+    /// Waits until the gate is open.
+    pub(crate) async fn opened(&self) {
+        let mut open = self.0.subscribe();
+        // The sender lives in self, so the wait only ends when the gate opens.
+        let _ = open.wait_for(|open| *open).await;
+    }
+}
+
+impl Default for Gate {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 /// What a watch stream was told to do wrong.
@@ -136,12 +190,18 @@ impl Faults {
             Fault::Status { times, .. }
             | Fault::Random { times, .. }
             | Fault::Delay { times, .. }
+            | Fault::Hold { times, .. }
             | Fault::CutList { times } => *times,
             _ => 1,
         };
         if remaining > 0 {
             self.pending.push(Pending { fault, remaining });
         }
+    }
+
+    /// Drops the faults not yet used up.
+    pub(crate) fn clear(&mut self) {
+        self.pending.clear();
     }
 
     /// Counts a fault that happened (also used for restarts and compactions).
@@ -204,6 +264,17 @@ impl Faults {
         });
         if out.is_some() {
             self.record("delay");
+        }
+        out
+    }
+
+    pub(crate) fn hold_for(&mut self, verb: Verb) -> Option<Gate> {
+        let out = self.take(|f, _| match f {
+            Fault::Hold { verb: v, gate, .. } if *v == verb => Some(gate.clone()),
+            _ => None,
+        });
+        if out.is_some() {
+            self.record("hold");
         }
         out
     }

@@ -68,7 +68,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use self::{
     config::ServerConfig,
-    faults::{Fault, Verb},
+    faults::{Fault, Gate, Verb},
     registry::{Gvr, ResourceType},
     requests::RequestRecord,
     strategic::strategic_patch_table,
@@ -285,6 +285,14 @@ impl FakeApiServer {
     /// Injects a fault for the next matching requests.
     pub fn inject(&self, fault: Fault) {
         self.inner.faults.lock().inject(fault);
+    }
+
+    /// Drops every fault not yet used up: a test that injects a fault for as long as it
+    /// takes to observe it (`times` far above what it needs) ends it here, so its verdict
+    /// does not depend on how fast the client burns through a count. What fired stays in
+    /// [`fault_counts`](Self::fault_counts).
+    pub fn clear_faults(&self) {
+        self.inner.faults.lock().clear();
     }
 
     /// Compacts all history now, as etcd compaction followed by a watch-cache purge would:

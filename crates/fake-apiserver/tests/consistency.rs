@@ -39,9 +39,10 @@ async fn paging_reads_one_snapshot_while_writers_run() {
 
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let first_page_read = std::sync::Arc::new(tokio::sync::Notify::new());
+    let first_write = std::sync::Arc::new(tokio::sync::Notify::new());
     let writer = {
         let (server, stop, cms) = (server.clone(), stop.clone(), cms.clone());
-        let first_page_read = first_page_read.clone();
+        let (first_page_read, first_write) = (first_page_read.clone(), first_write.clone());
         tokio::spawn(async move {
             // Write only once the snapshot is taken, so the snapshot is known: the seed.
             first_page_read.notified().await;
@@ -65,6 +66,9 @@ async fn paging_reads_one_snapshot_while_writers_run() {
                     let _ =
                         server.delete(&cms, Some("demo"), &format!("orig-{:04}", (i * 13) % 1000));
                 }
+                if i == 0 {
+                    first_write.notify_one();
+                }
                 i += 1;
                 tokio::task::yield_now().await;
             }
@@ -74,6 +78,7 @@ async fn paging_reads_one_snapshot_while_writers_run() {
 
     let mut seen: Vec<String> = Vec::new();
     let mut snapshot = None;
+    let mut snapshot_pages = 0;
     let mut url = format!("{CMS}?limit=37");
     loop {
         let page = get(&server, &url).await.json();
@@ -91,7 +96,13 @@ async fn paging_reads_one_snapshot_while_writers_run() {
             assert!(rv(item) <= page_rv, "an item newer than the snapshot");
             seen.push(item["metadata"]["name"].as_str().unwrap().to_owned());
         }
-        first_page_read.notify_one();
+        if snapshot_pages == 0 {
+            // The rest is read while the writer runs: it has written at least once, however
+            // the two tasks are scheduled.
+            first_page_read.notify_one();
+            first_write.notified().await;
+        }
+        snapshot_pages += 1;
         if let Some(remaining) = page["metadata"]["remainingItemCount"].as_u64() {
             assert_eq!(
                 remaining,

@@ -323,7 +323,7 @@ async fn a_terminated_server_refuses_connections_and_keeps_its_watches() {
     server.terminate();
     // The listener closes at once: a new connection is refused.
     let mut refused = false;
-    for _ in 0..500 {
+    for _ in 0..6000 {
         if tokio::net::TcpStream::connect(server.addr()).await.is_err() {
             refused = true;
             break;

@@ -386,7 +386,8 @@ async fn readers_never_see_a_half_applied_relist() {
             let (store, stop) = (informer.store(), stop.clone());
             std::thread::spawn(move || {
                 let mut reads = 0u64;
-                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                // At least one read, however late this thread is first scheduled.
+                while reads == 0 || !stop.load(std::sync::atomic::Ordering::Relaxed) {
                     let objects = store.list();
                     let a = objects
                         .iter()
@@ -403,11 +404,13 @@ async fn readers_never_see_a_half_applied_relist() {
             })
         })
         .collect();
-    // While the watch is down, generation a is replaced by b; the resumed watch is too old
-    // (410), so the informer relists and replaces the whole cache.
-    server.inject(Fault::Delay {
+    // While the watch is down, generation a is replaced by b; the resumed watch is held
+    // until the replacement and the compaction are done, so it is too old (410) however
+    // slowly this thread runs, and the informer relists and replaces the whole cache.
+    let gate = fake_apiserver::Gate::new();
+    server.inject(Fault::Hold {
         verb: Verb::Watch,
-        delay: Duration::from_millis(300),
+        gate: gate.clone(),
         times: 1,
     });
     server.restart();
@@ -418,6 +421,7 @@ async fn readers_never_see_a_half_applied_relist() {
     }
     make("b");
     server.compact();
+    gate.open();
     until("generation b", || {
         informer
             .store()

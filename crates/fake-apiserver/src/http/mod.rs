@@ -195,6 +195,10 @@ pub(crate) async fn handle(
             if let Some(delay) = delay {
                 tokio::time::sleep(delay).await;
             }
+            let hold = inner.faults.lock().hold_for(verb);
+            if let Some(gate) = hold {
+                gate.opened().await;
+            }
             let injected = inner.faults.lock().status_for(verb);
             match (injected, body, format) {
                 (_, _, Err(not_acceptable)) => Reply::error_in(&not_acceptable, errors_in),
