@@ -91,8 +91,10 @@ fn elector(backend: &Backend, identity: &str) -> LeaderElector {
     let config = LeaderElectionConfig::new("e2e-leader")
         .namespace("rt-lease")
         .identity(identity)
-        .lease_duration(Duration::from_secs(4))
-        .renew_deadline(Duration::from_secs(3))
+        // The handover is by release, so the lease's length costs nothing here; long enough
+        // that a renewal slowed by a busy machine never loses a's term on its own.
+        .lease_duration(Duration::from_secs(15))
+        .renew_deadline(Duration::from_secs(10))
         .retry_period(Duration::from_millis(500));
     let leases: Api<Lease> = Api::namespaced(backend.client(), "rt-lease");
     LeaderElector::new(leases, config).expect("a valid config")

@@ -63,10 +63,13 @@ struct Replica {
 }
 
 async fn replica(backend: &Backend, ledger: &Arc<Mutex<Ledger>>, name: &'static str) -> Replica {
+    // Short enough for a quick test, with 3 s between a partitioned replica's renew deadline
+    // and its Lease's expiry: its step-down must land in that margin, on a loaded machine
+    // too (at 3 s / 2 s it was a single second).
     let short = LeaderElectionConfig::new("unused")
         .namespace(NS)
-        .lease_duration(Duration::from_secs(3))
-        .renew_deadline(Duration::from_secs(2))
+        .lease_duration(Duration::from_secs(6))
+        .renew_deadline(Duration::from_secs(3))
         .retry_period(Duration::from_millis(500));
     let link = Partitionable::new(Api::<Lease>::namespaced(backend.client(), NS));
     let options = ManagerOptions::for_tests()

@@ -204,8 +204,10 @@ async fn a_starved_elector_reports_itself_stalled() {
     let config = LeaderElectionConfig::new("starved")
         .namespace("shop")
         .identity("blocked")
-        .lease_duration(Duration::from_millis(1600))
-        .renew_deadline(Duration::from_millis(600))
+        // A renew deadline a busy machine cannot outrun between the acquisition and the
+        // first look at `stalled()` (at 600 ms it could).
+        .lease_duration(Duration::from_secs(6))
+        .renew_deadline(Duration::from_secs(3))
         .retry_period(Duration::from_millis(200));
     let elector = LeaderElector::new(leases, config).unwrap();
     let mut leading = elector.leading();
@@ -217,12 +219,13 @@ async fn a_starved_elector_reports_itself_stalled() {
     leading.wait_for(|l| *l).await.unwrap();
     assert_eq!(elector.stalled(), None, "just acquired");
     // Block this (the only) runtime thread past the renew deadline: the elector cannot run.
-    std::thread::sleep(Duration::from_millis(1500));
+    std::thread::sleep(Duration::from_millis(4500));
     assert!(elector.is_leading(), "nothing ran to step down");
     let late = elector
         .stalled()
         .expect("a starved leader reports the stall");
-    assert!(late >= Duration::from_millis(900), "late by {late:?}");
+    // The last renewal started before the block: at least 4.5 s ago, 3 s allowed.
+    assert!(late >= Duration::from_millis(1500), "late by {late:?}");
     cancel.cancel();
     campaign.await.unwrap();
     assert_eq!(elector.stalled(), None, "not leading any more");

@@ -21,16 +21,22 @@ use serde_json::json;
 /// ones once its Lease has expired, without a drain (a dead shard reconciles nothing).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sharders_loop_labels_new_objects_and_moves_a_dead_shards_objects() {
+    // Decoding inline is process-wide and set once: every test of this binary asks for it,
+    // so the paused tests below get it whichever test runs first.
+    let _ = kube_informer::list_watch::set_decoding_threads(0);
     let server = FakeApiServer::start(ServerConfig::default().namespaces(["demo"]))
         .await
         .unwrap();
     let cms = Gvr::core("configmaps");
     let leases = Arc::new(MemoryLeases::default());
+    // Long enough that a living shard's elector, starved for seconds on a busy machine, is
+    // not taken for dead (at 3 s its objects could move); c's Lease still expires within
+    // the minute the waits allow.
     let short = |name: &str| {
         kube_informer_runtime::sharding::shard_lease("web", name)
-            .lease_duration(Duration::from_secs(3))
-            .renew_deadline(Duration::from_secs(2))
-            .retry_period(Duration::from_millis(500))
+            .lease_duration(Duration::from_secs(10))
+            .renew_deadline(Duration::from_secs(7))
+            .retry_period(Duration::from_secs(1))
     };
     let mut replicas = Vec::new();
     for name in ["a", "b", "c"] {
@@ -82,7 +88,7 @@ async fn the_sharders_loop_labels_new_objects_and_moves_a_dead_shards_objects() 
         by_shard
     };
     let wait_for = |want: &'static [&'static str]| async move {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
         loop {
             let by_shard = shards_of().await;
             if by_shard.keys().map(String::as_str).eq(want.iter().copied()) {

@@ -180,7 +180,7 @@ async fn caches_match_server(
             .collect()
     };
     let mut last = String::new();
-    for _ in 0..10 {
+    for _ in 0..60 {
         let pods = keys(
             list::<Pod>(client, namespaces)
                 .await?
@@ -386,7 +386,7 @@ async fn written_matches_server(
     namespaces: &[String],
 ) -> Result<(), Failure> {
     let mut verdict = verify::Verdict::default();
-    for _ in 0..30 {
+    for _ in 0..60 {
         let pods: Vec<Value> = list::<Pod>(client, Some(namespaces))
             .await?
             .iter()

@@ -65,7 +65,7 @@ impl Drop for ManagerTask {
 /// The Lease the replicas elect a leader with.
 pub const LEASE: &str = "demo";
 /// How long a killed leader's Lease holds before the standby takes over.
-pub const LEASE_SECONDS: u64 = 4;
+pub const LEASE_SECONDS: u64 = 6;
 
 /// One replica: its manager's task, endpoints, elector and caches.
 pub struct Replica {
@@ -108,6 +108,8 @@ pub async fn start(
             .namespace(lease_namespace)
             .identity(name)
             .lease_duration(Duration::from_secs(LEASE_SECONDS))
+            // 3 s between a cut-off leader's step-down and its Lease's expiry: room for a
+            // busy machine's late timer, where 1 s was not.
             .renew_deadline(Duration::from_secs(3))
             .retry_period(Duration::from_millis(500));
         options = options.leader_election(election);
