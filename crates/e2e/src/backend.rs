@@ -225,12 +225,15 @@ impl Backend {
     }
 
     /// Makes every resourceVersion written so far too old to watch from: the fake compacts
-    /// at once; the real server is waited for through two compaction intervals (it must be
-    /// started with [`BackendOptions::compaction`] and the resource uncached).
+    /// at once; the real server is waited for through three compaction intervals and two
+    /// seconds (it must be started with [`BackendOptions::compaction`] and the resource
+    /// uncached). kube-apiserver compacts on its own timer to the revision it saw one tick
+    /// before, so two ticks suffice on a quiet machine; the third and the seconds are for
+    /// a timer that fires late on a busy one.
     pub async fn compact(&self, interval: Duration) {
         match &self.server {
             Server::Fake(server) => server.compact(),
-            Server::Real(_) => tokio::time::sleep(interval * 2 + Duration::from_secs(1)).await,
+            Server::Real(_) => tokio::time::sleep(interval * 3 + Duration::from_secs(2)).await,
         }
     }
 

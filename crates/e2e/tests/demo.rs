@@ -120,11 +120,26 @@ async fn the_demo_controllers_agree_with_the_server(backend: Backend) {
     pods.create(&PostParams::default(), &pod("db", 7))
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    Api::<Deployment>::namespaced(client.clone(), "team-1")
-        .delete("db", &DeleteParams::default())
+    // The finalizer must be on db before it is deleted, or its cleanup goes untested.
+    let team_1 = Api::<Deployment>::namespaced(client.clone(), "team-1");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while !team_1
+        .get("db")
         .await
-        .unwrap();
+        .unwrap()
+        .metadata
+        .finalizers
+        .unwrap_or_default()
+        .iter()
+        .any(|f| f == controllers::REPORT_FINALIZER)
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the demo never put its finalizer on team-1/db"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    team_1.delete("db", &DeleteParams::default()).await.unwrap();
 
     let mut last = Vec::new();
     for _ in 0..600 {

@@ -175,9 +175,10 @@ async fn protobuf_answers_have_the_real_servers_shape(backend: Backend) {
     );
 
     // A streaming list: frames of a 4-byte length and a WatchEvent (type, RawExtension whose
-    // raw is a whole envelope), the initial events, then the bookmark that ends them.
+    // raw is a whole envelope), the initial events, then the bookmark that ends them. The
+    // watch's own timeout ends the body: long enough for a busy server to send them all.
     let path = format!(
-        "{base}?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=2"
+        "{base}?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=8"
     );
     let (status, content_type, body) =
         get(&client, &path, &format!("{PROTOBUF};stream=watch")).await;

@@ -104,6 +104,25 @@ async fn only_callers_the_api_server_authorizes_read_secure_metrics() {
         "subjects": [{"kind": "ServiceAccount", "name": "scraper", "namespace": NS}],
     }))
     .await;
+    // The authorizer reads RBAC from its own informer: wait until it has seen the binding
+    // (setup, not verdict), or the first scrape's denial would be the cache's lag.
+    let review = json!({
+        "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+        "spec": {
+            "user": format!("system:serviceaccount:{NS}:scraper"),
+            "groups": ["system:serviceaccounts", format!("system:serviceaccounts:{NS}"), "system:authenticated"],
+            "nonResourceAttributes": {"path": "/metrics", "verb": "get"},
+        },
+    });
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+    let reviews = "/apis/authorization.k8s.io/v1/subjectaccessreviews";
+    while post(&client, reviews, review.clone()).await["status"]["allowed"] != json!(true) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the API server never authorized the scraper's binding"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
 
     let dir = std::env::temp_dir().join(format!("secure-metrics-real-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

@@ -80,7 +80,7 @@ fn hook(name: &str, url: String, ca: &str, resource: &str, operations: &[&str]) 
         "clientConfig": {"url": url, "caBundle": ca},
         "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": operations, "resources": [resource]}],
         "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": NS}},
-        "sideEffects": "None", "admissionReviewVersions": ["v1"], "failurePolicy": "Fail", "timeoutSeconds": 5,
+        "sideEffects": "None", "admissionReviewVersions": ["v1"], "failurePolicy": "Fail", "timeoutSeconds": 30,
     })
 }
 
@@ -176,16 +176,29 @@ async fn a_real_api_server_calls_the_managers_webhooks() {
     .unwrap();
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
     let pp = PostParams::default();
-    let mut ready = false;
-    for attempt in 0..300 {
+    // Both configurations are read by the API server on their own: wait until each is
+    // called (a refusal with the handler's words, a label on a clean object), for a minute.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    for attempt in 0.. {
         let probe = config_map(&format!("probe-{attempt}"), json!({"forbidden": "x"}));
-        if configmaps.create(&pp, &probe).await.is_err() {
-            ready = true;
+        let validated = matches!(
+            configmaps.create(&pp, &probe).await,
+            Err(kube::Error::Api(status)) if status.message.contains("is not allowed")
+        );
+        let clean = config_map(&format!("probe-clean-{attempt}"), json!({}));
+        let mutated = configmaps
+            .create(&pp, &clean)
+            .await
+            .is_ok_and(|cm| cm.labels().contains_key("mutated-by"));
+        if validated && mutated {
             break;
         }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the API server never called both webhooks (validating: {validated}, mutating: {mutated})"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert!(ready, "the API server never called the validating webhook");
 
     // Mutated: the label added, the rest as sent.
     let created = configmaps
@@ -293,7 +306,7 @@ async fn conversion_through_the_webhook(client: &kube::Client, base: &str, ca: &
     let widget = |version: &str, name: &str, spec: Value| json!({"apiVersion": format!("{GROUP}/{version}"), "kind": "Widget", "metadata": {"name": name}, "spec": spec});
     // Served once both versions are in discovery (setup, not verdict).
     let mut created = None;
-    for _ in 0..300 {
+    for _ in 0..600 {
         if get(client, &v2).await.is_ok() {
             created = create(client, &v1, widget("v1", "small", json!({"size": 3})))
                 .await
@@ -304,7 +317,7 @@ async fn conversion_through_the_webhook(client: &kube::Client, base: &str, ca: &
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert!(created.is_some(), "the CRD was not served within 30 s");
+    assert!(created.is_some(), "the CRD was not served within 60 s");
 
     // Stored as v1, read as v2: converted by the webhook.
     let read = get(client, &format!("{v2}/small")).await.unwrap();

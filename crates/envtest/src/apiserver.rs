@@ -101,10 +101,11 @@ impl ApiServerLauncher {
     }
 
     /// Starts kube-apiserver and waits until `/readyz` answers 200 through `client` (which
-    /// must not retry by itself). Fails at once with [`Error::PortInUse`] if the port stays
-    /// taken for 5 s (a previous apiserver may take a moment to release it).
+    /// must not retry by itself). Fails with [`Error::PortInUse`] if the port stays taken
+    /// for 30 s (a previous apiserver may take a moment to release it, longer on a busy
+    /// machine).
     pub(crate) async fn start(&self, client: &kube::Client) -> Result<Process, Error> {
-        let deadline = Instant::now() + Duration::from_secs(5);
+        let deadline = Instant::now() + Duration::from_secs(30);
         while !port_is_free(self.port) {
             if Instant::now() >= deadline {
                 return Err(Error::PortInUse { port: self.port });

@@ -15,7 +15,7 @@ use kube::core::ObjectMeta;
 use kube_envtest::audit::Stage;
 use kube_envtest::{Environment, EnvironmentOptions};
 
-const WAIT: Duration = Duration::from_secs(10);
+const WAIT: Duration = Duration::from_secs(60);
 
 fn meta(name: &str) -> ObjectMeta {
     ObjectMeta {

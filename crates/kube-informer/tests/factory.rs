@@ -143,7 +143,7 @@ async fn one_informer_per_type_shared_synced_listed_and_shut_down() {
     })
     .await;
 
-    tokio::time::timeout(Duration::from_secs(10), factory.shutdown())
+    tokio::time::timeout(Duration::from_secs(60), factory.shutdown())
         .await
         .expect("shutdown waits and returns");
 }
