@@ -5,7 +5,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use fake_apiserver::{Fault, Gvr, ServerConfig, Verb};
+use fake_apiserver::{Fault, Gate, Gvr, ServerConfig, Verb};
 use serde_json::json;
 
 const CMS: &str = "/api/v1/namespaces/demo/configmaps";
@@ -111,6 +111,53 @@ async fn delays_hold_the_answer_and_are_counted() {
     server.create(&cms(), Some("demo"), cm("a")).unwrap();
     assert_eq!(get(&server, &format!("{CMS}/a")).await.status, 200);
     assert_eq!(server.fault_counts()["delay"], 1);
+}
+
+/// A held request is answered once its gate opens, and not before: with what was written
+/// while it waited. The next request is not held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_request_waits_for_its_gate_and_sees_what_was_written_meanwhile() {
+    let server = std::sync::Arc::new(server(ServerConfig::default()).await);
+    let gate = Gate::new();
+    server.inject(Fault::Hold {
+        verb: Verb::List,
+        gate: gate.clone(),
+        times: 1,
+    });
+    let list = tokio::spawn({
+        let server = server.clone();
+        async move { get(&server, CMS).await }
+    });
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while server.fault_counts().get("hold") != Some(&1) {
+        assert!(tokio::time::Instant::now() < deadline, "never held");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    server.create(&cms(), Some("demo"), cm("late")).unwrap();
+    assert!(!list.is_finished(), "answered before its gate opened");
+    gate.open();
+    let held = list.await.unwrap();
+    assert_eq!(held.status, 200);
+    assert_eq!(held.json()["items"][0]["metadata"]["name"], "late");
+    assert_eq!(get(&server, CMS).await.status, 200, "used up after 1");
+    assert_eq!(server.fault_counts()["hold"], 1);
+}
+
+/// `clear_faults` ends a fault injected for longer than a test needs it; what fired stays
+/// counted.
+#[tokio::test]
+async fn cleared_faults_stop_at_once_and_stay_counted() {
+    let server = server(ServerConfig::default()).await;
+    server.inject(Fault::Status {
+        verb: Verb::List,
+        code: 500,
+        times: 1_000_000,
+        retry_after_seconds: None,
+    });
+    assert_eq!(get(&server, CMS).await.status, 500);
+    server.clear_faults();
+    assert_eq!(get(&server, CMS).await.status, 200);
+    assert_eq!(server.fault_counts()["status:500"], 1);
 }
 
 #[tokio::test]
