@@ -155,6 +155,79 @@ async fn a_debounced_burst_of_changes_is_one_reconcile_after_the_key_is_quiet() 
     run.await.unwrap().unwrap();
 }
 
+/// Resyncs are not changes: with a debounce longer than the resync period every key is
+/// still reconciled (each resync used to restart the quiet period, so none ever was), and
+/// a resync does not postpone a change that is waiting out its quiet period.
+#[tokio::test(start_paused = true)]
+async fn resyncs_neither_starve_nor_postpone_a_debounced_key() {
+    let owners = MemorySource::<ConfigMap>::default();
+    let named = |name: &str, v: &str| -> ConfigMap {
+        serde_json::from_value(
+            json!({"metadata": {"name": name, "namespace": "shop"}, "data": {"v": v}}),
+        )
+        .unwrap()
+    };
+    for i in 0..3 {
+        owners.add(named(&format!("cm-{i}"), "0"));
+    }
+    let nowhere = kube::Config::new("http://127.0.0.1:1".parse().unwrap());
+    let factory = SharedInformerFactory::new(
+        kube::Client::try_from(nowhere).unwrap(),
+        FactoryOptions::default(),
+    );
+    factory.informer_with::<ConfigMap>(InformerSpec::new().list_watcher(owners.clone()));
+    let start = tokio::time::Instant::now();
+    // (name, data, milliseconds since the start)
+    let reconciles = Arc::new(Mutex::new(Vec::<(String, String, u128)>::new()));
+    let counted = reconciles.clone();
+    let options = ControllerOptions::default()
+        .name("debounced-resyncs")
+        .debounce(Some(Duration::from_secs(10)));
+    let controller = Controller::<ConfigMap>::new(&factory, options).resync(Duration::from_secs(5));
+    let cancel = CancellationToken::new();
+    let run = tokio::spawn(controller.run(
+        move |cm: Cached<ConfigMap>, _: Arc<()>| {
+            if let Cached::Present(cm) = cm {
+                let data = cm.data.as_ref().and_then(|d| d.get("v")).cloned();
+                counted.lock().push((
+                    cm.metadata.name.clone().unwrap_or_default(),
+                    data.unwrap_or_default(),
+                    start.elapsed().as_millis(),
+                ));
+            }
+            async { Ok::<_, kube::Error>(Action::Done) }
+        },
+        |_, _, _| Action::Retry,
+        Arc::new(()),
+        cancel.clone(),
+    ));
+    tokio::time::sleep_until(start + Duration::from_secs(11)).await;
+    for i in 0..3 {
+        let name = format!("cm-{i}");
+        let first = reconciles.lock().iter().find(|r| r.0 == name).map(|r| r.2);
+        assert!(
+            first.is_some_and(|at| (10_000..10_500).contains(&at)),
+            "{name} first reconciled at {first:?} ms: the initial add's quiet period is 10 s, \
+             and resyncs every 5 s must not restart it"
+        );
+    }
+    // A change at 12 s is due at 22 s; the resyncs at 15 s and 20 s leave it there.
+    tokio::time::sleep_until(start + Duration::from_secs(12)).await;
+    owners.modify(named("cm-0", "1"));
+    tokio::time::sleep_until(start + Duration::from_secs(30)).await;
+    let changed = reconciles
+        .lock()
+        .iter()
+        .find(|r| r.0 == "cm-0" && r.1 == "1")
+        .map(|r| r.2);
+    assert!(
+        changed.is_some_and(|at| (22_000..22_500).contains(&at)),
+        "the change was reconciled at {changed:?} ms, not when its quiet period ended (22 s)"
+    );
+    cancel.cancel();
+    run.await.unwrap().unwrap();
+}
+
 /// A restart with a backlog: the initial list's keys wait behind live changes, so an object
 /// created while the controller works through 50 listed ones is reconciled next, not last.
 /// With `prioritize_live_changes(false)`, it waits its turn in one line.

@@ -51,10 +51,35 @@ impl Enqueue {
         }
     }
 
-    /// [`add`](Self::add), or [`add_later`](Self::add_later) when `later`.
+    /// [`add`](Self::add), or [`add_later`](Self::add_later) when `later` (an object of
+    /// an informer's initial list).
     fn add_as(&self, key: ObjectKey, later: bool) {
         if later {
             self.add_later(key);
+        } else {
+            self.add(key);
+        }
+    }
+
+    /// A resync, or a [`reconcile_all_on`](super::Controller::reconcile_all_on) trigger:
+    /// work that can wait, and not a change. It never restarts a debounced key's quiet
+    /// period: if it did, a resync period shorter than the debounce would keep every key
+    /// from ever being reconciled, and any resync would postpone a pending change. A key
+    /// whose change is still in its quiet period is reconciled when that ends (the worker
+    /// puts it back for the rest), the others at once.
+    pub(crate) fn add_resync(&self, key: ObjectKey) {
+        if self.prioritize {
+            self.queue.add_low_priority(key);
+        } else {
+            self.queue.add(key);
+        }
+    }
+
+    /// An update: [`add_resync`](Self::add_resync) when it is a resync (old and new the
+    /// same object), [`add`](Self::add) otherwise.
+    fn add_update(&self, key: ObjectKey, resync: bool) {
+        if resync {
+            self.add_resync(key);
         } else {
             self.add(key);
         }
@@ -132,8 +157,10 @@ pub(crate) fn primary<K: Resource + Send + Sync + 'static>(
     HandlerFuncs::new()
         .on_add(move |obj: Arc<K>, initial| enqueue(&on_add, obj.as_ref(), initial))
         .on_update(move |old: Arc<K>, new: Arc<K>| {
-            if updates.pass(&old, &new) {
-                enqueue(&on_update, new.as_ref(), Arc::ptr_eq(&old, &new));
+            if updates.pass(&old, &new)
+                && let Ok(key) = meta_namespace_key(new.as_ref())
+            {
+                on_update.add_update(key, Arc::ptr_eq(&old, &new));
             }
         })
         .on_delete(move |gone: DeletedObject<K>| {
@@ -144,9 +171,9 @@ pub(crate) fn primary<K: Resource + Send + Sync + 'static>(
         })
 }
 
-fn enqueue<K: Resource>(queue: &Enqueue, obj: &K, later: bool) {
+fn enqueue<K: Resource>(queue: &Enqueue, obj: &K, initial: bool) {
     if let Ok(key) = meta_namespace_key(obj) {
-        queue.add_as(key, later);
+        queue.add_as(key, initial);
     }
 }
 
@@ -223,7 +250,7 @@ where
                 on_update.add(old);
             }
             if let Some(new) = new {
-                on_update.add_as(new, resync);
+                on_update.add_update(new, resync);
             }
         })
         .on_delete(move |gone: DeletedObject<C>| {
@@ -296,7 +323,7 @@ pub(crate) fn mapped_changes<O: Resource + Send + Sync + 'static>(
                 new: &new,
             })
             .into_iter()
-            .for_each(|k| on_update.add_as(k, resync));
+            .for_each(|k| on_update.add_update(k, resync));
         })
         .on_delete(move |gone: DeletedObject<O>| {
             delete_map(Change::Deleted(gone.object()))
