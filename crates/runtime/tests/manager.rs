@@ -333,3 +333,27 @@ async fn two_replicas_never_reconcile_at_once_and_the_standby_takes_over() {
         "{result:?}"
     );
 }
+
+/// Two controllers of one name (both left at the default, here) would share their metric
+/// series, queue names and logs: the manager refuses to start, naming the name and the fix.
+#[tokio::test]
+async fn two_controllers_of_one_name_are_refused() {
+    let server = server().await;
+    let mut manager = Manager::new(server.client().unwrap(), local())
+        .await
+        .unwrap();
+    for _ in 0..2 {
+        let controller = manager.controller::<ConfigMap>(ControllerOptions::default());
+        let done = Arc::new(AtomicUsize::new(0));
+        manager.add_controller(controller, count, |_, _, _| Action::Retry, done);
+    }
+    let result = manager
+        .run_until(CancellationToken::new(), CancellationToken::new())
+        .await;
+    let Err(ManagerError::DuplicateController { name }) = &result else {
+        panic!("started with two controllers of one name: {result:?}");
+    };
+    assert_eq!(name, "controller");
+    let message = result.unwrap_err().to_string();
+    assert!(message.contains("ControllerOptions::name"), "{message}");
+}

@@ -91,7 +91,10 @@ impl Manager {
     }
 
     /// Runs `controller` with `reconcile`, `error_policy` and `ctx` (only while leading,
-    /// when elected).
+    /// when elected). Each controller needs its own name
+    /// ([`ControllerOptions::name`]): a second one of a name makes
+    /// [`run_until`](Manager::run_until) refuse to start with
+    /// [`ManagerError::DuplicateController`](super::ManagerError::DuplicateController).
     pub fn add_controller<K, Ctx, E, R, Fut, P>(
         &mut self,
         controller: Controller<K>,
@@ -108,6 +111,11 @@ impl Manager {
         P: Fn(&Cached<K>, &E, &Ctx) -> Action + Send + Sync + 'static,
     {
         let name = controller.name().to_owned();
+        if !self.controller_names.insert(name.clone()) {
+            tracing::error!(controller = %name, "a second controller of this name: the manager will refuse to run");
+            self.duplicate_controller
+                .get_or_insert_with(|| name.clone());
+        }
         self.add_sharded_kinds(controller.sharded_kinds());
         self.runnables.push(Runnable {
             name,

@@ -120,6 +120,17 @@ pub enum ManagerError {
     /// process to campaign again (as controller-runtime does).
     #[error("leadership lost; controllers stopped")]
     LeadershipLost,
+    /// Two controllers were added under one name: their metric series, work queue names
+    /// and logs would be one and the same, so the manager refuses to start (as
+    /// controller-runtime refuses a second controller of a name).
+    #[error(
+        "two controllers are named {name:?}: their metrics, queues and logs would collide; \
+         give each its own ControllerOptions::name"
+    )]
+    DuplicateController {
+        /// The name added twice.
+        name: String,
+    },
     /// A controller or task stopped with an error.
     #[error("{name} stopped: {why}")]
     Runnable {
@@ -169,6 +180,9 @@ pub struct Manager {
     leases: Option<Arc<dyn crate::lease::LeaseStore>>,
     /// The kinds the sharder places, from every sharded controller added.
     sharded_kinds: Arc<Mutex<Vec<crate::sharding::ShardedKind>>>,
+    /// The names of the controllers added, and the first added twice (refused at run).
+    controller_names: std::collections::BTreeSet<String>,
+    duplicate_controller: Option<String>,
 }
 
 impl std::fmt::Debug for Manager {
@@ -236,6 +250,8 @@ impl Manager {
             readyz: Vec::new(),
             leases,
             sharded_kinds: Arc::default(),
+            controller_names: std::collections::BTreeSet::new(),
+            duplicate_controller: None,
         })
     }
 
