@@ -85,6 +85,8 @@ struct Inner {
     lock: LeaseLock,
     config: LeaderElectionConfig,
     leading: watch::Sender<bool>,
+    /// Terms begun: bumped each time leadership begins, before `leading` turns true.
+    term: std::sync::atomic::AtomicU64,
     leader: watch::Sender<Option<String>>,
     last_error: Mutex<Option<String>>,
     /// While leading: the wall-clock instant by which the elector must renew or step down
@@ -120,6 +122,7 @@ impl LeaderElector {
                 lock,
                 config,
                 leading: watch::channel(false).0,
+                term: std::sync::atomic::AtomicU64::new(0),
                 leader: watch::channel(None).0,
                 last_error: Mutex::new(None),
                 must_renew_by: Mutex::new(None),
@@ -136,6 +139,24 @@ impl LeaderElector {
     /// instant it can no longer prove it leads.
     pub fn leading(&self) -> watch::Receiver<bool> {
         self.inner.leading.subscribe()
+    }
+
+    /// How many terms this candidate has begun (0 before the first). A watch of
+    /// [`leading`](Self::leading) keeps only the newest value: a step-down and a new term
+    /// that both land before the watcher looks read as "still leading". Compare the term
+    /// at each look with the one the work started under: a different one means leadership
+    /// was lost in between (another candidate may have led), and that work must stop.
+    ///
+    /// ```
+    /// # fn example(elector: &kube_informer_runtime::leader_election::LeaderElector) {
+    /// let started_under = elector.term();
+    /// // ... later, on a change of `leading()` ...
+    /// let still_the_same_term = elector.is_leading() && elector.term() == started_under;
+    /// # let _ = still_the_same_term;
+    /// # }
+    /// ```
+    pub fn term(&self) -> u64 {
+        self.inner.term.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// The holder of the Lease as last observed (client-go's `OnNewLeader`).
@@ -192,6 +213,12 @@ impl LeaderElector {
         }
         self.inner.leading.send_if_modified(|l| {
             let changed = *l != leading;
+            if changed && leading {
+                // Before the value is seen: a watcher that sees `true` sees its term.
+                self.inner
+                    .term
+                    .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
             *l = leading;
             changed
         });

@@ -7,6 +7,8 @@ use prometheus_client::metrics::{family::Family, gauge::Gauge};
 use tokio::{net::TcpListener, sync::watch, task::JoinSet};
 use tokio_util::sync::CancellationToken;
 
+use crate::leader_election::LeaderElector;
+
 use super::{
     Manager, ManagerError, Runnable, Stop,
     health::{HealthState, Probes},
@@ -97,6 +99,9 @@ impl Manager {
         graceful: CancellationToken,
         force: CancellationToken,
     ) -> Result<(), ManagerError> {
+        if let Some(name) = self.duplicate_controller.take() {
+            return Err(ManagerError::DuplicateController { name });
+        }
         let health = HealthState::default();
         // Owned tasks: dropped with this future, they are aborted.
         let mut background = JoinSet::new();
@@ -162,12 +167,24 @@ impl Manager {
         };
         let mut leader_tasks = JoinSet::new();
         let mut was_leading = false;
+        // The elector's term the leader-only work started under: a watch keeps only the
+        // newest value, so a step-down and a new term that land between two looks read as
+        // "still leading"; the term tells them apart.
+        let term = || self.elector.as_ref().map(LeaderElector::term);
+        let mut started_in = None;
         let ending = loop {
-            let now_leading = leading.as_mut().is_none_or(|rx| *rx.borrow_and_update());
+            let mut now_leading = leading.as_mut().is_none_or(|rx| *rx.borrow_and_update());
+            if now_leading && was_leading && term() != started_in {
+                tracing::warn!(
+                    "leadership was lost and taken again between two looks; stopping as after any loss"
+                );
+                now_leading = false;
+            }
             if let Some(gauge) = &gauge {
                 gauge.set(i64::from(now_leading));
             }
             if now_leading && !was_leading {
+                started_in = term();
                 for runnable in leader_only.drain(..) {
                     spawn(&mut leader_tasks, runnable, &leader_stop, &health);
                 }

@@ -1,0 +1,177 @@
+//! A manager's leader-only work belongs to one term: when leadership is lost and taken
+//! again before the manager looks (the `leading` watch keeps only the newest value), the
+//! manager still stops as after any loss. On a paused clock over in-memory Leases.
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
+
+use futures_util::future::BoxFuture;
+use k8s_openapi::api::{coordination::v1::Lease, core::v1::ConfigMap};
+use kube_informer::{factory::InformerSpec, list_watch::MemorySource};
+use kube_informer_runtime::{
+    controller::{Action, Cached, ControllerOptions},
+    leader_election::LeaderElectionConfig,
+    lease::{LeaseStore, MemoryLeases},
+    manager::{Manager, ManagerError, ManagerOptions},
+};
+use parking_lot::Mutex;
+use serde_json::json;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+const RENEW_DEADLINE: Duration = Duration::from_secs(5);
+
+/// Leases in memory, cut off from the moment [`cut`](Self::cut) is called until exactly
+/// the renew deadline of the last write that got through: the elector steps down at that
+/// instant and its first attempt to take the Lease again (in the same poll, the store
+/// answering at once) succeeds.
+#[derive(Default)]
+struct CutUntilTheDeadline {
+    inner: MemoryLeases,
+    last_write: Mutex<Option<Instant>>,
+    cut_until: Mutex<Option<Instant>>,
+}
+
+impl CutUntilTheDeadline {
+    fn cut(&self) {
+        let last = self.last_write.lock().expect("a Lease was written");
+        *self.cut_until.lock() = Some(last + RENEW_DEADLINE);
+    }
+
+    fn check(&self) -> Result<(), kube::Error> {
+        match *self.cut_until.lock() {
+            Some(until) if Instant::now() < until => {
+                Err(kube::Error::Service("cut off from the Leases".into()))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn wrote<T>(&self, result: Result<T, kube::Error>) -> Result<T, kube::Error> {
+        if result.is_ok() {
+            *self.last_write.lock() = Some(Instant::now());
+        }
+        result
+    }
+}
+
+impl LeaseStore for CutUntilTheDeadline {
+    fn get<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<Lease>, kube::Error>> {
+        Box::pin(async move {
+            self.check()?;
+            self.inner.get(name).await
+        })
+    }
+
+    fn create<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<Lease, kube::Error>> {
+        Box::pin(async move {
+            self.check()?;
+            self.wrote(self.inner.create(lease).await)
+        })
+    }
+
+    fn replace<'a>(
+        &'a self,
+        name: &'a str,
+        lease: &'a Lease,
+    ) -> BoxFuture<'a, Result<Lease, kube::Error>> {
+        Box::pin(async move {
+            self.check()?;
+            self.wrote(self.inner.replace(name, lease).await)
+        })
+    }
+
+    fn list<'a>(
+        &'a self,
+        label: &'a str,
+        value: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<Lease>, kube::Error>> {
+        Box::pin(async move {
+            self.check()?;
+            self.inner.list(label, value).await
+        })
+    }
+}
+
+/// Sets a flag when dropped: the hung reconcile was stopped, not leaked.
+struct Dropped(Arc<AtomicBool>);
+
+impl Drop for Dropped {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_term_lost_and_taken_again_before_the_manager_looks_stops_it() {
+    let leases = Arc::new(CutUntilTheDeadline::default());
+    let source = MemorySource::<ConfigMap>::default();
+    source.add(
+        serde_json::from_value(json!({"metadata": {"name": "a", "namespace": "shop"}})).unwrap(),
+    );
+    // Renewals every 2 s: the 5 s deadline falls between two, so the step-down is the
+    // deadline's and nothing else's.
+    let election = LeaderElectionConfig::new("terms")
+        .namespace("shop")
+        .identity("only")
+        .lease_duration(Duration::from_secs(8))
+        .renew_deadline(RENEW_DEADLINE)
+        .retry_period(Duration::from_secs(2));
+    let options = ManagerOptions::default()
+        .no_endpoints()
+        .leader_election(election)
+        .lease_store(leases.clone());
+    let nowhere = kube::Config::new("http://127.0.0.1:1".parse().unwrap());
+    let mut manager = Manager::new(kube::Client::try_from(nowhere).unwrap(), options)
+        .await
+        .unwrap();
+    manager
+        .factory()
+        .informer_with::<ConfigMap>(InformerSpec::new().list_watcher(source.clone()));
+    let elector = manager.elector().unwrap().clone();
+    let controller = manager.controller::<ConfigMap>(ControllerOptions::default().name("terms"));
+    let (started, dropped) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let (s, d) = (started.clone(), dropped.clone());
+    manager.add_controller(
+        controller,
+        move |_: Cached<ConfigMap>, _: Arc<()>| {
+            s.store(true, Ordering::SeqCst);
+            let guard = Dropped(d.clone());
+            async move {
+                let _guard = guard;
+                std::future::pending::<()>().await;
+                Ok::<_, kube::Error>(Action::Done)
+            }
+        },
+        |_, _, _| Action::Retry,
+        Arc::new(()),
+    );
+    let running =
+        tokio::spawn(manager.run_until(CancellationToken::new(), CancellationToken::new()));
+    while !started.load(Ordering::SeqCst) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(elector.term(), 1);
+    leases.cut();
+    let result = tokio::time::timeout(Duration::from_secs(60), running)
+        .await
+        .expect("the manager went on leading a term that had ended")
+        .unwrap();
+    assert!(
+        matches!(result, Err(ManagerError::LeadershipLost)),
+        "{result:?}"
+    );
+    assert!(
+        dropped.load(Ordering::SeqCst),
+        "the reconcile was not stopped"
+    );
+    assert_eq!(elector.term(), 2, "the Lease was taken again in a new term");
+}
