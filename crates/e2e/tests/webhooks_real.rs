@@ -47,6 +47,10 @@ fn webhooks(dir: &std::path::Path, ring: Ring) -> WebhookServer {
                 Ok(Allowed::new())
             },
         )
+        .validating("/hang", |_: AdmissionRequest<ConfigMap>| async move {
+            std::future::pending::<()>().await;
+            Ok(Allowed::new())
+        })
         .mutating("/mutate", |mut cm: ConfigMap, _| async move {
             cm.labels_mut()
                 .insert("mutated-by".into(), "webhook".into());
@@ -96,6 +100,12 @@ async fn get(client: &kube::Client, path: &str) -> Result<Value, kube::Error> {
     client
         .request::<Value>(http::Request::get(path).body(Vec::new()).unwrap())
         .await
+}
+
+/// A suffix no earlier probe used.
+fn rand_suffix() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 fn config_map(name: &str, data: Value) -> ConfigMap {
@@ -245,6 +255,59 @@ async fn a_real_api_server_calls_the_managers_webhooks() {
         .create(&pp, &config_map("after-panic", json!({})))
         .await
         .unwrap();
+
+    // A hung handler, with the server's defaults: refused before the API server's own
+    // deadline (the call says it: `?timeout=`), so the client reads the handler's refusal,
+    // not "context deadline exceeded". Registered with the default timeoutSeconds (10 s:
+    // the server's 9 s limit) and with 3 s (cut to 2.7 s).
+    let hang = |name: &str, selector: &str, timeout: Option<u32>| {
+        let mut hook = json!({
+            "name": name,
+            "clientConfig": {"url": format!("{base}/hang"), "caBundle": ca},
+            "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["configmaps"]}],
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": NS}},
+            "objectSelector": {"matchLabels": {"hang": selector}},
+            "sideEffects": "None", "admissionReviewVersions": ["v1"], "failurePolicy": "Fail",
+        });
+        if let Some(seconds) = timeout {
+            hook["timeoutSeconds"] = json!(seconds);
+        }
+        hook
+    };
+    let hangs = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": "e2e-hang"},
+        "webhooks": [hang("default.hang.e2e.example.com", "default", None), hang("short.hang.e2e.example.com", "short", Some(3))],
+    });
+    create(
+        &client,
+        &format!("{registration}/validatingwebhookconfigurations"),
+        hangs,
+    )
+    .await
+    .unwrap();
+    for (selector, within) in [("short", "2.7s"), ("default", "9s")] {
+        // Until the configuration is loaded, the object is simply created (setup).
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        let message = loop {
+            let mut probe = config_map(&format!("hang-{selector}-{}", rand_suffix()), json!({}));
+            probe.labels_mut().insert("hang".into(), selector.into());
+            if let Err(error) = configmaps.create(&pp, &probe).await {
+                break refusal(Err::<(), _>(error)).1;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the hang webhook was never called"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
+        assert!(
+            message.contains(&format!(
+                "the webhook handler did not answer within {within}"
+            )),
+            "{selector}: {message}"
+        );
+    }
 
     // Sharding's labelling webhook: each Secret stored with its shard's label.
     let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);

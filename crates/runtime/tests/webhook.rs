@@ -523,6 +523,39 @@ async fn a_missing_certificate_or_a_path_given_twice_fails_at_bind() {
     );
 }
 
+/// The API server gives up on a webhook at its `timeoutSeconds` and says so in the call
+/// (`?timeout=2s`): a hung handler is refused a margin before that, whatever the server's
+/// own limit, so the refusal reaches the client instead of the API server's deadline error.
+#[tokio::test]
+async fn a_hung_handler_is_refused_before_the_callers_deadline() {
+    let dir = tempdir::Dir::new();
+    let certs = ServingCerts::for_loopback().unwrap();
+    certs.write_to(dir.path()).unwrap();
+    let server = server(dir.path())
+        .handler_timeout(Duration::from_secs(3600))
+        .bind()
+        .await
+        .unwrap();
+    let addr = server.local_addr();
+    let (cancel, mut tasks) = (CancellationToken::new(), JoinSet::new());
+    tasks.spawn(server.run(cancel.clone()));
+    let mut conn = connect(addr, &certs.ca_pem).await.unwrap();
+    let hung = review("t1", "CREATE", configmap(json!({})));
+    let (status, answer) = tokio::time::timeout(
+        Duration::from_secs(60),
+        conn.post("/hang?timeout=2s", &hung),
+    )
+    .await
+    .expect("no answer within a minute: the caller's deadline was ignored");
+    assert_eq!(status, 200);
+    assert_eq!(response(&answer)["uid"], "t1");
+    assert_eq!(response(&answer)["allowed"], false);
+    let message = response(&answer)["status"]["message"].as_str().unwrap();
+    assert!(message.contains("did not answer within 1.75s"), "{message}");
+    cancel.cancel();
+    tasks.join_next().await.unwrap().unwrap();
+}
+
 #[tokio::test]
 async fn a_dropped_server_ends_its_connections_and_leaves_no_task_behind() {
     let dir = tempdir::Dir::new();

@@ -21,6 +21,8 @@ pub(super) struct Routes {
 impl Routes {
     pub(super) async fn answer(&self, request: Request<Incoming>) -> Response<Full<Bytes>> {
         let path = request.uri().path().to_owned();
+        // The caller's deadline, when it says one, cuts the handler's time.
+        let timeout = super::deadline::budget(self.handler_timeout, request.uri().query());
         let Some(route) = self.routes.get(&path) else {
             let known: Vec<&str> = self.routes.keys().map(String::as_str).collect();
             let message = format!("no webhook at {path}; served: {}\n", known.join(", "));
@@ -54,7 +56,7 @@ impl Routes {
         }
         // The body within the handler's time: a client that stops sending holds nothing.
         let read = Limited::new(request.into_body(), limit).collect();
-        let body = match tokio::time::timeout(self.handler_timeout, read).await {
+        let body = match tokio::time::timeout(timeout, read).await {
             Ok(Ok(body)) => body.to_bytes(),
             Ok(Err(error)) if error.is::<http_body_util::LengthLimitError>() => {
                 return too_large();
@@ -64,10 +66,7 @@ impl Routes {
                 return review(route.failure("", 400, &message));
             }
             Err(_) => {
-                let message = format!(
-                    "the request body did not arrive within {:?}",
-                    self.handler_timeout
-                );
+                let message = format!("the request body did not arrive within {timeout:?}");
                 return review(route.failure("", 408, &message));
             }
         };
@@ -75,7 +74,7 @@ impl Routes {
             let message = format!("the body must be application/json, not {content_type:?}");
             return review(route.failure(&uid_of(&body), 400, &message));
         }
-        review(route.answer(body, self.handler_timeout).await)
+        review(route.answer(body, timeout).await)
     }
 }
 
