@@ -90,6 +90,14 @@ pub enum Fault {
         /// Events sent before the silence.
         after_events: usize,
     },
+    /// The next watch holds each live event (and bookmark) for `lag` before sending it, one
+    /// after another and in order (a burst falls further behind), as a watch behind a slow
+    /// link or a busy API server does: a client's cache stays behind its own writes, where
+    /// read-your-own-writes bugs show.
+    SlowWatch {
+        /// How far behind each event arrives.
+        lag: Duration,
+    },
     /// The next watch sends a line that is not valid JSON after `after_events` events, then
     /// carries on.
     MalformedWatchLine {
@@ -150,6 +158,7 @@ impl Default for Gate {
 /// What a watch stream was told to do wrong.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct WatchFaults {
+    pub(crate) lag: Option<Duration>,
     pub(crate) drop_after: Option<usize>,
     pub(crate) silent_after: Option<usize>,
     pub(crate) malformed_after: Option<usize>,
@@ -290,6 +299,13 @@ impl Faults {
     pub(crate) fn watch_faults(&mut self) -> WatchFaults {
         let mut faults = WatchFaults::default();
         self.pending.retain(|p| {
+            if let Fault::SlowWatch { lag } = p.fault {
+                if faults.lag.is_some() {
+                    return true;
+                }
+                faults.lag = Some(lag);
+                return false;
+            }
             let slot = match p.fault {
                 Fault::DropWatch { after_events } => (&mut faults.drop_after, after_events),
                 Fault::SilentWatch { after_events } => (&mut faults.silent_after, after_events),
@@ -307,6 +323,9 @@ impl Faults {
             *slot.0 = Some(slot.1);
             false
         });
+        if faults.lag.is_some() {
+            self.record("slow_watch");
+        }
         faults
     }
 }

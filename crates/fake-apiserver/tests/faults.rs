@@ -212,6 +212,45 @@ async fn a_dropped_watch_breaks_after_k_events() {
     assert_eq!(again.events(4).await.len(), 4);
 }
 
+/// A slow watch holds each event back, and loses none: every write arrives, in order,
+/// on a paused clock only once its lag has passed (here the server's in-memory client, so
+/// no real I/O runs beside the paused clock).
+#[tokio::test(start_paused = true)]
+async fn a_slow_watch_holds_each_event_back_and_delivers_them_all_in_order() {
+    let server = server(ServerConfig::default()).await;
+    let client = server.memory_client();
+    let api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(client, "demo");
+    server.inject(Fault::SlowWatch {
+        lag: Duration::from_secs(1),
+    });
+    let params = kube::api::WatchParams::default().disable_bookmarks();
+    let rv = server.resource_version().to_string();
+    let mut events = std::pin::pin!(api.watch(&params, &rv).await.unwrap());
+    let start = tokio::time::Instant::now();
+    for i in 0..3 {
+        server
+            .create(&cms(), Some("demo"), cm(&format!("s{i}")))
+            .unwrap();
+    }
+    for i in 0..3 {
+        let event = futures_util::StreamExt::next(&mut events)
+            .await
+            .unwrap()
+            .unwrap();
+        let kube::api::WatchEvent::Added(cm) = event else {
+            panic!("{event:?}");
+        };
+        assert_eq!(cm.metadata.name.as_deref(), Some(format!("s{i}").as_str()));
+        assert_eq!(
+            start.elapsed(),
+            Duration::from_secs(i + 1),
+            "one lag each, in turn"
+        );
+    }
+    assert_eq!(server.fault_counts()["slow_watch"], 1);
+}
+
 /// After k events a silent watch sends nothing, although writes go on; a restart then cuts
 /// it. Were it not silent, the writes' events would arrive before the cut (they are queued
 /// ahead of it), so no sleep is needed to tell.

@@ -307,7 +307,9 @@ impl WatchState {
 
     /// Whether a line can be produced without waiting.
     fn has_ready_lines(&self) -> bool {
-        self.mode == Mode::Active && (!self.initial.is_empty() || !self.rx.is_empty())
+        // A slow watch holds each live line back on its own (in `next_piece`).
+        let live_ready = self.faults.lag.is_none() && !self.rx.is_empty();
+        self.mode == Mode::Active && (!self.initial.is_empty() || live_ready)
     }
 
     /// Turns one ready line (initial or already received) into pending pieces, without
@@ -319,6 +321,7 @@ impl WatchState {
         }
         let line = match self.initial.pop_front() {
             Some(line) => line,
+            None if self.faults.lag.is_some() => return false,
             None => match self.rx.try_recv() {
                 Ok(WatchMsg::Event(kind, object)) => Line::Event(kind, object),
                 Ok(WatchMsg::Bookmark(revision)) => Line::Bookmark(revision, false),
@@ -444,6 +447,11 @@ impl WatchState {
                             continue;
                         }
                     };
+                    if let (Some(lag), Some(WatchMsg::Event(..) | WatchMsg::Bookmark(_))) =
+                        (self.faults.lag, &msg)
+                    {
+                        tokio::time::sleep(lag).await;
+                    }
                     match msg {
                         None => {
                             self.mode = Mode::Done;
