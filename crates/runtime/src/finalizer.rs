@@ -12,7 +12,14 @@
 //!   that tests that this finalizer is still at its index and removes it there, so an
 //!   unrelated concurrent write (a label, a status, another controller's annotation) does
 //!   not make it fail; if it fails anyway (the finalizer list itself changed), the object
-//!   is read again and only the removal is retried.
+//!   is read again and only the removal is retried. The removal also tests the object's
+//!   UID: an object deleted and made again under the same name meanwhile keeps its
+//!   finalizer (its own cleanup has not run).
+//! - Both patches are recorded as the reconcile's own writes
+//!   ([`wrote`](crate::controller::wrote)): inside a [`Controller`](crate::controller::Controller)'s
+//!   reconcile, the next reconcile of the key reads a cache that has seen them, so a
+//!   concurrent write that queues the key again cannot make the cleanup run twice from a
+//!   stale copy.
 //! - A cleanup that failed, or that asked to be looked at again ([`Action::Retry`],
 //!   [`Action::RequeueAfter`]), keeps the finalizer and runs again later: cleanups must be
 //!   idempotent.
@@ -108,7 +115,7 @@ pub async fn finalizer<K, E, F, Fut>(
     reconcile: F,
 ) -> Result<Action, FinalizerError<E>>
 where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + 'static,
     F: FnOnce(Event<K>) -> Fut,
     Fut: Future<Output = Result<Action, E>>,
 {
@@ -129,6 +136,7 @@ where
                     finalizer: name.to_owned(),
                     source,
                 })?;
+            crate::controller::wrote(&patched);
             let event = Event::Apply(Arc::new(patched));
             reconcile(event).await.map_err(FinalizerError::Reconcile)
         }
@@ -163,7 +171,7 @@ async fn remove_finalizer<K>(
     finalizer: &str,
 ) -> Result<(), kube::Error>
 where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + 'static,
 {
     let mut finalizers = obj.finalizers().to_vec();
     let mut attempt = 0;
@@ -172,17 +180,31 @@ where
             return Ok(());
         };
         let path = format!("/metadata/finalizers/{index}");
-        let ops = json!([
-            {"op": "test", "path": path, "value": finalizer},
-            {"op": "remove", "path": path},
-        ]);
+        let mut ops = vec![
+            json!({"op": "test", "path": path, "value": finalizer}),
+            json!({"op": "remove", "path": path}),
+        ];
+        // A name outlives an object: deleted and made again meanwhile, the new one's
+        // finalizer is not ours to remove (its own cleanup has not run).
+        if let Some(uid) = &obj.meta().uid {
+            ops.insert(
+                0,
+                json!({"op": "test", "path": "/metadata/uid", "value": uid}),
+            );
+        }
+        let ops = serde_json::Value::Array(ops);
         let patch: json_patch::Patch =
             serde_json::from_value(ops).map_err(kube::Error::SerdeError)?;
         let error = match api
             .patch(name, &PatchParams::default(), &Patch::<()>::Json(patch))
             .await
         {
-            Ok(_) => return Ok(()),
+            Ok(removed) => {
+                // The next reconcile of this key reads the cache from this version on: a
+                // stale copy that still carries the finalizer would run the cleanup again.
+                crate::controller::wrote(&removed);
+                return Ok(());
+            }
             Err(kube::Error::Api(status)) if status.code == 404 => return Ok(()),
             Err(err @ kube::Error::Api(_)) if retryable(&err) => err,
             Err(err) => return Err(err),
@@ -191,10 +213,13 @@ where
         if attempt == REMOVAL_ATTEMPTS {
             return Err(error);
         }
-        // The list changed under us (409, or 422: the test failed): read it again.
+        // The list changed under us (409, or 422: a test failed): read it again. Another
+        // object of the name means ours is gone, with its finalizer.
         match api.get_opt(name).await? {
-            Some(fresh) => finalizers = fresh.finalizers().to_vec(),
-            None => return Ok(()),
+            Some(fresh) if fresh.meta().uid == obj.meta().uid => {
+                finalizers = fresh.finalizers().to_vec();
+            }
+            _ => return Ok(()),
         }
     }
 }

@@ -213,3 +213,54 @@ async fn finalizers_are_added_cleaned_up_and_removed_once_even_under_conflicts()
     run(deleting).await.unwrap();
     assert_eq!(log.count("cleanup"), 2);
 }
+
+/// The removal names the object by its name, and a name outlives an object: deleted and
+/// made again (a user's `kubectl replace --force`, a GitOps tool) while a cleanup ran,
+/// the new object's finalizer must stay, for its own cleanup to run. The removal tests the
+/// UID, and a retry that reads a different UID has nothing left to do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_removal_never_strips_the_finalizer_of_a_new_object_of_the_same_name() {
+    const OURS: &str = "example.com/cleanup";
+    let server = server().await;
+    let cms = Gvr::core("configmaps");
+    let old = json!({"metadata": {"name": "a", "finalizers": ["example.com/other", OURS]}});
+    server.create(&cms, Some("shop"), old).unwrap();
+    server.delete(&cms, Some("shop"), "a").unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(server.client().unwrap(), "shop");
+    // The controller's view of the terminating object...
+    let seen = Arc::new(api.get("a").await.unwrap());
+    assert!(seen.metadata.deletion_timestamp.is_some());
+    // ...then, while its cleanup runs, the object goes and another of its name comes.
+    let cleanups = Recorded::default();
+    let log = cleanups.clone();
+    let server_in_cleanup = server.clone();
+    let result = finalizer(&api, OURS, seen, |event| async move {
+        if let Event::Cleanup(cm) = event {
+            log.push(format!(
+                "cleanup {}",
+                cm.metadata.uid.clone().unwrap_or_default()
+            ));
+        }
+        let cms = Gvr::core("configmaps");
+        let unblock = json!({"metadata": {"finalizers": null}});
+        server_in_cleanup
+            .patch(&cms, Some("shop"), "a", unblock)
+            .unwrap();
+        let new = json!({"metadata": {"name": "a", "finalizers": [OURS]}});
+        server_in_cleanup.create(&cms, Some("shop"), new).unwrap();
+        Ok::<_, kube::Error>(Action::Done)
+    })
+    .await;
+    assert!(result.is_ok(), "{result:?}");
+    assert_eq!(cleanups.all().len(), 1);
+    let new = api.get("a").await.unwrap();
+    assert!(
+        !cleanups.all()[0].ends_with(new.metadata.uid.as_deref().unwrap()),
+        "the cleanup was the old object's"
+    );
+    assert_eq!(
+        new.metadata.finalizers.as_deref(),
+        Some(&[OURS.to_owned()][..]),
+        "the new object's finalizer was removed without its cleanup"
+    );
+}

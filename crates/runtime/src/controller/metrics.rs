@@ -66,6 +66,7 @@ pub struct ControllerMetrics {
     panics: Family<Controller, Counter>,
     terminal: Family<Controller, Counter>,
     timeouts: Family<Controller, Counter>,
+    read_your_writes_timeouts: Family<Controller, Counter>,
     time: Family<Controller, Histogram, fn() -> Histogram>,
     max_concurrent: Family<Controller, Gauge>,
     active: Family<Controller, Gauge>,
@@ -99,6 +100,7 @@ impl ControllerMetrics {
             panics: Family::default(),
             terminal: Family::default(),
             timeouts: Family::default(),
+            read_your_writes_timeouts: Family::default(),
             time: Family::new_with_constructor(reconcile_time),
             max_concurrent: Family::default(),
             active: Family::default(),
@@ -128,6 +130,11 @@ impl ControllerMetrics {
             "controller_runtime_reconcile_timeouts",
             "Total number of reconciliation timeouts per controller",
             metrics.timeouts.clone(),
+        );
+        registry.register(
+            "controller_runtime_read_your_writes_timeouts",
+            "Total number of reconciles that ran before the cache showed their key's own writes, per controller",
+            metrics.read_your_writes_timeouts.clone(),
         );
         registry.register(
             "controller_runtime_reconcile_time_seconds",
@@ -173,11 +180,19 @@ impl ControllerMetrics {
             .inc_by(change);
     }
 
-    /// One reconcile ended with `outcome` after `seconds`.
+    /// A reconcile ran before the cache showed its key's own writes.
+    pub(crate) fn read_your_writes_timeout(&self, controller: &str) {
+        self.read_your_writes_timeouts
+            .get_or_create(&Self::label(controller))
+            .inc();
+    }
+
+    /// A failure was terminal: not retried until the object changes.
     pub(crate) fn terminal(&self, controller: &str) {
         self.terminal.get_or_create(&Self::label(controller)).inc();
     }
 
+    /// One reconcile ended with `outcome` after `seconds`.
     pub(crate) fn reconciled(&self, controller: &str, outcome: Outcome, seconds: f64) {
         let result = match outcome {
             Outcome::Success => "success",

@@ -29,6 +29,21 @@
 //! retried until the object changes, and counted in
 //! `controller_runtime_terminal_reconcile_errors_total`.
 //!
+//! # Read your own writes
+//!
+//! The cache is a moment behind the API server. A reconcile that wrote (added or removed
+//! a finalizer, created a child) and is queued again at once would otherwise read the
+//! cache from before its write: create the child twice, run a finalizer's cleanup twice.
+//! Record a write with [`wrote`] (the [`finalizer`](crate::finalizer::finalizer) helper
+//! records its own): the next reconcile of that key waits until the cache of the written
+//! kind holds the version the write returned (or its watch has passed it: a deletion is
+//! applied too), at most [`ControllerOptions::read_your_writes`] (5 s by default; past it,
+//! the reconcile runs with a warning, counted in
+//! `controller_runtime_read_your_writes_timeouts_total`). Only kinds the controller caches
+//! (its own, those it owns or watches) are waited for, and only writes made on the
+//! reconcile's own task are recorded (not from tasks it spawns). Within one reconcile, a
+//! write is not in the cache yet: use the object the API server returned.
+//!
 //! ```no_run
 //! use std::{sync::Arc, time::Duration};
 //! use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
@@ -66,6 +81,7 @@ mod expectations;
 mod metrics;
 mod new;
 mod options;
+mod own_writes;
 pub mod predicate;
 mod reconcile;
 mod relate;
@@ -93,6 +109,7 @@ pub use self::{
     expectations::{EXPECTATIONS_TIMEOUT, Expectations},
     metrics::ControllerMetrics,
     options::{Action, ControllerOptions},
+    own_writes::wrote,
     predicate::Predicate,
     relate::Relation,
     relations::Change,
@@ -157,6 +174,8 @@ pub struct Controller<K: Resource> {
     triggers: Vec<Trigger>,
     /// The kinds a sharder places for this controller (when sharded).
     sharded_kinds: Vec<ShardedKind>,
+    /// What its reconciles wrote, waited for before the next reconcile of the key.
+    own_writes: Arc<own_writes::OwnWrites>,
 }
 
 impl<K: Resource> std::fmt::Debug for Controller<K> {
@@ -233,6 +252,8 @@ where
     ) -> Self {
         let options = HandlerOptions::default().name(format!("{} relation", self.name));
         self.wait_for(informer.clone());
+        let written_as = std::any::TypeId::of::<T>();
+        self.own_writes.cache(written_as, informer.store(), false);
         self.relations
             .push(relations::attach_later(informer, handler, options));
         self
@@ -301,7 +322,7 @@ where
                     store
                         .list_keys()
                         .into_iter()
-                        .for_each(|key| queue.add_later(key));
+                        .for_each(|key| queue.add_resync(key));
                 }
             })));
         self
@@ -484,6 +505,7 @@ where
             reconcile: Arc::new(reconcile),
             error_policy: Arc::new(error_policy),
             ctx,
+            own_writes: self.own_writes.clone(),
         };
         let count = self.options.workers;
         let mut workers = Workers::spawn(&self.queue, count, move |key| worker.call(key));

@@ -15,7 +15,7 @@ use kube_informer::{
     workqueue::RateLimitingQueue,
 };
 
-use super::{Controller, ControllerOptions, Expectations, Watchable, relations};
+use super::{Controller, ControllerOptions, Expectations, Watchable, own_writes, relations};
 use crate::sharding::{Placement, ShardedKind};
 
 /// The informer of `T` a controller reads: the factory's as `spec` says, and, sharded, also
@@ -204,6 +204,7 @@ where
     ) -> Self {
         let metrics = options.metrics.clone();
         let name = options.name.clone();
+        let read_your_writes = options.read_your_writes;
         let mut config = kube_informer::workqueue::QueueConfig::default().name(name.clone());
         if let Some(metrics) = &metrics {
             config = config.metrics(metrics.core());
@@ -236,8 +237,11 @@ where
             relations: Vec::new(),
             triggers: Vec::new(),
             sharded_kinds: sharded_kinds.unwrap_or_default(),
+            own_writes: Arc::new(own_writes::OwnWrites::new(read_your_writes)),
         };
         controller.wait_for(controller.informer.clone());
+        let store = controller.informer.store();
+        (controller.own_writes).cache(std::any::TypeId::of::<K>(), store, true);
         controller
     }
 }

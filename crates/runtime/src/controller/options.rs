@@ -44,6 +44,7 @@ pub struct ControllerOptions {
     pub(crate) shard: Option<(String, String)>,
     pub(crate) debounce: Option<Duration>,
     pub(crate) prioritize: bool,
+    pub(crate) read_your_writes: Option<Duration>,
 }
 
 impl Default for ControllerOptions {
@@ -58,6 +59,7 @@ impl Default for ControllerOptions {
             shard: None,
             debounce: None,
             prioritize: true,
+            read_your_writes: Some(Duration::from_secs(5)),
         }
     }
 }
@@ -94,6 +96,26 @@ impl ControllerOptions {
     #[must_use]
     pub fn drain_timeout(mut self, limit: Option<Duration>) -> Self {
         self.drain_timeout = limit;
+        self
+    }
+
+    /// How long the next reconcile of a key waits, at most, for the cache to hold what the
+    /// reconciles of that key wrote (recorded with [`wrote`](super::wrote), and by the
+    /// [`finalizer`](crate::finalizer::finalizer) helper): default 5 s; `None` turns the
+    /// wait off. Past the limit the reconcile runs on what the cache has, with a warning and
+    /// `controller_runtime_read_your_writes_timeouts_total`. See
+    /// [read your own writes](super#read-your-own-writes).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use kube_informer_runtime::controller::ControllerOptions;
+    ///
+    /// let options = ControllerOptions::default().read_your_writes(Some(Duration::from_secs(2)));
+    /// # let _ = options;
+    /// ```
+    #[must_use]
+    pub fn read_your_writes(mut self, limit: Option<Duration>) -> Self {
+        self.read_your_writes = limit.filter(|l| !l.is_zero());
         self
     }
 

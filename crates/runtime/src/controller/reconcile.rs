@@ -9,7 +9,11 @@ use kube_informer::{ObjectKey, ReadOnlyStore, workqueue::RateLimitingQueue, work
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use super::{Action, Cached, ControllerMetrics, metrics::Outcome};
+use super::{
+    Action, Cached, ControllerMetrics,
+    metrics::Outcome,
+    own_writes::{self, Settled},
+};
 use crate::util::panic_message;
 
 type Policy<K, E, Ctx> = dyn Fn(&Cached<K>, &E, &Ctx) -> Action + Send + Sync;
@@ -27,6 +31,7 @@ pub(super) struct Worker<K, Ctx, E, R> {
     pub(super) reconcile: Arc<R>,
     pub(super) error_policy: Arc<Policy<K, E, Ctx>>,
     pub(super) ctx: Arc<Ctx>,
+    pub(super) own_writes: Arc<super::own_writes::OwnWrites>,
 }
 
 /// Counts a worker as active while it lives (also when its reconcile is cancelled).
@@ -82,15 +87,12 @@ where
         let (name, metrics) = (self.name.clone(), self.metrics.clone());
         let (max_retries, timeout) = (self.max_retries, self.timeout);
         let malformed = self.malformed(&key);
-        let cached = match self.store.get_by_key(key.as_str()) {
-            Some(obj) => Cached::Present(obj),
-            None => Cached::Gone(key.clone()),
-        };
         let (reconcile, policy, ctx) = (
             self.reconcile.clone(),
             self.error_policy.clone(),
             self.ctx.clone(),
         );
+        let (store, own_writes) = (self.store.clone(), self.own_writes.clone());
         async move {
             if let Some(left) = quiet_left {
                 return Requeue::After(left);
@@ -102,10 +104,26 @@ where
                 }
                 return Requeue::Never;
             }
+            // What the last reconciles of this key wrote is in the cache before it is read.
+            if let Settled::TimedOut { limit } = own_writes.settle(&key).await {
+                tracing::warn!(
+                    "the cache did not show this key's own writes within {limit:?}; reconciling on what it has"
+                );
+                if let Some(m) = &metrics {
+                    m.read_your_writes_timeout(&name);
+                }
+            }
+            let cached = match store.get_by_key(key.as_str()) {
+                Some(obj) => Cached::Present(obj),
+                None => Cached::Gone(key.clone()),
+            };
             let _active = Active::start(metrics.clone(), name.clone());
             let started = Instant::now();
             let input = (cached.clone(), ctx.clone());
-            let ran = run_once(move || reconcile(input.0, input.1), timeout).await;
+            let writes = Arc::default();
+            let reconciling = run_once(move || reconcile(input.0, input.1), timeout);
+            let ran = own_writes::recording(Arc::clone(&writes), reconciling).await;
+            own_writes.record(&key, std::mem::take(&mut *writes.lock()));
             let (outcome, action, failure) = match ran {
                 Ran::Acted(action) => {
                     let outcome = match action {

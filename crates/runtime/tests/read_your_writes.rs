@@ -1,0 +1,202 @@
+//! Read your own writes, on a paused clock over fake-apiserver's in-memory client with a
+//! watch that lags (`Fault::SlowWatch`): a reconcile queued again right after its write
+//! reads a cache that has the write. Each test also runs the controller with the wait
+//! turned off, to show that the lag breaks it there (the test's condition is real).
+
+use std::{sync::Arc, time::Duration};
+
+use fake_apiserver::{FakeApiServer, Fault, Gvr, ServerConfig};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::{
+    Api, ResourceExt,
+    api::{Patch, PatchParams, PostParams},
+};
+use kube_informer::factory::{FactoryOptions, SharedInformerFactory};
+use kube_informer_runtime::{
+    controller::{Action, Cached, Controller, ControllerOptions, wrote},
+    finalizer::{Event, finalizer},
+};
+use parking_lot::Mutex;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+const LAG: Duration = Duration::from_millis(50);
+const CHILDREN: usize = 100;
+
+/// A server whose next `watches` watches lag, and a factory on its in-memory client.
+async fn lagging(watches: usize) -> (FakeApiServer, SharedInformerFactory) {
+    // Decoding on the runtime's threads: nothing runs beside the paused clock.
+    let _ = kube_informer::list_watch::set_decoding_threads(0);
+    let server = FakeApiServer::start(ServerConfig::default().namespaces(["shop"]))
+        .await
+        .unwrap();
+    for _ in 0..watches {
+        server.inject(Fault::SlowWatch { lag: LAG });
+    }
+    let factory = SharedInformerFactory::new(server.memory_client(), FactoryOptions::default());
+    (server, factory)
+}
+
+/// Runs `controller` with `reconcile` until `done` holds (polled on the paused clock),
+/// then for a further minute, and stops it.
+async fn run_until<R, Fut, E>(
+    controller: Controller<ConfigMap>,
+    reconcile: R,
+    done: impl Fn() -> bool,
+) where
+    R: Fn(Cached<ConfigMap>, Arc<()>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Action, E>> + Send + 'static,
+    E: std::fmt::Display + Send + 'static,
+{
+    let cancel = CancellationToken::new();
+    let running = tokio::spawn(controller.run(
+        reconcile,
+        |_, _, _| Action::Retry,
+        Arc::new(()),
+        cancel.clone(),
+    ));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(3600);
+    while !done() {
+        assert!(tokio::time::Instant::now() < deadline, "never done");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    cancel.cancel();
+    running.await.unwrap().unwrap();
+}
+
+/// The classic duplicate create: a reconcile that counts its children in the cache and
+/// creates one when short, requeued at once. With the wait, exactly 100 children over 100
+/// rounds; without it, a cache 50 ms behind shows fewer than there are, and it creates
+/// more.
+#[tokio::test(start_paused = true)]
+async fn a_reconcile_never_creates_a_child_twice_from_a_cache_behind_its_writes() {
+    for wait in [false, true] {
+        let (server, factory) = lagging(2).await;
+        let parent = json!({"metadata": {"name": "parent"}});
+        let parent = server
+            .create(&Gvr::core("configmaps"), Some("shop"), parent)
+            .unwrap();
+        let uid = parent["metadata"]["uid"].as_str().unwrap().to_owned();
+        let limit = wait.then_some(Duration::from_secs(60));
+        let options = ControllerOptions::default()
+            .name("children")
+            .read_your_writes(limit);
+        let controller = Controller::<ConfigMap>::new(&factory, options).owns::<Secret>();
+        let cached = factory.informer::<Secret>().store();
+        let secrets: Api<Secret> = Api::namespaced(server.memory_client(), "shop");
+        let reconcile = move |cm: Cached<ConfigMap>, _: Arc<()>| {
+            let (cached, secrets) = (cached.clone(), secrets.clone());
+            async move {
+                let Cached::Present(parent) = cm else {
+                    return Ok::<_, kube::Error>(Action::Done);
+                };
+                let uid = parent.uid().unwrap_or_default();
+                let owned = |s: &Arc<Secret>| s.owner_references().iter().any(|o| o.uid == uid);
+                if cached.list().iter().filter(|s| owned(s)).count() >= CHILDREN {
+                    return Ok(Action::Done);
+                }
+                let child: Secret = serde_json::from_value(json!({"metadata": {
+                    "generateName": "child-",
+                    "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "parent",
+                                         "uid": uid, "controller": true}],
+                }}))
+                .unwrap();
+                let created = secrets.create(&PostParams::default(), &child).await?;
+                wrote(&created);
+                Ok(Action::RequeueAfter(Duration::from_millis(1)))
+            }
+        };
+        let children = || {
+            server
+                .list(&Gvr::core("secrets"))
+                .unwrap()
+                .iter()
+                .filter(|s| s["metadata"]["ownerReferences"][0]["uid"] == uid.as_str())
+                .count()
+        };
+        run_until(controller, reconcile, || children() >= CHILDREN).await;
+        if wait {
+            assert_eq!(children(), CHILDREN, "a child was created twice");
+        } else {
+            assert!(
+                children() > CHILDREN,
+                "without the wait, the lag should have caused duplicates ({})",
+                children()
+            );
+        }
+    }
+}
+
+/// A finalizer's cleanup runs once per object, with another writer changing each object
+/// during its cleanup (its event queues the key again, and the cache is 50 ms behind the
+/// finalizer's removal): 20 objects, one worker, every cleanup once. Without the wait, a
+/// cleanup runs again from the stale copy that still has the finalizer.
+#[tokio::test(start_paused = true)]
+async fn a_finalizer_cleans_up_once_under_a_concurrent_writer_and_a_lagging_cache() {
+    const OBJECTS: usize = 20;
+    const FINALIZER: &str = "example.com/once";
+    for wait in [false, true] {
+        let (server, factory) = lagging(1).await;
+        let cms = Gvr::core("configmaps");
+        for i in 0..OBJECTS {
+            let cm = json!({"metadata": {"name": format!("cm-{i}"), "finalizers": [FINALIZER]}});
+            server.create(&cms, Some("shop"), cm).unwrap();
+        }
+        let limit = wait.then_some(Duration::from_secs(60));
+        let options = ControllerOptions::default()
+            .name("cleanup")
+            .workers(1)
+            .read_your_writes(limit);
+        let controller = Controller::<ConfigMap>::new(&factory, options);
+        let api: Api<ConfigMap> = Api::namespaced(server.memory_client(), "shop");
+        let cleanups = Arc::new(Mutex::new(Vec::<String>::new()));
+        let log = cleanups.clone();
+        let reconcile = move |cm: Cached<ConfigMap>, _: Arc<()>| {
+            let (api, log) = (api.clone(), log.clone());
+            async move {
+                let Cached::Present(cm) = cm else {
+                    return Ok(Action::Done);
+                };
+                let writer = api.clone();
+                finalizer(&api, FINALIZER, cm, |event| async move {
+                    if let Event::Cleanup(cm) = event {
+                        log.lock().push(cm.name_any());
+                        // Someone else writes the object meanwhile (a label, an annotation).
+                        let patch = json!({"metadata": {"annotations": {"touched": "yes"}}});
+                        let params = PatchParams::default();
+                        writer
+                            .patch(&cm.name_any(), &params, &Patch::Merge(&patch))
+                            .await?;
+                    }
+                    Ok::<_, kube::Error>(Action::Done)
+                })
+                .await
+            }
+        };
+        // Every object terminating, held by the finalizer, before the controller starts.
+        for i in 0..OBJECTS {
+            server
+                .delete(&cms, Some("shop"), &format!("cm-{i}"))
+                .unwrap();
+        }
+        run_until(controller, reconcile, || {
+            server.list(&cms).unwrap().is_empty()
+        })
+        .await;
+        let mut counts = std::collections::BTreeMap::<String, usize>::new();
+        for name in cleanups.lock().iter() {
+            *counts.entry(name.clone()).or_default() += 1;
+        }
+        assert_eq!(counts.len(), OBJECTS, "every object cleaned up: {counts:?}");
+        let twice: Vec<_> = counts.iter().filter(|(_, n)| **n > 1).collect();
+        if wait {
+            assert!(twice.is_empty(), "cleaned up more than once: {twice:?}");
+        } else {
+            assert!(
+                !twice.is_empty(),
+                "without the wait, the lag should have run a cleanup twice"
+            );
+        }
+    }
+}
