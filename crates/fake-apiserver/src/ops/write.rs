@@ -273,9 +273,17 @@ impl Inner {
         value["metadata"]["resourceVersion"] = revision.to_string().into();
         let object = Arc::new(StoredObject::new(value, revision));
         if object.meta.deleting && !object.meta.has_finalizers {
-            // The last finalizer is gone: the deferred deletion completes.
+            // The last finalizer is gone: the deferred deletion completes. As kube-apiserver
+            // answers it: the object as written, at the resourceVersion it was stored with
+            // (the delete's own version is in the DELETED event, not in the answer).
             storage.commit(gvr, EventType::Deleted, object.clone());
             self.finish_namespace_if_empty(&mut storage, &object);
+            let mut answered: Value = serde_json::from_slice(&object.body).unwrap_or_default();
+            answered["metadata"]["resourceVersion"] = current.resource_version.to_string().into();
+            return Ok(Arc::new(StoredObject::new(
+                answered,
+                current.resource_version,
+            )));
         } else {
             storage.commit(gvr, EventType::Modified, object.clone());
         }
