@@ -12,7 +12,8 @@
 //!   helper records its own patches) against the key being reconciled;
 //! - before the next reconcile of that key, its worker waits until the cache of each written
 //!   kind has reached the resourceVersion the write returned (the object itself at that
-//!   version or later, or the cache's watch past it: a delete is then applied too);
+//!   version or later, or the cache's watch past it), or, for a write that deleted the
+//!   object (the last finalizer removed), until the cache no longer holds it;
 //! - the wait is bounded ([`ControllerOptions::read_your_writes`](super::ControllerOptions::read_your_writes),
 //!   5 s by default): past it the reconcile runs anyway, with a warning naming the key and
 //!   `controller_runtime_read_your_writes_timeouts_total` counting it.
@@ -45,6 +46,8 @@ pub(crate) struct Written {
     key: String,
     namespace: Option<String>,
     version: u64,
+    /// The write deleted the object (this UID): wait until the cache no longer has it.
+    deleted: Option<String>,
     at: Instant,
 }
 
@@ -84,11 +87,20 @@ pub fn wrote<K: Resource + 'static>(obj: &K) {
         Some(namespace) => format!("{namespace}/{name}"),
         None => name.to_owned(),
     };
+    // Being deleted with nothing left to wait for: this write (the last finalizer's
+    // removal) deleted it. kube-apiserver answers it at the version the object had before,
+    // so only its absence from the cache tells the deletion was seen. (A Pod in its grace
+    // period has a deletionGracePeriodSeconds above 0: it still exists.)
+    let deleted = (meta.deletion_timestamp.is_some()
+        && meta.finalizers.as_ref().is_none_or(Vec::is_empty)
+        && meta.deletion_grace_period_seconds.unwrap_or(0) == 0)
+        .then(|| meta.uid.clone().unwrap_or_default());
     let written = Written {
         type_id: TypeId::of::<K>(),
         key,
         namespace: meta.namespace.clone(),
         version,
+        deleted,
         at: Instant::now(),
     };
     let _ = WRITES.try_with(|writes| writes.lock().push(written));
@@ -207,6 +219,9 @@ fn choose<'a>(caches: &'a [Cache], written: &Written) -> Option<&'a Cache> {
 /// object's namespace) has passed that version. A cache that cannot tell (versions that are
 /// not numbers, a namespace it does not watch) is not waited for.
 async fn reach<T: Resource>(store: ReadOnlyStore<T>, written: Written) {
+    if let Some(uid) = &written.deleted {
+        return gone(&store, &written.key, uid).await;
+    }
     let version = written.version.to_string();
     let newer = |store: &ReadOnlyStore<T>| {
         store.get_by_key(&written.key).is_some_and(|obj| {
@@ -228,5 +243,26 @@ async fn reach<T: Resource>(store: ReadOnlyStore<T>, written: Written) {
     };
     if let Err(why) = reached {
         tracing::debug!(object = %written.key, %why, "cannot wait for this write in the cache");
+    }
+}
+
+/// Until `store` no longer holds the object `key` with `uid` (gone, or another object of
+/// the name), waking on each change of the cache.
+async fn gone<T: Resource>(store: &ReadOnlyStore<T>, key: &str, uid: &str) {
+    loop {
+        let held = store.get_by_key(key);
+        if held.is_none_or(|obj| obj.meta().uid.as_deref().unwrap_or_default() != uid) {
+            return;
+        }
+        let Ok(now) = store.resource_version().parse::<u64>() else {
+            return; // versions that are not numbers: cannot wait for the next change
+        };
+        if store
+            .wait_for_resource_version(&(now + 1).to_string())
+            .await
+            .is_err()
+        {
+            return;
+        }
     }
 }
