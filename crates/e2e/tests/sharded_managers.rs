@@ -4,7 +4,8 @@
 //! takes its share through the drain handover, a replica partitioned from its Lease stops
 //! before its objects are handed on — and, with objects changing all along and reconciles
 //! slow on the shards objects leave, an instrumented reconcile shows that no object is ever
-//! reconciled by two replicas at once (a direct move instead of the drain fails it).
+//! reconciled by two replicas at once (a direct move instead of the drain fails it), also
+//! when someone else moves an object's label to another live shard mid-reconcile.
 
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
@@ -239,6 +240,51 @@ async fn sharded_managers_split_take_over_and_never_reconcile_one_object_twice_a
         let n = three.values().filter(|s| *s == shard).count();
         assert!(n > OBJECTS / 6, "{shard} holds {n} of {OBJECTS}");
     }
+
+    // Someone else moves labels (`kubectl label --overwrite`, a GitOps tool): while an
+    // object's reconcile runs on its shard, its label is set to another live shard, ten
+    // times. No other shard starts on it, and every object ends where the ring puts it.
+    ledger.lock().slow = three.keys().cloned().collect();
+    let shard = shard_label("web");
+    for edit in 0..10 {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        let (key, holder) = loop {
+            let running = ledger
+                .lock()
+                .running
+                .iter()
+                .next()
+                .map(|(k, r)| (k.clone(), r.clone()));
+            if let Some(running) = running {
+                break running;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "no reconcile ran");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        };
+        let others: Vec<&str> = ["a", "b", "c"]
+            .into_iter()
+            .filter(|s| *s != holder)
+            .collect();
+        let moved = json!({"metadata": {"labels": {&shard: others[edit % 2]}}});
+        api.patch(&key, &Default::default(), &kube::api::Patch::Merge(&moved))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let restored = settled(&backend, &ledger, &[("a", &a), ("b", &b), ("c", &c)]).await;
+    assert_eq!(
+        restored,
+        three,
+        "{}: an edited label stayed",
+        backend.name()
+    );
+    assert!(
+        ledger.lock().overlaps.is_empty(),
+        "{}: a moved label gave two replicas one object: {:?}",
+        backend.name(),
+        ledger.lock().overlaps
+    );
+    ledger.lock().slow.clear();
 
     // Kill c: its manager's future is dropped, its Lease left to expire.
     c.task.abort();

@@ -17,7 +17,7 @@ use kube::{
 use kube_informer::factory::{FactoryOptions, SharedInformerFactory};
 use kube_informer_runtime::{
     controller::{Action, Cached, Controller, ControllerOptions},
-    sharding::{drain_label, reconcile_sharded, shard_label, shard_selectors},
+    sharding::{drain_label, holder_annotation, reconcile_sharded, shard_label, shard_selectors},
 };
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -26,13 +26,13 @@ use tokio_util::sync::CancellationToken;
 async fn a_shard_reconciles_its_own_lets_go_of_drained_and_tells_moves_from_deletions() {
     let server = server().await;
     let cms = Gvr::core("configmaps");
-    let label = shard_label("web");
+    let (label, holder) = (shard_label("web"), holder_annotation("web"));
     for i in 0..6 {
         server
             .create(
                 &cms,
                 Some("shop"),
-                json!({"metadata": {"name": format!("cm-{i}"), "labels": {&label: "a"}}}),
+                json!({"metadata": {"name": format!("cm-{i}"), "labels": {&label: "a"}, "annotations": {&holder: "a"}}}),
             )
             .unwrap();
     }
@@ -41,7 +41,7 @@ async fn a_shard_reconciles_its_own_lets_go_of_drained_and_tells_moves_from_dele
         .create(
             &cms,
             Some("shop"),
-            json!({"metadata": {"name": "other", "labels": {&label: "b"}}}),
+            json!({"metadata": {"name": "other", "labels": {&label: "b"}, "annotations": {&holder: "b"}}}),
         )
         .unwrap();
 
@@ -207,12 +207,12 @@ fn run_shard(
 async fn only_the_shard_that_held_a_deleted_object_reconciles_its_deletion() {
     let server = server().await;
     let (cms, secrets) = (Gvr::core("configmaps"), Gvr::core("secrets"));
-    let label = shard_label("web");
+    let (label, holder) = (shard_label("web"), holder_annotation("web"));
     let owner = server
         .create(
             &cms,
             Some("shop"),
-            json!({"metadata": {"name": "owner", "labels": {&label: "a"}}}),
+            json!({"metadata": {"name": "owner", "labels": {&label: "a"}, "annotations": {&holder: "a"}}}),
         )
         .unwrap();
     let reference = json!({"apiVersion": "v1", "kind": "ConfigMap", "name": "owner",
@@ -228,7 +228,7 @@ async fn only_the_shard_that_held_a_deleted_object_reconciles_its_deletion() {
         .create(
             &cms,
             Some("shop"),
-            json!({"metadata": {"name": "sentinel", "labels": {&label: "b"}}}),
+            json!({"metadata": {"name": "sentinel", "labels": {&label: "b"}, "annotations": {&holder: "b"}}}),
         )
         .unwrap();
     let client = server.client().unwrap();
@@ -249,7 +249,7 @@ async fn only_the_shard_that_held_a_deleted_object_reconciles_its_deletion() {
             &secrets,
             Some("shop"),
             "child",
-            json!({"metadata": {"labels": {&label: "b"}}}),
+            json!({"metadata": {"labels": {&label: "b"}, "annotations": {&holder: "b"}}}),
         )
         .unwrap();
     // A sentinel change after the move: b's one worker takes its queue in order.

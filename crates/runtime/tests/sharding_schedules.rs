@@ -127,6 +127,36 @@ fn a_killed_replicas_objects_move_within_the_lease_duration_and_five_seconds() {
     }
 }
 
+/// Someone else moves the shard label of objects being reconciled (to another live shard,
+/// mostly: the one move the drain used not to cover), ten times: no object is ever
+/// reconciled by two replicas at once, and each ends where the ring puts it.
+#[test]
+fn labels_someone_else_moves_never_give_one_object_to_two_replicas() {
+    let _ = kube_informer::list_watch::set_decoding_threads(0);
+    for seed in [5, 6, 7] {
+        paused(async move {
+            let mut world = World::new(seed, Rng(seed), Timing::defaults()).await;
+            world.populate(30).await;
+            for slot in 0..3 {
+                world.start(slot).await;
+            }
+            world.settle("3 replicas").await;
+            let mut edits = 0;
+            while edits < 10 {
+                world.churn();
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                if world.foreign_label() {
+                    edits += 1;
+                    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+                }
+            }
+            world.settle("after 10 foreign label edits").await;
+            world.kill_all().await;
+            world.check();
+        });
+    }
+}
+
 /// Runs `test` on a fresh runtime with a paused clock.
 fn paused(test: impl std::future::Future<Output = ()>) {
     tokio::runtime::Builder::new_current_thread()

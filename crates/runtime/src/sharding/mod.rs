@@ -56,6 +56,14 @@
 //!   is the new shard named. A *dead* shard's objects move at once (it stopped first).
 //!   [`reconcile_sharded`] does the shard's half around the unchanged reconcile, and never
 //!   takes an object that moved away for a deleted one.
+//! - **Only the sharder hands objects over**: the sharder names each object's holder in an
+//!   annotation it alone writes ([`holder_annotation`]), with the label; a shard reconciles
+//!   an object only when the label *and* the holder name it. A label someone else changes
+//!   (`kubectl label --overwrite`, a GitOps tool, a re-applied manifest) gives the object
+//!   to nobody new: its holder no longer selects it, the shard the label names does not
+//!   hold it, and the sharder puts the label back on the holder's event ([`Step::Hold`]).
+//!   Objects labelled without a holder (at creation, by an older sharder) are adopted as
+//!   labelled.
 //!
 //! Tested on fake-apiserver and kube-apiserver (the e2e crate's `sharding.rs` and
 //! `sharded_managers.rs`): disjoint caches whose union is everything,
@@ -85,6 +93,6 @@ pub use self::{
     rounds::{Round, ShardedKind},
     sharder::{
         Applied, Move, Placement, Sharder, Standing, Step, acknowledge_drain, drain_label,
-        shard_label, shard_selectors, standing,
+        holder_annotation, shard_label, shard_selectors, standing,
     },
 };

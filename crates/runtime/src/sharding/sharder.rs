@@ -22,6 +22,16 @@ pub fn drain_label(ring: &str) -> String {
     format!("drain.kube-informer.dev/{ring}")
 }
 
+/// The annotation naming the shard that holds an object in `ring`:
+/// `holder.kube-informer.dev/<ring>`. Only the sharder writes it (with the label, when it
+/// assigns an object), and a shard reconciles an object only when the shard label *and*
+/// this annotation name it: a label someone else changed (`kubectl label --overwrite`, a
+/// GitOps tool, a re-applied manifest) does not hand the object to another shard while its
+/// holder may still reconcile it; the sharder puts the label back (see [`Step::Hold`]).
+pub fn holder_annotation(ring: &str) -> String {
+    format!("holder.kube-informer.dev/{ring}")
+}
+
 /// The selectors of `shard`'s objects in `ring`, for its informers: the API server then
 /// sends each replica its own objects only (its cache, its watch traffic and its
 /// reconciles are ~1/N).
@@ -55,6 +65,11 @@ pub enum Step {
     /// Ask its live shard to let go of it first ([`drain_label`]); once that shard has
     /// acknowledged ([`acknowledge_drain`]: both labels removed) the next round assigns it.
     Drain,
+    /// Label it for the live shard that holds it, and name that shard its holder
+    /// ([`holder_annotation`]), leaving a drain as it is: someone else moved or removed
+    /// the label (it is put back, the holder never changed), or it was labelled without a
+    /// holder (at creation, or by an older sharder) and is adopted as labelled.
+    Hold,
 }
 
 /// One object to relabel: it belongs to `to`, and is labelled `from` now.
@@ -69,7 +84,7 @@ pub struct Move {
     pub resource_version: Option<String>,
     /// The shard it is labelled with now.
     pub from: Option<String>,
-    /// The shard that owns it.
+    /// The shard that owns it (for [`Step::Hold`], the one that holds it).
     pub to: String,
     /// What is written now.
     pub step: Step,
@@ -113,6 +128,7 @@ pub struct Sharder {
     ring: String,
     label: String,
     drain: String,
+    holder: String,
 }
 
 impl Sharder {
@@ -122,6 +138,7 @@ impl Sharder {
         Self {
             label: shard_label(&ring),
             drain: drain_label(&ring),
+            holder: holder_annotation(&ring),
             ring,
         }
     }
@@ -158,25 +175,22 @@ impl Sharder {
                 }?;
                 let to = ring.shard_for(key.as_str())?;
                 let labels = meta.labels.as_ref();
-                let from = labels.and_then(|l| l.get(&self.label));
+                let from = labels.and_then(|l| l.get(&self.label)).map(String::as_str);
                 let draining = labels.is_some_and(|l| l.contains_key(&self.drain));
-                let step = match from {
-                    Some(from) if from == to => return None,
-                    Some(from) if ring.contains(from) && placement == Placement::Own => {
-                        if draining {
-                            // Its live shard is letting go of it: wait for that.
-                            return None;
-                        }
-                        Step::Drain
+                let (step, to) = match placement {
+                    // A child is not reconciled (its owner is): it follows its owner at once.
+                    Placement::Controller if from == Some(to) => return None,
+                    Placement::Controller => (Step::Assign, to),
+                    Placement::Own => {
+                        let held = meta.annotations.as_ref().and_then(|a| a.get(&self.holder));
+                        own_step(ring, held.map(String::as_str), from, draining, to)?
                     }
-                    // No shard, a dead one (also one that died while draining), or a child.
-                    _ => Step::Assign,
                 };
                 Some(Move {
                     namespace: meta.namespace.clone(),
                     name: meta.name.clone().unwrap_or_default(),
                     resource_version: meta.resource_version.clone(),
-                    from: from.cloned(),
+                    from: from.map(str::to_owned),
                     to: to.to_owned(),
                     step,
                 })
@@ -227,13 +241,21 @@ impl Sharder {
             Some(namespace) => Api::namespaced_with(client.clone(), namespace, resource),
             None => Api::all_with(client.clone(), resource),
         };
-        let labels = match step.step {
-            Step::Assign => serde_json::json!({ &self.label: step.to, &self.drain: null }),
-            Step::Drain => serde_json::json!({ &self.drain: "true" }),
-        };
-        let patch = serde_json::json!({
-            "metadata": { "resourceVersion": step.resource_version, "labels": labels }
+        let mut patch = serde_json::json!({
+            "metadata": { "resourceVersion": step.resource_version }
         });
+        let metadata = &mut patch["metadata"];
+        match step.step {
+            Step::Assign => {
+                metadata["labels"] = serde_json::json!({ &self.label: step.to, &self.drain: null });
+                metadata["annotations"] = serde_json::json!({ &self.holder: step.to });
+            }
+            Step::Drain => metadata["labels"] = serde_json::json!({ &self.drain: "true" }),
+            Step::Hold => {
+                metadata["labels"] = serde_json::json!({ &self.label: step.to });
+                metadata["annotations"] = serde_json::json!({ &self.holder: step.to });
+            }
+        }
         match api
             .patch(&step.name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
@@ -251,12 +273,46 @@ impl Sharder {
     }
 }
 
+/// What to write on an object a shard reconciles ([`Placement::Own`]), held by `held`,
+/// labelled `from`, that the ring puts on `to`; `None`: nothing.
+fn own_step<'a>(
+    ring: &Ring,
+    held: Option<&'a str>,
+    from: Option<&'a str>,
+    draining: bool,
+    to: &'a str,
+) -> Option<(Step, &'a str)> {
+    match held {
+        // Its live holder may be reconciling it: only a drain hands it over. A label that
+        // does not name the holder was changed by someone else: put back.
+        Some(holder) if ring.contains(holder) => {
+            if from != Some(holder) {
+                Some((Step::Hold, holder))
+            } else if holder == to || draining {
+                None // where it belongs, or its holder is letting go of it
+            } else {
+                Some((Step::Drain, to))
+            }
+        }
+        // Its holder is dead (its Lease expired: it stopped reconciling a margin before).
+        Some(_) => Some((Step::Assign, to)),
+        None => match from {
+            // Labelled, never held: nobody reconciles it, so it is adopted as labelled (a
+            // later round drains it if the ring puts it elsewhere).
+            Some(from) if ring.contains(from) => Some((Step::Hold, from)),
+            // No shard, or a dead one.
+            _ => Some((Step::Assign, to)),
+        },
+    }
+}
+
 /// Where an object stands for one shard of a ring.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Standing {
-    /// Labelled for this shard: reconcile it.
+    /// Labelled for this shard and held by it: reconcile it.
     Mine,
-    /// Labelled for this shard, which is asked to let go of it: reconcile it no more and
+    /// Labelled for and held by this shard, which is asked to let go of it: reconcile it
+    /// no more and
     /// [`acknowledge_drain`] once no reconcile of it runs.
     Draining,
     /// Not this shard's (another's, or none yet): leave it alone. An object that an
@@ -268,18 +324,25 @@ pub enum Standing {
 ///
 /// ```
 /// use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-/// use kube_informer_runtime::sharding::{Standing, shard_label, standing};
+/// use kube_informer_runtime::sharding::{Standing, holder_annotation, shard_label, standing};
 ///
 /// let mut meta = ObjectMeta::default();
 /// assert_eq!(standing(&meta, "web", "a"), Standing::Elsewhere);
 /// meta.labels = Some([(shard_label("web"), "a".to_owned())].into());
+/// assert_eq!(standing(&meta, "web", "a"), Standing::Elsewhere, "labelled, not held yet");
+/// meta.annotations = Some([(holder_annotation("web"), "a".to_owned())].into());
 /// assert_eq!(standing(&meta, "web", "a"), Standing::Mine);
+/// assert_eq!(standing(&meta, "web", "b"), Standing::Elsewhere);
+/// // Someone else moves the label to b: b does not take it while a holds it.
+/// meta.labels = Some([(shard_label("web"), "b".to_owned())].into());
 /// assert_eq!(standing(&meta, "web", "b"), Standing::Elsewhere);
 /// ```
 pub fn standing(meta: &ObjectMeta, ring: &str, shard: &str) -> Standing {
     let labels = meta.labels.as_ref();
+    let holder = meta.annotations.as_ref();
+    let holder = holder.and_then(|a| a.get(&holder_annotation(ring)));
     match labels.and_then(|l| l.get(&shard_label(ring))) {
-        Some(owner) if owner == shard => {
+        Some(owner) if owner == shard && holder.is_some_and(|h| h == shard) => {
             if labels.is_some_and(|l| l.contains_key(&drain_label(ring))) {
                 Standing::Draining
             } else {
@@ -290,7 +353,8 @@ pub fn standing(meta: &ObjectMeta, ring: &str, shard: &str) -> Standing {
     }
 }
 
-/// The old shard's half of a handover: removes the shard and drain labels of `object`
+/// The old shard's half of a handover: removes the shard and drain labels (and the holder
+/// annotation) of `object`
 /// (guarded by its resourceVersion), which lets the sharder assign it elsewhere. Call it
 /// only once no reconcile of the object runs on this shard. `Ok(false)`: the object
 /// changed or went away meanwhile (look again when it comes back).
@@ -310,6 +374,7 @@ pub async fn acknowledge_drain<K: Resource>(
         "metadata": {
             "resourceVersion": meta.resource_version,
             "labels": { shard_label(ring): null, drain_label(ring): null },
+            "annotations": { holder_annotation(ring): null },
         }
     });
     let name = meta.name.as_deref().unwrap_or_default();
@@ -332,8 +397,17 @@ mod tests {
 
     use super::*;
 
-    /// A config map labelled `shard` (and draining), whose key the ring places on `owner`.
+    /// A config map labelled and held by `shard` (and draining).
     fn cm(name: &str, shard: Option<&str>, draining: bool) -> ConfigMap {
+        let mut cm = labelled(name, shard, draining);
+        if let Some(shard) = shard {
+            cm.metadata.annotations = Some([(holder_annotation("web"), shard.to_owned())].into());
+        }
+        cm
+    }
+
+    /// A config map labelled `shard` (and draining), without a holder.
+    fn labelled(name: &str, shard: Option<&str>, draining: bool) -> ConfigMap {
         let mut cm = ConfigMap::default();
         cm.metadata.namespace = Some("ns".into());
         cm.metadata.name = Some(name.into());
@@ -404,6 +478,48 @@ mod tests {
     }
 
     #[test]
+    fn a_label_someone_else_changed_is_put_back_while_its_holder_lives() {
+        let ring = Ring::new(["a", "b"]);
+        let on_a = name_on(&ring, "a");
+        let holder = |shard: &str| Some([(holder_annotation("web"), shard.to_owned())].into());
+        let hold = |to: &str| vec![(to.to_owned(), Step::Hold)];
+        // Held by a, relabelled b (kubectl label --overwrite): the label goes back to a.
+        let mut moved = labelled(&on_a, Some("b"), false);
+        moved.metadata.annotations = holder("a");
+        assert_eq!(steps(&ring, &[moved.clone()], Placement::Own), hold("a"));
+        // The same with the label removed, emptied, or naming a dead shard.
+        for label in [None, Some(""), Some("gone")] {
+            let mut edited = labelled(&on_a, label, false);
+            edited.metadata.annotations = holder("a");
+            assert_eq!(
+                steps(&ring, &[edited], Placement::Own),
+                hold("a"),
+                "{label:?}"
+            );
+        }
+        // Relabelled while a drains it: put back, the drain kept (a still acknowledges).
+        let mut draining = labelled(&on_a, Some("b"), true);
+        draining.metadata.annotations = holder("a");
+        assert_eq!(steps(&ring, &[draining], Placement::Own), hold("a"));
+        // Held by a dead shard: assigned where the ring puts it, label and holder.
+        let mut dead = labelled(&on_a, Some("b"), false);
+        dead.metadata.annotations = holder("gone");
+        assert_eq!(
+            steps(&ring, &[dead], Placement::Own),
+            [("a".to_owned(), Step::Assign)]
+        );
+        // Labelled b and never held (at creation, by an older sharder): adopted by b,
+        // then drained to a like any other.
+        assert_eq!(
+            steps(&ring, &[labelled(&on_a, Some("b"), false)], Placement::Own),
+            hold("b")
+        );
+        // Neither b nor a reconciles an object b's label names but a holds.
+        assert_eq!(standing(&moved.metadata, "web", "b"), Standing::Elsewhere);
+        assert_eq!(standing(&moved.metadata, "web", "a"), Standing::Elsewhere);
+    }
+
+    #[test]
     fn a_child_follows_its_controller_at_once() {
         let ring = Ring::new(["a", "b"]);
         let owner = name_on(&ring, "b");
@@ -428,7 +544,7 @@ mod tests {
     }
 
     #[test]
-    fn standing_reads_the_two_labels() {
+    fn standing_reads_the_two_labels_and_the_holder() {
         let mine = cm("x", Some("a"), false);
         assert_eq!(standing(&mine.metadata, "web", "a"), Standing::Mine);
         assert_eq!(

@@ -12,8 +12,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use kube::{Resource, api::ApiResource, core::DynamicResourceScope};
 use serde::{Deserialize, Deserializer};
 
-/// An object as the sharder knows it: name, namespace, resourceVersion, the ring's labels
-/// and the controller reference.
+/// An object as the sharder knows it: name, namespace, resourceVersion, the ring's labels,
+/// its holder annotations and the controller reference.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Placed {
     metadata: ObjectMeta,
@@ -33,7 +33,43 @@ struct WireMeta {
     namespace: Option<String>,
     resource_version: Option<String>,
     labels: Option<BTreeMap<String, String>>,
+    annotations: Option<Holders>,
     owner_references: Option<Vec<WireOwner>>,
+}
+
+/// Of the annotations, the holders' only ([`holder_annotation`](super::holder_annotation)
+/// of every ring): the others (a `last-applied-configuration` can be most of an object)
+/// are skipped unread.
+#[derive(Default)]
+struct Holders(BTreeMap<String, String>);
+
+impl<'de> Deserialize<'de> for Holders {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = Holders;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a map of annotations")
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Holders, A::Error> {
+                let mut kept = BTreeMap::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    if key.starts_with(HOLDER) {
+                        kept.insert(key, map.next_value::<String>()?);
+                    } else {
+                        map.next_value::<serde::de::IgnoredAny>()?;
+                    }
+                }
+                Ok(Holders(kept))
+            }
+        }
+        deserializer.deserialize_map(Visitor)
+    }
 }
 
 #[derive(Deserialize)]
@@ -49,6 +85,9 @@ struct WireOwner {
 /// The label prefixes kept: the shard and drain labels of every ring (the sharder of one
 /// ring reads its own; a few others cost nothing).
 const KEPT: [&str; 2] = ["shard.kube-informer.dev/", "drain.kube-informer.dev/"];
+
+/// The annotation prefix kept: the holders of every ring.
+const HOLDER: &str = "holder.kube-informer.dev/";
 
 impl<'de> Deserialize<'de> for Placed {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -79,6 +118,7 @@ impl<'de> Deserialize<'de> for Placed {
                 namespace: meta.namespace,
                 resource_version: meta.resource_version,
                 labels,
+                annotations: meta.annotations.map(|h| h.0).filter(|h| !h.is_empty()),
                 owner_references,
                 ..ObjectMeta::default()
             },
@@ -161,5 +201,23 @@ mod tests {
         let owners = meta.owner_references.as_ref().unwrap();
         assert_eq!((owners.len(), owners[0].kind.as_str()), (1, "ReplicaSet"));
         assert!(meta.annotations.is_none() && meta.managed_fields.is_none() && meta.uid.is_none());
+    }
+
+    #[test]
+    fn the_holders_are_kept_of_the_annotations() {
+        let item = serde_json::json!({"metadata": {"name": "web-0", "annotations": {
+            "kubectl.kubernetes.io/last-applied-configuration": "{\"big\": true}",
+            "holder.kube-informer.dev/web": "a",
+            "holder.kube-informer.dev/api": "b",
+        }}});
+        let placed: Placed = serde_json::from_value(item).unwrap();
+        let annotations = placed.meta().annotations.clone().unwrap();
+        assert_eq!(
+            annotations.into_iter().collect::<Vec<_>>(),
+            [
+                ("holder.kube-informer.dev/api".to_owned(), "b".to_owned()),
+                ("holder.kube-informer.dev/web".to_owned(), "a".to_owned())
+            ]
+        );
     }
 }

@@ -364,7 +364,7 @@ impl World {
     }
 
     pub(crate) async fn step(&mut self) {
-        let action = self.rng.below(11);
+        let action = self.rng.below(12);
         trace(format_args!("action {action} slots {:?}", self.slots));
         match action {
             0 => {
@@ -405,14 +405,59 @@ impl World {
                 let name = format!("cm-{:03}", self.rng.below(self.objects as u64));
                 let _ = self.server.delete(&cms(), Some(NS), &name);
             }
-            _ => {
-                for _ in 0..=self.rng.below(5) {
-                    let name = format!("cm-{:03}", self.rng.below(self.objects as u64));
-                    let patch = json!({"data": {"n": self.rng.next().to_string()}});
-                    let _ = self.server.patch(&cms(), Some(NS), &name, patch);
-                }
+            9 => {
+                self.foreign_label();
             }
+            _ => self.churn(),
         }
+    }
+
+    /// Changes up to 5 random objects (their reconciles run, some for seconds).
+    pub(crate) fn churn(&mut self) {
+        for _ in 0..=self.rng.below(5) {
+            let name = format!("cm-{:03}", self.rng.below(self.objects as u64));
+            let patch = json!({"data": {"n": self.rng.next().to_string()}});
+            let _ = self.server.patch(&cms(), Some(NS), &name, patch);
+        }
+    }
+
+    /// Someone else rewrites the shard label of an object a replica is reconciling right
+    /// now, as `kubectl label --overwrite`, a GitOps tool or a re-applied manifest would: to
+    /// another live shard (most often), away, empty, or to a dead shard's name. `false`
+    /// when nothing is being reconciled.
+    pub(crate) fn foreign_label(&mut self) -> bool {
+        let running: Vec<(String, usize)> = {
+            let ledger = self.ledger.lock();
+            ledger
+                .running
+                .iter()
+                .map(|(k, l)| (k.clone(), *l))
+                .collect()
+        };
+        if running.is_empty() {
+            return false;
+        }
+        let (key, life) = running[self.rng.below(running.len() as u64) as usize].clone();
+        let holder = self.lives[life].shard.clone();
+        let others: Vec<String> = self
+            .slots
+            .iter()
+            .flatten()
+            .map(|&id| self.lives[id].shard.clone())
+            .filter(|s| *s != holder)
+            .collect();
+        let label = match self.rng.below(6) {
+            0 => Value::Null,
+            1 => json!(""),
+            2 => json!("s9"),
+            _ if others.is_empty() => json!("s9"),
+            _ => json!(others[self.rng.below(others.len() as u64) as usize]),
+        };
+        trace(format_args!(
+            "someone labels {key} (held by {holder}) {label}"
+        ));
+        let patch = json!({"metadata": {"labels": {shard_label(RING): label}}});
+        self.server.patch(&cms(), Some(NS), &key, patch).is_ok()
     }
 
     fn heal(&mut self, id: usize) {
