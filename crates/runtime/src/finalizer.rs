@@ -115,7 +115,7 @@ pub async fn finalizer<K, E, F, Fut>(
     reconcile: F,
 ) -> Result<Action, FinalizerError<E>>
 where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + 'static,
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     F: FnOnce(Event<K>) -> Fut,
     Fut: Future<Output = Result<Action, E>>,
 {
@@ -171,7 +171,7 @@ async fn remove_finalizer<K>(
     finalizer: &str,
 ) -> Result<(), kube::Error>
 where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + 'static,
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
 {
     let mut finalizers = obj.finalizers().to_vec();
     let mut attempt = 0;

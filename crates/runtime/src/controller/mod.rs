@@ -42,7 +42,8 @@
 //! `controller_runtime_read_your_writes_timeouts_total`). Only kinds the controller caches
 //! (its own, those it owns or watches) are waited for, and only writes made on the
 //! reconcile's own task are recorded (not from tasks it spawns). Within one reconcile, a
-//! write is not in the cache yet: use the object the API server returned.
+//! write is not in the cache yet: read through an [`OwnReader`], which puts the
+//! reconcile's own writes in place of older cached copies.
 //!
 //! ```no_run
 //! use std::{sync::Arc, time::Duration};
@@ -81,6 +82,7 @@ mod expectations;
 mod metrics;
 mod new;
 mod options;
+mod own_reader;
 mod own_writes;
 pub mod predicate;
 mod reconcile;
@@ -109,6 +111,7 @@ pub use self::{
     expectations::{EXPECTATIONS_TIMEOUT, Expectations},
     metrics::ControllerMetrics,
     options::{Action, ControllerOptions},
+    own_reader::OwnReader,
     own_writes::wrote,
     predicate::Predicate,
     relate::Relation,

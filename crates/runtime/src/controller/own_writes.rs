@@ -23,7 +23,7 @@
 //! recorded; versions that are not numbers (not kube-apiserver's) are not compared.
 
 use std::{
-    any::TypeId,
+    any::{Any, TypeId},
     collections::HashMap,
     sync::Arc,
     time::{Duration, Instant},
@@ -48,6 +48,9 @@ pub(crate) struct Written {
     version: u64,
     /// The write deleted the object (this UID): wait until the cache no longer has it.
     deleted: Option<String>,
+    /// The object as written, for [`OwnReader`](super::OwnReader) within the reconcile
+    /// (dropped once the reconcile ended).
+    object: Option<Arc<dyn Any + Send + Sync>>,
     at: Instant,
 }
 
@@ -71,7 +74,7 @@ pub(crate) struct Written {
 ///     Ok(Action::Done)
 /// }
 /// ```
-pub fn wrote<K: Resource + 'static>(obj: &K) {
+pub fn wrote<K: Resource + Clone + Send + Sync + 'static>(obj: &K) {
     let meta = obj.meta();
     let Some(version) = meta
         .resource_version
@@ -101,9 +104,29 @@ pub fn wrote<K: Resource + 'static>(obj: &K) {
         namespace: meta.namespace.clone(),
         version,
         deleted,
+        object: Some(Arc::new(obj.clone())),
         at: Instant::now(),
     };
     let _ = WRITES.try_with(|writes| writes.lock().push(written));
+}
+
+/// The `K` objects the running reconcile wrote, oldest first: (key, the object as written,
+/// or `None` if the write deleted it, its version). Empty outside a reconcile.
+pub(crate) fn written<K: Send + Sync + 'static>() -> Vec<(String, Option<Arc<K>>, u64)> {
+    WRITES
+        .try_with(|writes| {
+            writes
+                .lock()
+                .iter()
+                .filter(|w| w.type_id == TypeId::of::<K>())
+                .filter_map(|w| {
+                    let object = w.object.clone()?.downcast::<K>().ok()?;
+                    let kept = w.deleted.is_none().then_some(object);
+                    Some((w.key.clone(), kept, w.version))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Runs `future` (one reconcile) with its writes recorded in `writes`.
@@ -171,8 +194,11 @@ impl OwnWrites {
     }
 
     /// Keeps the writes of a reconcile of `key` for its next reconcile.
-    pub(crate) fn record(&self, key: &ObjectKey, writes: Vec<Written>) {
+    pub(crate) fn record(&self, key: &ObjectKey, mut writes: Vec<Written>) {
         let Some(limit) = self.limit else { return };
+        for write in &mut writes {
+            write.object = None; // only the running reconcile reads them
+        }
         let mut pending = self.pending.lock();
         // Keys never reconciled again: what they wrote long ago is of no use.
         pending.retain(|_, w| w.iter().any(|w| w.at.elapsed() < limit * 10));
