@@ -1,7 +1,8 @@
 //! Stops that must keep their word whatever still runs, on a paused clock: a stop with a
 //! hung reconcile and a hung Lease store returns by the shutdown deadline; a second stop
-//! (the second SIGTERM) during the drain returns at once. Either way the hung reconcile is
-//! dropped, not leaked.
+//! (the second SIGTERM) during the drain returns at once; a leadership lost and taken again
+//! before the manager looks (the `leading` watch keeps only the newest value) stops it as
+//! any loss does. Each time the hung reconcile is dropped, not leaked.
 
 mod common;
 
@@ -13,14 +14,17 @@ use std::{
     time::Duration,
 };
 
+use futures_util::future::BoxFuture;
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube_informer::{factory::InformerSpec, list_watch::MemorySource};
 use kube_informer_runtime::{
     controller::{Action, Cached, ControllerOptions},
     leader_election::LeaderElectionConfig,
-    lease::MemoryLeases,
-    manager::{Manager, ManagerOptions},
+    lease::{LeaseStore, MemoryLeases},
+    manager::{Manager, ManagerError, ManagerOptions},
 };
+use parking_lot::Mutex;
 use serde_json::json;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -44,7 +48,7 @@ impl Drop for Dropped {
 async fn a_stop_keeps_its_deadline_with_a_hung_reconcile_and_a_hung_api_server() {
     let leases = Arc::new(MemoryLeases::default());
     let timeout = Duration::from_secs(4);
-    let (manager, started, dropped) = hung_manager(&leases, timeout).await;
+    let (manager, started, dropped) = hung_manager(leases.clone(), elected(), timeout).await;
     let stop = CancellationToken::new();
     let running = tokio::spawn(manager.run_until(stop.clone(), CancellationToken::new()));
     while !started.load(Ordering::SeqCst) {
@@ -72,24 +76,29 @@ async fn a_stop_keeps_its_deadline_with_a_hung_reconcile_and_a_hung_api_server()
     );
 }
 
-/// A manager leading on in-memory Leases, with one controller whose reconcile never ends:
-/// (manager, the reconcile started, its future dropped).
+/// The election of [`hung_manager`]s: the defaults, one candidate.
+fn elected() -> LeaderElectionConfig {
+    LeaderElectionConfig::new("hung")
+        .namespace("shop")
+        .identity("only")
+}
+
+/// A manager elected with `election` on `leases`, with one controller whose reconcile never
+/// ends: (manager, the reconcile started, its future dropped).
 async fn hung_manager(
-    leases: &Arc<MemoryLeases>,
+    leases: Arc<dyn LeaseStore>,
+    election: LeaderElectionConfig,
     timeout: Duration,
 ) -> (Manager, Arc<AtomicBool>, Arc<AtomicBool>) {
     let source = MemorySource::<ConfigMap>::default();
     source.add(
         serde_json::from_value(json!({"metadata": {"name": "a", "namespace": "shop"}})).unwrap(),
     );
-    let election = LeaderElectionConfig::new("hung")
-        .namespace("shop")
-        .identity("only");
     let options = ManagerOptions::default()
         .no_endpoints()
         .shutdown_timeout(timeout)
         .leader_election(election)
-        .lease_store(leases.clone());
+        .lease_store(leases);
     let nowhere = kube::Config::new("http://127.0.0.1:1".parse().unwrap());
     let mut manager = Manager::new(kube::Client::try_from(nowhere).unwrap(), options)
         .await
@@ -126,7 +135,8 @@ async fn hung_manager(
 #[tokio::test(start_paused = true)]
 async fn a_second_stop_during_the_drain_returns_at_once() {
     let leases = Arc::new(MemoryLeases::default());
-    let (manager, started, dropped) = hung_manager(&leases, Duration::from_secs(60)).await;
+    let election = elected();
+    let (manager, started, dropped) = hung_manager(leases, election, Duration::from_secs(60)).await;
     let (stop, force) = (CancellationToken::new(), CancellationToken::new());
     let running = tokio::spawn(manager.run_until(stop.clone(), force.clone()));
     while !started.load(Ordering::SeqCst) {
@@ -146,4 +156,114 @@ async fn a_second_stop_during_the_drain_returns_at_once() {
         dropped.load(Ordering::SeqCst),
         "the hung reconcile was leaked"
     );
+}
+
+const RENEW_DEADLINE: Duration = Duration::from_secs(5);
+
+/// Leases in memory, cut off from the moment [`cut`](Self::cut) is called until exactly
+/// the renew deadline of the last write that got through: the elector steps down at that
+/// instant and its first attempt to take the Lease again (in the same poll, the store
+/// answering at once) succeeds.
+#[derive(Default)]
+struct CutUntilTheDeadline {
+    inner: MemoryLeases,
+    last_write: Mutex<Option<Instant>>,
+    cut_until: Mutex<Option<Instant>>,
+}
+
+impl CutUntilTheDeadline {
+    fn cut(&self) {
+        let last = self.last_write.lock().expect("a Lease was written");
+        *self.cut_until.lock() = Some(last + RENEW_DEADLINE);
+    }
+
+    fn check(&self) -> Result<(), kube::Error> {
+        match *self.cut_until.lock() {
+            Some(until) if Instant::now() < until => {
+                Err(kube::Error::Service("cut off from the Leases".into()))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn wrote<T>(&self, result: Result<T, kube::Error>) -> Result<T, kube::Error> {
+        if result.is_ok() {
+            *self.last_write.lock() = Some(Instant::now());
+        }
+        result
+    }
+}
+
+impl LeaseStore for CutUntilTheDeadline {
+    fn get<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<Lease>, kube::Error>> {
+        Box::pin(async move {
+            self.check()?;
+            self.inner.get(name).await
+        })
+    }
+
+    fn create<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<Lease, kube::Error>> {
+        Box::pin(async move {
+            self.check()?;
+            self.wrote(self.inner.create(lease).await)
+        })
+    }
+
+    fn replace<'a>(
+        &'a self,
+        name: &'a str,
+        lease: &'a Lease,
+    ) -> BoxFuture<'a, Result<Lease, kube::Error>> {
+        Box::pin(async move {
+            self.check()?;
+            self.wrote(self.inner.replace(name, lease).await)
+        })
+    }
+
+    fn list<'a>(
+        &'a self,
+        label: &'a str,
+        value: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<Lease>, kube::Error>> {
+        Box::pin(async move {
+            self.check()?;
+            self.inner.list(label, value).await
+        })
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_term_lost_and_taken_again_before_the_manager_looks_stops_it() {
+    let leases = Arc::new(CutUntilTheDeadline::default());
+    // Renewals every 2 s: the 5 s deadline falls between two, so the step-down is the
+    // deadline's and nothing else's.
+    let election = LeaderElectionConfig::new("terms")
+        .namespace("shop")
+        .identity("only")
+        .lease_duration(Duration::from_secs(8))
+        .renew_deadline(RENEW_DEADLINE)
+        .retry_period(Duration::from_secs(2));
+    let timeout = Duration::from_secs(5);
+    let (manager, started, dropped) = hung_manager(leases.clone(), election, timeout).await;
+    let elector = manager.elector().unwrap().clone();
+    let running =
+        tokio::spawn(manager.run_until(CancellationToken::new(), CancellationToken::new()));
+    while !started.load(Ordering::SeqCst) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(elector.term(), 1);
+    leases.cut();
+    let result = tokio::time::timeout(Duration::from_secs(60), running)
+        .await
+        .expect("the manager went on leading a term that had ended")
+        .unwrap();
+    assert!(
+        matches!(result, Err(ManagerError::LeadershipLost)),
+        "{result:?}"
+    );
+    assert!(
+        dropped.load(Ordering::SeqCst),
+        "the reconcile was not stopped"
+    );
+    assert_eq!(elector.term(), 2, "the Lease was taken again in a new term");
 }

@@ -523,11 +523,9 @@ async fn a_missing_certificate_or_a_path_given_twice_fails_at_bind() {
     );
 }
 
-/// The API server gives up on a webhook at its `timeoutSeconds` and says so in the call
-/// (`?timeout=2s`): a hung handler is refused a margin before that, whatever the server's
-/// own limit, so the refusal reaches the client instead of the API server's deadline error.
-#[tokio::test]
-async fn a_hung_handler_is_refused_before_the_callers_deadline() {
+/// The test server, bound, with an hour for every handler: (its certificates' folder, the
+/// certificates, the server).
+async fn patient() -> (tempdir::Dir, ServingCerts, BoundWebhookServer) {
     let dir = tempdir::Dir::new();
     let certs = ServingCerts::for_loopback().unwrap();
     certs.write_to(dir.path()).unwrap();
@@ -536,6 +534,15 @@ async fn a_hung_handler_is_refused_before_the_callers_deadline() {
         .bind()
         .await
         .unwrap();
+    (dir, certs, server)
+}
+
+/// The API server gives up on a webhook at its `timeoutSeconds` and says so in the call
+/// (`?timeout=2s`): a hung handler is refused a margin before that, whatever the server's
+/// own limit, so the refusal reaches the client instead of the API server's deadline error.
+#[tokio::test]
+async fn a_hung_handler_is_refused_before_the_callers_deadline() {
+    let (_dir, certs, server) = patient().await;
     let addr = server.local_addr();
     let (cancel, mut tasks) = (CancellationToken::new(), JoinSet::new());
     tasks.spawn(server.run(cancel.clone()));
@@ -558,15 +565,8 @@ async fn a_hung_handler_is_refused_before_the_callers_deadline() {
 
 #[tokio::test]
 async fn a_dropped_server_ends_its_connections_and_leaves_no_task_behind() {
-    let dir = tempdir::Dir::new();
-    let certs = ServingCerts::for_loopback().unwrap();
-    certs.write_to(dir.path()).unwrap();
     // Handlers may take an hour here: only the drop can end the request.
-    let server = server(dir.path())
-        .handler_timeout(Duration::from_secs(3600))
-        .bind()
-        .await
-        .unwrap();
+    let (_dir, certs, server) = patient().await;
     let addr = server.local_addr();
     let metrics = tokio::runtime::Handle::current().metrics();
     let before = metrics.num_alive_tasks();
