@@ -50,7 +50,11 @@ impl<K: Resource + Send + Sync + 'static> OwnReader<K> {
     /// The object under `key` (`namespace/name`, or `name`), with this reconcile's writes.
     pub fn get(&self, key: &str) -> Option<Arc<K>> {
         let cached = self.store.get_by_key(key);
-        match written::<K>().into_iter().rev().find(|(k, _, _)| k == key) {
+        match written::<K>()
+            .into_iter()
+            .rev()
+            .find(|(k, _, _)| k.as_str() == key)
+        {
             Some((_, written, version)) => newest(cached, written, version),
             None => cached,
         }
@@ -58,12 +62,7 @@ impl<K: Resource + Send + Sync + 'static> OwnReader<K> {
 
     /// Every object of the cache, with this reconcile's writes (in key order).
     pub fn list(&self) -> Vec<Arc<K>> {
-        let mut objects: BTreeMap<String, Arc<K>> = self
-            .store
-            .entries()
-            .into_iter()
-            .map(|(key, obj)| (key.to_string(), obj))
-            .collect();
+        let mut objects: BTreeMap<_, _> = self.store.entries().into_iter().collect();
         for (key, written, version) in written::<K>() {
             match newest(objects.remove(&key), written, version) {
                 Some(obj) => objects.insert(key, obj),

@@ -31,7 +31,7 @@ use std::{
 
 use futures_util::future::BoxFuture;
 use kube::Resource;
-use kube_informer::{ObjectKey, ReadOnlyStore};
+use kube_informer::{ObjectKey, ReadOnlyStore, meta_namespace_key};
 use parking_lot::{Mutex, RwLock};
 
 tokio::task_local! {
@@ -43,7 +43,7 @@ tokio::task_local! {
 #[derive(Debug, Clone)]
 pub(crate) struct Written {
     type_id: TypeId,
-    key: String,
+    key: ObjectKey,
     namespace: Option<String>,
     version: u64,
     /// The write deleted the object (this UID): wait until the cache no longer has it.
@@ -83,12 +83,8 @@ pub fn wrote<K: Resource + Clone + Send + Sync + 'static>(obj: &K) {
     else {
         return;
     };
-    let Some(name) = meta.name.as_deref() else {
+    let Ok(key) = meta_namespace_key(obj) else {
         return;
-    };
-    let key = match &meta.namespace {
-        Some(namespace) => format!("{namespace}/{name}"),
-        None => name.to_owned(),
     };
     // Being deleted with nothing left to wait for: this write (the last finalizer's
     // removal) deleted it. kube-apiserver answers it at the version the object had before,
@@ -100,8 +96,8 @@ pub fn wrote<K: Resource + Clone + Send + Sync + 'static>(obj: &K) {
         .then(|| meta.uid.clone().unwrap_or_default());
     let written = Written {
         type_id: TypeId::of::<K>(),
+        namespace: key.namespace().map(str::to_owned),
         key,
-        namespace: meta.namespace.clone(),
         version,
         deleted,
         object: Some(Arc::new(obj.clone())),
@@ -112,7 +108,7 @@ pub fn wrote<K: Resource + Clone + Send + Sync + 'static>(obj: &K) {
 
 /// The `K` objects the running reconcile wrote, oldest first: (key, the object as written,
 /// or `None` if the write deleted it, its version). Empty outside a reconcile.
-pub(crate) fn written<K: Send + Sync + 'static>() -> Vec<(String, Option<Arc<K>>, u64)> {
+pub(crate) fn written<K: Send + Sync + 'static>() -> Vec<(ObjectKey, Option<Arc<K>>, u64)> {
     WRITES
         .try_with(|writes| {
             writes
@@ -150,7 +146,16 @@ struct Cache {
 pub(crate) struct OwnWrites {
     limit: Option<Duration>,
     caches: RwLock<HashMap<TypeId, Vec<Cache>>>,
-    pending: Mutex<HashMap<ObjectKey, Vec<Written>>>,
+    pending: Mutex<Pending>,
+}
+
+/// The writes waiting for the next reconcile of their key.
+#[derive(Default)]
+struct Pending {
+    by_key: HashMap<ObjectKey, Vec<Written>>,
+    /// The size at which stale entries are dropped next: pruning is a scan of every entry,
+    /// so it runs when the map has doubled since the last one, not on every reconcile.
+    prune_at: usize,
 }
 
 /// What the wait before a reconcile came to.
@@ -199,17 +204,29 @@ impl OwnWrites {
         for write in &mut writes {
             write.object = None; // only the running reconcile reads them
         }
+        if writes.is_empty() {
+            return;
+        }
         let mut pending = self.pending.lock();
-        // Keys never reconciled again: what they wrote long ago is of no use.
-        pending.retain(|_, w| w.iter().any(|w| w.at.elapsed() < limit * 10));
-        if !writes.is_empty() {
-            pending.entry(key.clone()).or_default().extend(writes);
+        pending
+            .by_key
+            .entry(key.clone())
+            .or_default()
+            .extend(writes);
+        if pending.by_key.len() >= pending.prune_at {
+            // Keys never reconciled again: what they wrote long ago is of no use.
+            let stale = limit * 10;
+            pending
+                .by_key
+                .retain(|_, w| w.iter().any(|w| w.at.elapsed() < stale));
+            pending.prune_at = (pending.by_key.len() * 2).max(1024);
         }
     }
 
     /// Waits (at most the limit) until the caches hold what the reconciles of `key` wrote.
     pub(crate) async fn settle(&self, key: &ObjectKey) -> Settled {
-        let (Some(limit), Some(writes)) = (self.limit, self.pending.lock().remove(key)) else {
+        let (Some(limit), Some(writes)) = (self.limit, self.pending.lock().by_key.remove(key))
+        else {
             return Settled::Reached;
         };
         let waits: Vec<_> = {
@@ -236,7 +253,7 @@ fn choose<'a>(caches: &'a [Cache], written: &Written) -> Option<&'a Cache> {
         [one] => Some(one),
         several => several
             .iter()
-            .find(|c| (c.holds)(&written.key))
+            .find(|c| (c.holds)(written.key.as_str()))
             .or_else(|| several.iter().find(|c| c.primary)),
     }
 }
@@ -246,11 +263,11 @@ fn choose<'a>(caches: &'a [Cache], written: &Written) -> Option<&'a Cache> {
 /// not numbers, a namespace it does not watch) is not waited for.
 async fn reach<T: Resource>(store: ReadOnlyStore<T>, written: Written) {
     if let Some(uid) = &written.deleted {
-        return gone(&store, &written.key, uid).await;
+        return gone(&store, written.key.as_str(), uid).await;
     }
     let version = written.version.to_string();
     let newer = |store: &ReadOnlyStore<T>| {
-        store.get_by_key(&written.key).is_some_and(|obj| {
+        store.get_by_key(written.key.as_str()).is_some_and(|obj| {
             let have = obj.meta().resource_version.as_deref();
             have.and_then(|v| v.parse::<u64>().ok())
                 .is_some_and(|v| v >= written.version)
