@@ -3,36 +3,29 @@
 //!
 //! - `options.rs`: [`FactoryOptions`], the defaults of every informer (namespace,
 //!   label and field selectors, resync, reflector options, stripping managedFields,
-//!   metrics), and [`FactoryScope`].
+//!   protobuf, metrics), and [`FactoryScope`].
 //! - `spec.rs`: [`InformerSpec`], one informer's own options (selectors, transform,
-//!   indexes, resync, source).
-//!
-//! # Which setting applies
-//!
-//! Each knob is set in one place per level: a factory default, and an override on the
-//! informer's [`InformerSpec`] (as controller-runtime's `cache.Options` and `ByObject`).
-//!
-//! | knob | factory default ([`FactoryOptions`]) | per informer ([`InformerSpec`]) | what applies |
-//! |---|---|---|---|
-//! | namespaces, label / field selector ([`Selectors`]) | `selectors` | `selectors` | each part: the spec's, else the factory's, else all (namespaces apply to namespaced types only) |
-//! | resync period | `default_resync` | `resync` | the spec's, else the factory's, else none |
-//! | transform | `strip_managed_fields` | `transform` | both: the factory's first, then the spec's |
-//! | indexes | the namespace index (namespaced types) | `indexers` | both |
-//! | list/watch tuning, metrics | `reflector`, `metrics` | — | the factory's (a reflector's own name, selectors and metrics are replaced) |
-//! | source | the factory's client | `list_watcher` | the spec's, else the client |
-//!
-//! Informers are shared by type, namespaces and selectors: two specs that differ only in
-//! a resync, transform or indexes get the same informer (the first one's settings; the
-//! indexes are added to it).
+//!   indexes, resync, protobuf, source).
+//! - `resolve.rs`: the one path from both to a watch: which setting applies (the table,
+//!   one test per row), the sharing key derived from the result, and the one client source
+//!   every constructor uses.
 //! - `registry.rs`: what the factory keeps of each informer, whatever its type.
 //! - `lifecycle.rs`: starting, waiting for, watching over and stopping them all.
+//!
+//! Informers are shared by what they watch (type, flavour, namespaces, selectors,
+//! encoding): two requests that differ only in a resync, transform or indexes get the same
+//! informer (the first one's settings; the indexes are added to it). See
+//! [`InformerSpec`] for the knobs, and below for how each applies.
+//!
+#![doc = include_str!("settings.md")]
 
 mod lifecycle;
 mod options;
 mod registry;
+mod resolve;
 mod spec;
 
-use std::{any::TypeId, fmt::Debug, sync::Arc};
+use std::{fmt::Debug, sync::Arc};
 
 use kube::{
     Client, Resource,
@@ -44,16 +37,19 @@ use parking_lot::Mutex;
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
-use self::registry::{AnyInformer, ErrorHandler, InformerKey, Registered};
 pub use self::{
     options::{FactoryOptions, FactoryScope},
     registry::CacheSyncError,
     spec::InformerSpec,
 };
+use self::{
+    registry::{AnyInformer, ErrorHandler, Registered},
+    resolve::{Objects, Resolved, Watch, resolve},
+};
 use crate::{
     Indexers,
     informer::{InformerOptions, SharedIndexInformer},
-    list_watch::{ClientListerWatcher, ListerWatcher, Selectors},
+    list_watch::ListerWatcher,
 };
 
 /// Hands out one shared informer per resource type and options, starts them, waits for
@@ -95,7 +91,7 @@ struct FactoryInner {
 
 impl std::fmt::Debug for SharedInformerFactory {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let keys: Vec<InformerKey> = self
+        let keys: Vec<Watch> = self
             .inner
             .informers
             .lock()
@@ -111,7 +107,7 @@ impl std::fmt::Debug for SharedInformerFactory {
 /// An informer over `namespaces` (empty: all; several: one watch each into one cache), its
 /// sources made by `source`.
 fn informer_in<K, L>(
-    namespaces: Vec<String>,
+    namespaces: &[String],
     options: InformerOptions<K>,
     source: impl Fn(Option<&str>) -> L,
 ) -> SharedIndexInformer<K>
@@ -119,7 +115,7 @@ where
     K: Resource + Clone + Send + Sync + 'static,
     L: ListerWatcher<K>,
 {
-    match namespaces.as_slice() {
+    match namespaces {
         [] => SharedIndexInformer::new(source(None), options),
         [one] => SharedIndexInformer::new(source(Some(one)), options),
         many => {
@@ -140,21 +136,6 @@ fn add_missing_indexers<K: Resource + Clone + Send + Sync + 'static>(
     }
     if let Err(err) = informer.add_indexers(indexers.without(&present)) {
         tracing::warn!(informer = %informer.name(), "adding index functions failed: {err}");
-    }
-}
-
-/// A type's short name, e.g. `Pod` for `k8s_openapi::api::core::v1::Pod`.
-fn short_name<K>() -> String {
-    let full = std::any::type_name::<K>();
-    let base = full.split('<').next().unwrap_or(full);
-    let short = base.rsplit("::").next().unwrap_or(base);
-    match full.split_once('<') {
-        Some((_, args)) => {
-            let inner = args.trim_end_matches('>');
-            let inner = inner.split(',').next().unwrap_or(inner);
-            format!("{short}<{}>", inner.rsplit("::").next().unwrap_or(inner))
-        }
-        None => short.to_owned(),
     }
 }
 
@@ -198,135 +179,51 @@ impl SharedInformerFactory {
             .filter(|namespaces| !namespaces.is_empty())
     }
 
-    /// The options of a new informer of `K`: the factory's, overridden by `spec`.
-    fn informer_options<K: Resource + Clone + Send + Sync + 'static>(
+    /// The informer that `spec` resolves to for `objects`: the registered one with the
+    /// same [`Watch`](resolve::Watch), or a new one.
+    fn get_or_make<K>(
         &self,
-        name: String,
-        namespaced: bool,
-        spec: &InformerSpec<K>,
-    ) -> InformerOptions<K> {
-        let defaults = &self.inner.options;
-        let selectors = self.selectors(spec).without_namespaces();
-        let mut reflector = defaults.reflector.clone().selectors(selectors);
-        // Named after each informer (one name for all would merge their metrics), and
-        // recorded as the factory says.
-        reflector.name = None;
-        #[cfg(feature = "metrics")]
-        {
-            reflector.metrics = None;
-        }
-        let indexers = if namespaced {
-            Indexers::new().namespace()
-        } else {
-            Indexers::new()
-        };
-        let mut options = InformerOptions::default()
-            .reflector(reflector)
-            .name(name)
-            .indexers(indexers);
-        #[cfg(feature = "metrics")]
-        if let Some(metrics) = &defaults.metrics {
-            options = options.metrics(metrics);
-        }
-        if let Some(period) = spec.resync.or(defaults.default_resync) {
-            options.default_resync = Some(period);
-        }
-        options
-    }
-
-    /// The transforms that apply to `K`: the factory's, then the spec's, as one.
-    fn transform<K: Resource + 'static>(
-        &self,
-        spec: &InformerSpec<K>,
-    ) -> Option<Arc<dyn Fn(K) -> K + Send + Sync>> {
-        let defaults = &self.inner.options;
-        let mut steps: Vec<Arc<dyn Fn(K) -> K + Send + Sync>> = Vec::new();
-        if defaults.strip_managed_fields {
-            steps.push(Arc::new(crate::informer::strip_managed_fields::<K>));
-        }
-        steps.extend(spec.transform.clone());
-        match steps.len() {
-            0 => None,
-            1 => steps.pop(),
-            _ => Some(Arc::new(move |obj| {
-                steps.iter().fold(obj, |obj, step| step(obj))
-            })),
-        }
-    }
-
-    /// The namespaces the factory watches for `spec`'s informer of a type of this scope
-    /// (empty: all).
-    fn namespaces_for<K>(&self, namespaced: bool, spec: &InformerSpec<K>) -> Vec<String> {
-        match namespaced {
-            true => self
-                .selectors(spec)
-                .namespaces()
-                .unwrap_or_default()
-                .to_vec(),
-            false => Vec::new(),
-        }
-    }
-
-    /// The label and field selectors of `spec`'s informer, each its own or else the
-    /// factory's (the namespaces are [`namespaces_for`](Self::namespaces_for)).
-    fn selectors<K>(&self, spec: &InformerSpec<K>) -> Selectors {
-        spec.selectors.or(&self.inner.options.selectors)
-    }
-
-    fn key<K: 'static>(
-        &self,
-        what: &str,
-        namespaces: Vec<String>,
-        spec: &InformerSpec<K>,
-    ) -> InformerKey {
-        InformerKey {
-            objects: TypeId::of::<K>(),
-            what: what.to_owned(),
-            namespaces,
-            selectors: self.selectors(spec).without_namespaces(),
-        }
-    }
-
-    /// The informer registered under `key`, or a new one made by `make` from `spec`.
-    fn get_or_make<K: Resource + Clone + Send + Sync + 'static>(
-        &self,
-        key: InformerKey,
-        name: String,
-        namespaced: bool,
-        mut spec: InformerSpec<K>,
-        make: impl FnOnce(InformerOptions<K>) -> SharedIndexInformer<K>,
-    ) -> SharedIndexInformer<K> {
+        objects: Objects,
+        spec: InformerSpec<K>,
+        dyntype: &K::DynamicType,
+    ) -> SharedIndexInformer<K>
+    where
+        K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    {
+        let resolved = resolve(&self.inner.options, objects, spec);
         let mut informers = self.inner.informers.lock();
-        if let Some(found) = informers.iter().find(|r| r.key == key) {
+        if let Some(found) = informers.iter().find(|r| r.key == resolved.watch) {
             let informer = found
                 .informer
                 .as_any()
                 .downcast_ref::<SharedIndexInformer<K>>()
                 .expect("a factory key names one object type")
                 .clone();
-            add_missing_indexers(&informer, &spec.indexers);
+            add_missing_indexers(&informer, &resolved.indexers);
             return informer;
         }
-        let name = match key.namespaces.as_slice() {
-            [] => name,
-            [one] => format!("{name} in {one}"),
-            many => format!("{name} in {}", many.join(",")),
-        };
-        let options = self.informer_options(name, namespaced, &spec);
-        let transform = self.transform(&spec);
-        let informer = match spec.source.take() {
+        let Resolved {
+            watch,
+            options,
+            transform,
+            indexers,
+            source,
+        } = resolved;
+        let informer = match source {
             Some(custom) => custom(options),
-            None => make(options),
+            None => informer_in(&watch.namespaces, options, |namespace| {
+                watch.client_source::<K>(&self.inner.client, namespace, dyntype)
+            }),
         };
         if let Some(transform) = transform {
             let _ = informer.set_transform(move |obj| transform(obj));
         }
-        add_missing_indexers(&informer, &spec.indexers);
+        add_missing_indexers(&informer, &indexers);
         for handler in self.inner.error_handlers.lock().iter() {
             AnyInformer::on_error(&informer, handler.clone());
         }
         informers.push(Registered {
-            key,
+            key: watch,
             informer: Box::new(informer.clone()),
             task: None,
         });
@@ -344,37 +241,16 @@ impl SharedInformerFactory {
     }
 
     /// The shared informer of `K` as `spec` says (its own namespaces, selectors,
-    /// transform, indexes, resync or source); shared by every request for the same type,
-    /// namespaces and selectors. See [`InformerSpec`].
+    /// transform, indexes, resync, protobuf or source); shared by every request for the
+    /// same type, namespaces, selectors and encoding. See [`InformerSpec`] and the
+    /// [table](crate::factory#which-setting-applies) of which setting applies.
     #[doc(alias = "InformerFor")]
     pub fn informer_with<K>(&self, spec: InformerSpec<K>) -> SharedIndexInformer<K>
     where
         K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
         K::Scope: FactoryScope,
     {
-        let namespaced = K::Scope::NAMESPACED;
-        let namespaces = self.namespaces_for(namespaced, &spec);
-        let protobuf = spec.protobuf.unwrap_or(self.inner.options.wants_protobuf());
-        let what = if protobuf {
-            "typed"
-        } else {
-            "typed, JSON only"
-        };
-        let key = self.key(what, namespaces.clone(), &spec);
-        let client = self.inner.client.clone();
-        let strip = self.inner.options.strip_managed_fields;
-        self.get_or_make(key, short_name::<K>(), namespaced, spec, move |options| {
-            informer_in(namespaces, options, |ns| {
-                let source = ClientListerWatcher::<K>::new(client.clone(), ns, &());
-                // Stripped after decoding anyway: over protobuf, never decoded.
-                let source = if strip {
-                    source.without_managed_fields()
-                } else {
-                    source
-                };
-                source.protobuf(protobuf)
-            })
-        })
+        self.get_or_make(Objects::typed::<K>(), spec, &())
     }
 
     /// The shared informer of a resource known only at run time; `scope` (from discovery)
@@ -388,23 +264,14 @@ impl SharedInformerFactory {
     }
 
     /// [`dynamic_informer`](Self::dynamic_informer) as `spec` says (namespaces, selectors,
-    /// transform, indexes, resync), shared as [`informer_with`](Self::informer_with)'s are.
+    /// transform, indexes, resync, protobuf: off unless the spec asks), shared as [`informer_with`](Self::informer_with)'s are.
     pub fn dynamic_informer_with(
         &self,
         resource: &ApiResource,
         scope: Scope,
         spec: InformerSpec<DynamicObject>,
     ) -> SharedIndexInformer<DynamicObject> {
-        let namespaced = matches!(scope, Scope::Namespaced);
-        let namespaces = self.namespaces_for(namespaced, &spec);
-        let what = format!("{}/{}", resource.api_version, resource.plural);
-        let key = self.key(&what, namespaces.clone(), &spec);
-        let client = self.inner.client.clone();
-        self.get_or_make(key, what, namespaced, spec, move |options| {
-            informer_in(namespaces, options, |ns| {
-                ClientListerWatcher::<DynamicObject>::new(client.clone(), ns, resource)
-            })
-        })
+        self.get_or_make(Objects::dynamic(resource, &scope), spec, resource)
     }
 
     /// The shared informer of `K`'s metadata only (`PartialObjectMeta<K>`): a fraction of
@@ -418,7 +285,7 @@ impl SharedInformerFactory {
     }
 
     /// [`metadata_informer`](Self::metadata_informer) as `spec` says (namespaces,
-    /// selectors, transform, indexes, resync), shared as
+    /// selectors, transform, indexes, resync, protobuf), shared as
     /// [`informer_with`](Self::informer_with)'s are.
     ///
     /// ```no_run
@@ -443,42 +310,6 @@ impl SharedInformerFactory {
         K: Resource<DynamicType = ()> + Clone + Debug + Send + Sync + 'static,
         K::Scope: FactoryScope,
     {
-        let namespaced = K::Scope::NAMESPACED;
-        let namespaces = self.namespaces_for(namespaced, &spec);
-        let protobuf = spec
-            .protobuf
-            .unwrap_or(self.inner.options.wants_metadata_protobuf());
-        let what = match protobuf {
-            true => "metadata",
-            false => "metadata, JSON only",
-        };
-        let key = self.key(what, namespaces.clone(), &spec);
-        let name = format!("{} metadata", short_name::<K>());
-        let client = self.inner.client.clone();
-        let strip = self.inner.options.strip_managed_fields;
-        self.get_or_make(key, name, namespaced, spec, move |options| {
-            informer_in(namespaces, options, |ns| {
-                let source =
-                    ClientListerWatcher::<PartialObjectMeta<K>>::new(client.clone(), ns, &())
-                        .metadata_only();
-                let source = match strip {
-                    true => source.without_managed_fields(),
-                    false => source,
-                };
-                source.protobuf(protobuf)
-            })
-        })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::short_name;
-
-    #[test]
-    fn short_names_read_well() {
-        use k8s_openapi::api::core::v1::Pod;
-        assert_eq!(short_name::<Pod>(), "Pod");
-        assert_eq!(short_name::<crate::compact::Compact<Pod>>(), "Compact<Pod>");
+        self.get_or_make(Objects::metadata::<K>(), spec, &())
     }
 }

@@ -78,8 +78,8 @@ impl FactoryOptions {
     /// [`strip_managed_fields`](Self::strip_managed_fields) the managed fields are skipped
     /// undecoded (1.5× the events/s of JSON); `Compact` objects keep the protobuf message
     /// (27% less memory). The objects are the same either way. Each answer is read as its
-    /// `Content-Type` says, so a server or proxy that answers JSON still works, and custom
-    /// resources and dynamic informers are JSON always. Metadata informers ask for protobuf
+    /// `Content-Type` says, so a server or proxy that answers JSON still works; custom
+    /// resources are JSON always, and dynamic informers unless their spec asks. Metadata informers ask for protobuf
     /// `PartialObjectMetadata` (for every kind, custom resources too, as client-go's
     /// metadata client does) only when this is set to `true`: measured on a real server
     /// (BENCHMARKS.md, "Protobuf"), a pod's metadata is 11% fewer bytes, decodes at the
@@ -97,17 +97,6 @@ impl FactoryOptions {
     pub fn protobuf(mut self, on: bool) -> Self {
         self.protobuf = Some(on);
         self
-    }
-
-    /// Whether informers of built-in types ask for protobuf, unless their spec says.
-    pub(super) fn wants_protobuf(&self) -> bool {
-        self.protobuf.unwrap_or(true)
-    }
-
-    /// Whether metadata informers ask for protobuf, unless their spec says: only when
-    /// asked for explicitly (see [`protobuf`](Self::protobuf)).
-    pub(super) fn wants_metadata_protobuf(&self) -> bool {
-        self.protobuf == Some(true)
     }
 
     /// How every reflector lists and watches (backoff, timeouts, streaming lists). The

@@ -1,10 +1,6 @@
 //! What the factory keeps of each informer, whatever its type, and the error of a sync wait.
 
-use std::{
-    any::{Any, TypeId},
-    sync::Arc,
-    time::Duration,
-};
+use std::{any::Any, sync::Arc, time::Duration};
 
 use futures_util::future::BoxFuture;
 use kube::Resource;
@@ -49,19 +45,8 @@ impl<K: Resource + Clone + Send + Sync + 'static> AnyInformer for SharedIndexInf
 
 pub(super) type ErrorHandler = Arc<dyn Fn(&str, &Failure) + Send + Sync>;
 
-/// What tells two informers of a factory apart: what they watch.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(super) struct InformerKey {
-    pub(super) objects: TypeId,
-    /// `"typed"`, `"metadata"`, or a dynamic resource's `apiVersion/plural`.
-    pub(super) what: String,
-    /// Sorted; empty: every namespace.
-    pub(super) namespaces: Vec<String>,
-    pub(super) selectors: crate::list_watch::Selectors,
-}
-
 pub(super) struct Registered {
-    pub(super) key: InformerKey,
+    pub(super) key: super::resolve::Watch,
     pub(super) informer: Box<dyn AnyInformer>,
     pub(super) task: Option<JoinHandle<()>>,
 }

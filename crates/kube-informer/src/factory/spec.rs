@@ -9,11 +9,13 @@ use crate::{
     list_watch::{ListerWatcher, Selectors},
 };
 
-type Make<K> = Box<dyn FnOnce(InformerOptions<K>) -> SharedIndexInformer<K> + Send>;
+/// A custom source: makes the informer from the resolved options.
+pub(super) type Make<K> = Box<dyn FnOnce(InformerOptions<K>) -> SharedIndexInformer<K> + Send>;
 
 /// How the factory's informer of `K` is made, where it differs from the factory's
-/// defaults: its selectors (namespaces, labels, fields), transform, indexes, resync, or
-/// its whole source.
+/// defaults: its selectors (namespaces, labels, fields), transform, indexes, resync,
+/// protobuf or JSON, or its whole source. Which setting applies is in the
+/// [`factory`](crate::factory#which-setting-applies) table.
 ///
 /// Informers are shared by what they watch: the same type, namespaces and selectors give
 /// the same informer, whoever asks. The first request that creates an informer sets its
