@@ -6,8 +6,20 @@
 //!   ([`handle_deltas`]), then distributes adds, updates and deletes to the handlers'
 //!   listeners; handlers added while running first get the whole cache as adds.
 //! - [`ResourceEventHandler`], [`HandlerFuncs`], [`FilteringHandler`]: what handlers are.
-//! - Each handler has a listener: an ordered, unbounded buffer and a task; a slow handler
-//!   delays only itself, a panicking one is caught and reported and keeps receiving.
+//! - Each handler has a listener: an ordered buffer and a task of its own, so a slow call
+//!   does not hold up the other handlers' calls; a panicking handler is caught and reported
+//!   and keeps receiving.
+//! - The buffers are bounded by default (backpressure): once [`DEFAULT_BACKLOG_LIMIT`]
+//!   notifications wait for a handler, the informer waits before it applies more (its queue
+//!   fills, the reflector stops reading its watch and the API server holds the events), for
+//!   at most the handler's grace period ([`DEFAULT_GRACE`]) at a time. A handler that keeps
+//!   making room paces the informer, and so every handler of it; one that makes none within
+//!   its grace period is set aside (it holds nobody back) and buffers without bound until
+//!   it has caught up (under half the limit). [`HandlerOptions`] sets the limit and grace
+//!   per handler ([`backpressure`](HandlerOptions::backpressure)), turns the bound off
+//!   ([`without_backpressure`](HandlerOptions::without_backpressure): client-go's unbounded
+//!   buffer), or keeps one pending notification per object
+//!   ([`coalescing`](HandlerOptions::coalescing)).
 //! - Resync replays the cache as updates to the handlers whose period is due; it never calls
 //!   the API server.
 //! - Nothing fails silently: every failure (list and watch errors, stale events, panics in

@@ -68,7 +68,7 @@ impl SecureMetrics {
         self
     }
 
-    /// How long a token's answer (allowed, 401 or 403) is reused (default 1 minute): a
+    /// How long a token's accepted answer (allowed or 403) is reused (default 1 minute): a
     /// revoked permission still reads metrics for up to this long.
     #[must_use]
     pub fn cache_for(mut self, ttl: Duration) -> Self {

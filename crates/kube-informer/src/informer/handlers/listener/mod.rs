@@ -52,7 +52,8 @@ struct Buffer<K> {
 
 /// How a listener keeps what its handler has not taken yet.
 enum Pending<K> {
-    /// Every notification, in order (client-go's semantics; unbounded).
+    /// Every notification, in order (client-go's semantics; bounded by backpressure unless
+    /// the handler opted out).
     Ordered(VecDeque<Notification<K>>),
     /// At most one notification per object: the changes a slow handler has not taken yet
     /// are merged, so memory stays within O(objects).
