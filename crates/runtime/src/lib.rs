@@ -94,6 +94,7 @@ pub mod finalizer;
 pub mod leader_election;
 pub mod lease;
 pub mod manager;
+pub mod reconcile;
 pub mod rest_metrics;
 pub mod sharding;
 #[cfg(feature = "tls")]
@@ -107,9 +108,10 @@ pub use kube_informer;
 pub use tokio_util::sync::CancellationToken;
 
 pub use crate::{
-    controller::{Action, Cached, Controller, ControllerOptions},
+    controller::{Controller, ControllerOptions},
     leader_election::LeaderElectionConfig,
     manager::{Manager, ManagerError, ManagerOptions},
+    reconcile::{Action, Cached, Reconciler},
 };
 
 // The README's examples are compiled as doctests.

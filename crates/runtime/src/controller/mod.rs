@@ -77,7 +77,6 @@
 //! # }
 //! ```
 
-mod cached;
 mod expectations;
 mod metrics;
 mod new;
@@ -85,39 +84,38 @@ mod options;
 mod own_reader;
 mod own_writes;
 pub mod predicate;
-mod reconcile;
+mod read;
 mod relate;
 mod relations;
+mod run;
+mod worker;
 
-use std::{fmt::Display, future::Future, sync::Arc, time::Duration};
+use std::{sync::Arc, time::Duration};
 
 use futures_util::{Stream, StreamExt, future::BoxFuture};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use kube_informer::{
     ObjectKey,
-    factory::{FactoryScope, SharedInformerFactory},
+    factory::{FactoryScope, InformerSpec, SharedInformerFactory},
     informer::{HandlerFuncs, HandlerOptions, SharedIndexInformer, SyncError},
-    workqueue::{RateLimitingQueue, Workers},
+    workqueue::RateLimitingQueue,
 };
 use serde::de::DeserializeOwned;
-use tokio::task::JoinSet;
-use tokio_util::sync::CancellationToken;
 
-use self::new::{informer_for, sharded_kinds, sharded_spec};
-use self::relations::{Attach, Attachments};
+use self::relations::Attach;
 pub use self::{
-    cached::Cached,
     expectations::{EXPECTATIONS_TIMEOUT, Expectations},
     metrics::ControllerMetrics,
-    options::{Action, ControllerOptions},
+    options::ControllerOptions,
     own_reader::OwnReader,
     own_writes::wrote,
     predicate::Predicate,
     relate::Relation,
     relations::Change,
 };
-use crate::sharding::ShardedKind;
+pub use crate::reconcile::{Action, Cached, Reconciler};
+use crate::sharding::{Placement, ShardedKind};
 
 type SyncWait = Box<dyn Fn(Duration) -> BoxFuture<'static, Result<(), SyncError>> + Send + Sync>;
 /// A trigger's future, behind a mutex only so that the controller is `Sync`.
@@ -192,7 +190,13 @@ impl<K: Resource> std::fmt::Debug for Controller<K> {
 /// What a type needs to be reconciled or related: a typed, deserializable Kubernetes
 /// resource with a known scope.
 pub trait Watchable:
-    Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static
+    Resource<DynamicType = (), Scope: FactoryScope>
+    + Clone
+    + DeserializeOwned
+    + std::fmt::Debug
+    + Send
+    + Sync
+    + 'static
 {
 }
 
@@ -246,13 +250,23 @@ where
         }));
     }
 
-    /// Relates `T` to this controller: its informer is made now (so its cache fills on
-    /// every replica), `handler` is attached when the controller starts.
-    fn relate<T: Resource + Clone + Send + Sync + 'static>(
+    /// Relates `T`, read as `flavour` says and placed as `placement` says when sharded
+    /// (see [`read`](read::read)), to this controller: its informer is made now (so its
+    /// cache fills on every replica), `handler` is attached when the controller starts.
+    fn relate<T, F>(
         mut self,
-        informer: SharedIndexInformer<T>,
+        flavour: F,
+        spec: InformerSpec<T>,
+        placement: Option<Placement>,
         handler: HandlerFuncs<T>,
-    ) -> Self {
+    ) -> Self
+    where
+        T: Resource + Clone + Send + Sync + 'static,
+        F: read::Flavour<T>,
+    {
+        let shard = self.options.shard.as_ref();
+        let (informer, placed) = read::read(&self.factory, shard, flavour, spec, placement);
+        self.sharded_kinds.extend(placed);
         let options = HandlerOptions::default().name(format!("{} relation", self.name));
         self.wait_for(informer.clone());
         let written_as = std::any::TypeId::of::<T>();
@@ -337,193 +351,5 @@ where
     pub fn cache_sync_timeout(mut self, timeout: Duration) -> Self {
         self.cache_sync_timeout = timeout;
         self
-    }
-
-    /// Starts the informers, attaches the controller's handlers, waits for the caches it
-    /// reads, then reconciles until `cancel`, and drains (see
-    /// [`ControllerOptions::drain_timeout`]). Dropping the returned future instead stops
-    /// everything at once: see [what a running controller owns](self#what-a-running-controller-owns).
-    ///
-    /// `reconcile` gets the object as cached ([`Cached`]) and the context; `error_policy`
-    /// decides what to do after an error (usually [`Action::Retry`]: per-key exponential
-    /// backoff; [`Action::Done`]: a terminal error). A panic in `reconcile` is caught,
-    /// counted and retried like an error.
-    pub async fn run<Ctx, E, R, Fut, P>(
-        self,
-        reconcile: R,
-        error_policy: P,
-        ctx: Arc<Ctx>,
-        cancel: CancellationToken,
-    ) -> Result<(), ControllerError>
-    where
-        Ctx: Send + Sync + 'static,
-        E: Display + Send + 'static,
-        R: Fn(Cached<K>, Arc<Ctx>) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<Action, E>> + Send + 'static,
-        P: Fn(&Cached<K>, &E, &Ctx) -> Action + Send + Sync + 'static,
-    {
-        let halt = CancellationToken::new();
-        self.run_until(reconcile, error_policy, ctx, cancel, halt)
-            .await
-    }
-
-    /// [`run`](Self::run) with a second token: `halt` cancels the reconciles in flight and
-    /// returns once they have stopped (a manager that lost leadership, or whose shutdown
-    /// deadline passed), where `graceful` drains.
-    pub(crate) async fn run_until<Ctx, E, R, Fut, P>(
-        self,
-        reconcile: R,
-        error_policy: P,
-        ctx: Arc<Ctx>,
-        graceful: CancellationToken,
-        halt: CancellationToken,
-    ) -> Result<(), ControllerError>
-    where
-        Ctx: Send + Sync + 'static,
-        E: Display + Send + 'static,
-        R: Fn(Cached<K>, Arc<Ctx>) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<Action, E>> + Send + 'static,
-        P: Fn(&Cached<K>, &E, &Ctx) -> Action + Send + Sync + 'static,
-    {
-        match self.options.shard.clone() {
-            Some((ring, shard)) => {
-                let client = self.factory.client().clone();
-                let dyntype = self.dyntype.clone();
-                let sharded = crate::sharding::reconcile_sharded_with(
-                    ring, shard, client, dyntype, reconcile,
-                );
-                self.run_reconciles(sharded, error_policy, ctx, graceful, halt)
-                    .await
-            }
-            None => {
-                self.run_reconciles(reconcile, error_policy, ctx, graceful, halt)
-                    .await
-            }
-        }
-    }
-
-    async fn run_reconciles<Ctx, E, R, Fut, P>(
-        mut self,
-        reconcile: R,
-        error_policy: P,
-        ctx: Arc<Ctx>,
-        graceful: CancellationToken,
-        halt: CancellationToken,
-    ) -> Result<(), ControllerError>
-    where
-        Ctx: Send + Sync + 'static,
-        E: Display + Send + 'static,
-        R: Fn(Cached<K>, Arc<Ctx>) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<Action, E>> + Send + 'static,
-        P: Fn(&Cached<K>, &E, &Ctx) -> Action + Send + Sync + 'static,
-    {
-        let mut handler_options = HandlerOptions::default().name(self.name.clone());
-        if let Some(period) = self.resync {
-            handler_options = handler_options.resync(period);
-        }
-        let updates = relations::Updates {
-            predicate: self.predicate.take(),
-            filter: self.event_filter.clone(),
-        };
-        let handler = relations::primary(self.enqueue.clone(), updates, self.expectations.clone());
-        // Owned from here on: dropping this future shuts the queue and detaches them.
-        let mut attached = Attachments::new(self.queue.clone());
-        attached.push(relations::attach_now(
-            self.informer.clone(),
-            handler,
-            handler_options,
-        ));
-        for relation in self.relations.drain(..) {
-            attached.push(relation());
-        }
-        self.factory.start();
-        let stop = graceful.clone();
-        let halted = halt.clone();
-        let stopping = async move {
-            tokio::select! {
-                () = stop.cancelled() => {}
-                () = halted.cancelled() => {}
-            }
-        };
-        let result = match self.wait_for_caches(stopping).await {
-            Err(err) => Err(err),
-            Ok(false) => Ok(()), // stopped while waiting
-            Ok(true) => {
-                self.reconcile_until(reconcile, error_policy, ctx, graceful, halt)
-                    .await;
-                Ok(())
-            }
-        };
-        attached.remove().await;
-        result
-    }
-
-    /// Whether every cache synced (`false`: stopped first).
-    async fn wait_for_caches(
-        &self,
-        stopping: impl Future<Output = ()>,
-    ) -> Result<bool, ControllerError> {
-        let mut stopping = std::pin::pin!(stopping);
-        for wait in &self.syncs {
-            tokio::select! {
-                () = &mut stopping => return Ok(false),
-                synced = wait(self.cache_sync_timeout) => synced.map_err(|source| {
-                    ControllerError::CacheSync { controller: self.name.clone(), source }
-                })?,
-            }
-        }
-        Ok(true)
-    }
-
-    async fn reconcile_until<Ctx, E, R, Fut, P>(
-        &mut self,
-        reconcile: R,
-        error_policy: P,
-        ctx: Arc<Ctx>,
-        graceful: CancellationToken,
-        halt: CancellationToken,
-    ) where
-        Ctx: Send + Sync + 'static,
-        E: Display + Send + 'static,
-        R: Fn(Cached<K>, Arc<Ctx>) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<Action, E>> + Send + 'static,
-        P: Fn(&Cached<K>, &E, &Ctx) -> Action + Send + Sync + 'static,
-    {
-        if let Some(metrics) = &self.metrics {
-            metrics.set_workers(&self.name, self.options.workers);
-        }
-        let mut triggers = JoinSet::new();
-        for trigger in self.triggers.drain(..) {
-            triggers.spawn(trigger.into_inner());
-        }
-        let worker = reconcile::Worker {
-            name: self.name.clone(),
-            namespaced: self.owner.namespaced,
-            store: self.informer.store(),
-            queue: self.queue.clone(),
-            debounce: self.enqueue.debounce.clone(),
-            metrics: self.metrics.clone(),
-            max_retries: self.options.max_retries,
-            timeout: self.options.reconcile_timeout,
-            reconcile: Arc::new(reconcile),
-            error_policy: Arc::new(error_policy),
-            ctx,
-            own_writes: self.own_writes.clone(),
-        };
-        let count = self.options.workers;
-        let mut workers = Workers::spawn(&self.queue, count, move |key| worker.call(key));
-        tokio::select! {
-            () = graceful.cancelled() => {
-                tokio::select! {
-                    _ = workers.drain(self.options.drain_timeout) => {}
-                    () = halt.cancelled() => {}
-                }
-            }
-            () = halt.cancelled() => {}
-        }
-        // Already stopped after a full drain; otherwise cancel and wait.
-        workers.abort().await;
-        triggers.abort_all();
-        while triggers.join_next().await.is_some() {}
     }
 }

@@ -1,6 +1,6 @@
 //! Making a controller: of a Rust type (`new`, `new_with`) or of a kind known at run time
-//! (`dynamic`, `dynamic_with`), each reading its shared informer (with the shard's label
-//! when sharded), and the kinds a sharder must place for it.
+//! (`dynamic`, `dynamic_with`), each reading its shared informer through
+//! [`read`](super::read::read), as its relations do.
 
 use std::{sync::Arc, time::Duration};
 
@@ -10,78 +10,22 @@ use kube::{
     discovery::Scope,
 };
 use kube_informer::{
-    factory::{FactoryScope, InformerSpec, SharedInformerFactory},
+    factory::{FactoryScope as _, InformerSpec, SharedInformerFactory},
     informer::SharedIndexInformer,
     workqueue::RateLimitingQueue,
 };
 
-use super::{Controller, ControllerOptions, Expectations, Watchable, own_writes, relations};
+use super::{
+    Controller, ControllerOptions, Expectations, Watchable, own_writes,
+    read::{Dynamic, Typed, read},
+    relations,
+};
 use crate::sharding::{Placement, ShardedKind};
 
-/// The informer of `T` a controller reads: the factory's as `spec` says, and, sharded, also
-/// selecting the shard's label.
-pub(super) fn informer_for<T>(
-    factory: &SharedInformerFactory,
-    spec: InformerSpec<T>,
-    shard: Option<&(String, String)>,
-) -> SharedIndexInformer<T>
-where
-    T: Watchable,
-    T::Scope: FactoryScope,
-{
-    factory.informer_with::<T>(sharded_spec(spec, shard))
-}
+/// A controller's own kind is placed by each object's own key.
+const OWN: Option<Placement> = Some(Placement::Own);
 
-/// `spec`, and, sharded, the shard's label as well.
-pub(super) fn sharded_spec<T>(
-    spec: InformerSpec<T>,
-    shard: Option<&(String, String)>,
-) -> InformerSpec<T>
-where
-    T: Resource + Clone + Send + Sync + 'static,
-{
-    match shard {
-        Some((ring, shard)) => {
-            let label = crate::sharding::shard_selectors(ring, shard);
-            spec.and_labels(label.label_selector().unwrap_or_default())
-        }
-        None => spec,
-    }
-}
-
-/// What a sharder places of `resource` for a controller on `factory`: in the informer's
-/// namespaces (`namespaces`, else the factory's) when it is limited to some, so that a
-/// namespaced operator needs no cluster-wide access; everywhere otherwise.
-pub(super) fn sharded_kinds(
-    factory: &SharedInformerFactory,
-    namespaces: Option<&[String]>,
-    resource: &ApiResource,
-    namespaced: bool,
-    placement: Placement,
-) -> Vec<ShardedKind> {
-    let client = factory.client();
-    let namespaces = namespaces
-        .filter(|n| !n.is_empty())
-        .or_else(|| factory.namespaces());
-    match namespaces {
-        Some(namespaces) if namespaced => namespaces
-            .iter()
-            .map(|ns| ShardedKind::dynamic(client.clone(), Some(ns), resource, placement))
-            .collect(),
-        _ => vec![ShardedKind::dynamic(
-            client.clone(),
-            None,
-            resource,
-            placement,
-        )],
-    }
-}
-
-impl<K> Controller<K>
-where
-    K: Watchable,
-    K::Scope: FactoryScope,
-{
+impl<K: Watchable> Controller<K> {
     /// A controller of `K`, reading `factory`'s shared informer of `K`. `options` are the
     /// workers' (count, retries, drain deadline) and its name (in metrics, logs, spans).
     pub fn new(factory: &SharedInformerFactory, options: ControllerOptions) -> Self {
@@ -111,26 +55,8 @@ where
         spec: InformerSpec<K>,
         options: ControllerOptions,
     ) -> Self {
-        let sharded = options.shard.as_ref().map(|_| {
-            let namespaces = spec.current_selectors().namespaces();
-            let resource = ApiResource::erase::<K>(&());
-            sharded_kinds(
-                factory,
-                namespaces,
-                &resource,
-                K::Scope::NAMESPACED,
-                Placement::Own,
-            )
-        });
-        let informer = informer_for::<K>(factory, spec, options.shard.as_ref());
-        Self::assemble(
-            factory,
-            informer,
-            (),
-            K::Scope::NAMESPACED,
-            sharded,
-            options,
-        )
+        let (informer, placed) = read(factory, options.shard.as_ref(), Typed, spec, OWN);
+        Self::assemble(factory, informer, (), K::Scope::NAMESPACED, placed, options)
     }
 }
 
@@ -172,18 +98,15 @@ impl Controller<DynamicObject> {
         options: ControllerOptions,
     ) -> Self {
         let namespaced = matches!(scope, Scope::Namespaced);
-        let sharded = options.shard.as_ref().map(|_| {
-            let namespaces = spec.current_selectors().namespaces();
-            sharded_kinds(factory, namespaces, resource, namespaced, Placement::Own)
-        });
-        let spec = sharded_spec(spec, options.shard.as_ref());
-        let informer = factory.dynamic_informer_with(resource, scope, spec);
+        let shard = options.shard.as_ref();
+        let flavour = Dynamic(resource, scope);
+        let (informer, placed) = read(factory, shard, flavour, spec, OWN);
         Self::assemble(
             factory,
             informer,
             resource.clone(),
             namespaced,
-            sharded,
+            placed,
             options,
         )
     }
@@ -199,7 +122,7 @@ where
         informer: SharedIndexInformer<K>,
         dyntype: K::DynamicType,
         namespaced: bool,
-        sharded_kinds: Option<Vec<ShardedKind>>,
+        sharded_kinds: Vec<ShardedKind>,
         options: ControllerOptions,
     ) -> Self {
         let metrics = options.metrics.clone();
@@ -236,7 +159,7 @@ where
             syncs: Vec::new(),
             relations: Vec::new(),
             triggers: Vec::new(),
-            sharded_kinds: sharded_kinds.unwrap_or_default(),
+            sharded_kinds,
             own_writes: Arc::new(own_writes::OwnWrites::new(read_your_writes)),
         };
         controller.wait_for(controller.informer.clone());

@@ -1,24 +1,6 @@
-//! [`Action`], what a reconcile asks for next, and [`ControllerOptions`], how a controller's
-//! workers run.
+//! [`ControllerOptions`]: how a controller's workers run.
 
 use std::time::Duration;
-
-/// What to do with a key after a reconcile (or, from an error policy, after an error).
-///
-/// | returned by | `Done` | `RequeueAfter(d)` | `Retry` |
-/// |---|---|---|---|
-/// | the reconcile | success: nothing more until the object changes | success: look again after `d` | retry with backoff, like an error |
-/// | the error policy | a terminal error: not retried until the object changes (counted in `controller_runtime_terminal_reconcile_errors_total`) | retry after `d` | retry with the key's exponential backoff (capped at 1000 s) |
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Action {
-    /// Nothing more until the object changes again.
-    Done,
-    /// Look again after this long (after a success, the key's failure count is forgotten).
-    RequeueAfter(Duration),
-    /// Look again after the rate limiter's delay for this key, as after an error: the
-    /// failure count grows (for an error policy that decided to retry).
-    Retry,
-}
 
 /// Settings of a [`Controller`](super::Controller).
 ///
@@ -40,8 +22,8 @@ pub struct ControllerOptions {
     pub(crate) drain_timeout: Option<Duration>,
     pub(crate) reconcile_timeout: Option<Duration>,
     pub(crate) metrics: Option<super::ControllerMetrics>,
-    /// (ring, shard) when sharded.
-    pub(crate) shard: Option<(String, String)>,
+    /// The shard it reconciles, when sharded.
+    pub(crate) shard: Option<crate::sharding::Shard>,
     pub(crate) debounce: Option<Duration>,
     pub(crate) prioritize: bool,
     pub(crate) read_your_writes: Option<Duration>,
@@ -180,7 +162,7 @@ impl ControllerOptions {
     /// controller it makes.
     #[must_use]
     pub fn sharded(mut self, ring: impl Into<String>, shard: impl Into<String>) -> Self {
-        self.shard = Some((ring.into(), shard.into()));
+        self.shard = Some(crate::sharding::Shard::new(ring.into(), shard.into()));
         self
     }
 }

@@ -15,8 +15,10 @@ use kube::{
 use kube_informer::{ObjectKey, factory::FactoryScope, factory::InformerSpec};
 
 use super::{
-    Change, Controller, Watchable, informer_for, predicate::Predicate, relations, sharded_kinds,
-    sharded_spec,
+    Change, Controller, Watchable,
+    predicate::Predicate,
+    read::{Dynamic, Metadata, Typed},
+    relations,
 };
 use crate::sharding::Placement;
 
@@ -103,10 +105,7 @@ where
     /// such an owner are ignored. Every `C` the factory sees is cached; see
     /// [`owns_with`](Self::owns_with) to cache fewer.
     #[must_use]
-    pub fn owns<C: Watchable>(self) -> Self
-    where
-        C::Scope: FactoryScope,
-    {
+    pub fn owns<C: Watchable>(self) -> Self {
         self.owns_with::<C>(Relation::new())
     }
 
@@ -131,10 +130,7 @@ where
     /// # }
     /// ```
     #[must_use]
-    pub fn owns_with<C: Watchable>(mut self, relation: impl Into<Relation<C>>) -> Self
-    where
-        C::Scope: FactoryScope,
-    {
+    pub fn owns_with<C: Watchable>(self, relation: impl Into<Relation<C>>) -> Self {
         let Relation { spec, predicate } = relation.into();
         let handler = relations::owned::<C>(
             self.enqueue.clone(),
@@ -142,10 +138,8 @@ where
             self.expectations.clone(),
             self.updates(predicate),
         );
-        self.shard_children::<C>(spec.current_selectors().namespaces());
         // Sharded, children are labelled with their owner's shard: select them by it.
-        let informer = informer_for::<C>(&self.factory, spec, self.options.shard.as_ref());
-        self.relate(informer, handler)
+        self.relate(Typed, spec, Some(Placement::Controller), handler)
     }
 
     /// [`owns_with`](Self::owns_with), caching only the children's metadata
@@ -166,7 +160,7 @@ where
     /// # }
     /// ```
     #[must_use]
-    pub fn owns_metadata<C>(mut self, relation: impl Into<Relation<PartialObjectMeta<C>>>) -> Self
+    pub fn owns_metadata<C>(self, relation: impl Into<Relation<PartialObjectMeta<C>>>) -> Self
     where
         C: Resource<DynamicType = ()> + Clone + Debug + Send + Sync + 'static,
         C::Scope: FactoryScope,
@@ -178,10 +172,7 @@ where
             self.expectations.clone(),
             self.updates(predicate),
         );
-        self.shard_children::<C>(spec.current_selectors().namespaces());
-        let spec = sharded_spec(spec, self.options.shard.as_ref());
-        let informer = self.factory.metadata_informer_with::<C>(spec);
-        self.relate(informer, handler)
+        self.relate(Metadata, spec, Some(Placement::Controller), handler)
     }
 
     /// A relation's update filter: its predicate and the controller's event filter.
@@ -192,29 +183,6 @@ where
         }
     }
 
-    /// Sharded, the sharder places `C` by its controller's key, where `C` is read.
-    fn shard_children<C>(&mut self, namespaces: Option<&[String]>)
-    where
-        C: Resource<DynamicType = ()>,
-        C::Scope: FactoryScope,
-    {
-        let resource = ApiResource::erase::<C>(&());
-        self.shard_children_of(&resource, C::Scope::NAMESPACED, namespaces);
-    }
-
-    fn shard_children_of(
-        &mut self,
-        resource: &ApiResource,
-        namespaced: bool,
-        namespaces: Option<&[String]>,
-    ) {
-        if self.options.shard.is_some() {
-            let placement = Placement::Controller;
-            let kinds = sharded_kinds(&self.factory, namespaces, resource, namespaced, placement);
-            self.sharded_kinds.extend(kinds);
-        }
-    }
-
     /// Reconcile the keys `map` gives for every `O` that changes (old and new state of an
     /// update, and deleted objects, tombstones included). Every `O` the factory sees is
     /// cached; see [`watches_with`](Self::watches_with) to cache fewer.
@@ -222,10 +190,7 @@ where
     pub fn watches<O: Watchable>(
         self,
         map: impl Fn(&O) -> Vec<ObjectKey> + Send + Sync + 'static,
-    ) -> Self
-    where
-        O::Scope: FactoryScope,
-    {
+    ) -> Self {
         self.watches_with(Relation::new(), map)
     }
 
@@ -256,14 +221,10 @@ where
         self,
         relation: impl Into<Relation<O>>,
         map: impl Fn(&O) -> Vec<ObjectKey> + Send + Sync + 'static,
-    ) -> Self
-    where
-        O::Scope: FactoryScope,
-    {
+    ) -> Self {
         let Relation { spec, predicate } = relation.into();
         let handler = relations::mapped(self.enqueue.clone(), map, self.updates(predicate));
-        let informer = informer_for::<O>(&self.factory, spec, None);
-        self.relate(informer, handler)
+        self.relate(Typed, spec, None, handler)
     }
 
     /// [`watches_with`](Self::watches_with), caching only the watched objects' metadata
@@ -280,8 +241,7 @@ where
     {
         let Relation { spec, predicate } = relation.into();
         let handler = relations::mapped(self.enqueue.clone(), map, self.updates(predicate));
-        let informer = self.factory.metadata_informer_with::<O>(spec);
-        self.relate(informer, handler)
+        self.relate(Metadata, spec, None, handler)
     }
 
     /// [`owns_with`](Self::owns_with) for children known only at run time (`resource`,
@@ -303,7 +263,7 @@ where
     /// ```
     #[must_use]
     pub fn owns_dynamic(
-        mut self,
+        self,
         resource: &ApiResource,
         scope: Scope,
         relation: impl Into<Relation<DynamicObject>>,
@@ -315,11 +275,8 @@ where
             self.expectations.clone(),
             self.updates(predicate),
         );
-        let namespaced = matches!(scope, Scope::Namespaced);
-        self.shard_children_of(resource, namespaced, spec.current_selectors().namespaces());
-        let spec = sharded_spec(spec, self.options.shard.as_ref());
-        let informer = self.factory.dynamic_informer_with(resource, scope, spec);
-        self.relate(informer, handler)
+        let children = Dynamic(resource, scope);
+        self.relate(children, spec, Some(Placement::Controller), handler)
     }
 
     /// [`watches_with`](Self::watches_with) for objects known only at run time (`resource`,
@@ -334,8 +291,7 @@ where
     ) -> Self {
         let Relation { spec, predicate } = relation.into();
         let handler = relations::mapped(self.enqueue.clone(), map, self.updates(predicate));
-        let informer = self.factory.dynamic_informer_with(resource, scope, spec);
-        self.relate(informer, handler)
+        self.relate(Dynamic(resource, scope), spec, None, handler)
     }
 
     /// [`watches_with`](Self::watches_with), with a map that sees each change whole: the
@@ -372,13 +328,9 @@ where
         self,
         relation: impl Into<Relation<O>>,
         map: impl Fn(Change<'_, O>) -> Vec<ObjectKey> + Send + Sync + 'static,
-    ) -> Self
-    where
-        O::Scope: FactoryScope,
-    {
+    ) -> Self {
         let Relation { spec, predicate } = relation.into();
         let handler = relations::mapped_changes(self.enqueue.clone(), map, self.updates(predicate));
-        let informer = informer_for::<O>(&self.factory, spec, None);
-        self.relate(informer, handler)
+        self.relate(Typed, spec, None, handler)
     }
 }

@@ -1,23 +1,22 @@
 //! The manager's controllers: made on its factory with its metrics (and sharding), run
 //! while it leads, their kinds handed to the sharder.
 
-use std::{fmt::Display, future::Future, sync::Arc};
+use std::sync::Arc;
 
 use kube::{
     api::{ApiResource, DynamicObject},
     discovery::Scope,
 };
-use kube_informer::factory::{FactoryScope, InformerSpec};
+use kube_informer::factory::InformerSpec;
 
 use super::{Manager, Runnable, Stop, sharding};
-use crate::controller::{Action, Cached, Controller, ControllerOptions, Watchable};
+use crate::controller::{Action, Cached, Controller, ControllerOptions, Reconciler, Watchable};
 
 impl Manager {
     /// A controller of `K` on the manager's factory, recording reconcile metrics.
     pub fn controller<K>(&self, options: ControllerOptions) -> Controller<K>
     where
         K: Watchable,
-        K::Scope: FactoryScope,
     {
         self.controller_with(InformerSpec::new(), options)
     }
@@ -42,7 +41,6 @@ impl Manager {
     ) -> Controller<K>
     where
         K: Watchable,
-        K::Scope: FactoryScope,
     {
         Controller::new_with(&self.factory, spec, self.controller_options(options))
     }
@@ -95,7 +93,7 @@ impl Manager {
     /// ([`ControllerOptions::name`]): a second one of a name makes
     /// [`run_until`](Manager::run_until) refuse to start with
     /// [`ManagerError::DuplicateController`](super::ManagerError::DuplicateController).
-    pub fn add_controller<K, Ctx, E, R, Fut, P>(
+    pub fn add_controller<K, Ctx, R, P>(
         &mut self,
         controller: Controller<K>,
         reconcile: R,
@@ -105,10 +103,8 @@ impl Manager {
         K: kube::Resource + Clone + std::fmt::Debug + Send + Sync + 'static,
         K::DynamicType: Clone + Send + Sync + 'static,
         Ctx: Send + Sync + 'static,
-        E: Display + Send + 'static,
-        R: Fn(Cached<K>, Arc<Ctx>) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<Action, E>> + Send + 'static,
-        P: Fn(&Cached<K>, &E, &Ctx) -> Action + Send + Sync + 'static,
+        R: Reconciler<K, Ctx>,
+        P: Fn(&Cached<K>, &R::Error, &Ctx) -> Action + Send + Sync + 'static,
     {
         let name = controller.name().to_owned();
         if !self.controller_names.insert(name.clone()) {

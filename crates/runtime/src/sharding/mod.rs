@@ -74,6 +74,7 @@
 
 mod admission;
 mod key;
+mod layer;
 mod membership;
 mod placing;
 mod reconcile;
@@ -82,7 +83,7 @@ mod rounds;
 mod sharder;
 mod slim;
 
-pub(crate) use self::reconcile::reconcile_sharded_with;
+pub(crate) use self::layer::Shard;
 pub use self::{
     admission::label_at_creation,
     key::ShardKey,

@@ -1,6 +1,6 @@
 //! A shard's half of the protocol, around an unchanged reconcile function.
 
-use std::{collections::HashSet, future::Future, sync::Arc};
+use std::{collections::HashSet, sync::Arc};
 
 use futures_util::future::BoxFuture;
 use kube::{
@@ -11,7 +11,7 @@ use kube_informer::ObjectKey;
 use parking_lot::Mutex;
 
 use super::{Standing, acknowledge_drain, standing};
-use crate::controller::{Action, Cached};
+use crate::reconcile::{Action, Cached, Reconciler};
 
 /// Wraps `reconcile` for `shard` of `ring`, so the function itself does not change:
 ///
@@ -58,38 +58,34 @@ use crate::controller::{Action, Cached};
 /// manager.add_controller(controller, sharded, |_, _, _| Action::Retry, Arc::new(()));
 /// # Ok(()) }
 /// ```
-pub fn reconcile_sharded<K, Ctx, E, R, Fut>(
+pub fn reconcile_sharded<K, Ctx, R>(
     ring: impl Into<String>,
     shard: impl Into<String>,
     client: kube::Client,
     reconcile: R,
-) -> impl Fn(Cached<K>, Arc<Ctx>) -> BoxFuture<'static, Result<Action, E>> + Send + Sync + 'static
+) -> impl Fn(Cached<K>, Arc<Ctx>) -> BoxFuture<'static, Result<Action, R::Error>> + Send + Sync + 'static
 where
     K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
     Ctx: Send + Sync + 'static,
-    E: Send + 'static,
-    R: Fn(Cached<K>, Arc<Ctx>) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<Action, E>> + Send + 'static,
+    R: Reconciler<K, Ctx>,
 {
     reconcile_sharded_with(ring, shard, client, (), reconcile)
 }
 
 /// [`reconcile_sharded`] for a `K` with runtime type information (a dynamic controller's
 /// `ApiResource`).
-pub(crate) fn reconcile_sharded_with<K, Ctx, E, R, Fut>(
+pub(super) fn reconcile_sharded_with<K, Ctx, R>(
     ring: impl Into<String>,
     shard: impl Into<String>,
     client: kube::Client,
     dyntype: K::DynamicType,
     reconcile: R,
-) -> impl Fn(Cached<K>, Arc<Ctx>) -> BoxFuture<'static, Result<Action, E>> + Send + Sync + 'static
+) -> impl Fn(Cached<K>, Arc<Ctx>) -> BoxFuture<'static, Result<Action, R::Error>> + Send + Sync + 'static
 where
     K: Resource + Clone + Send + Sync + 'static,
     K::DynamicType: Clone + Send + Sync + 'static,
     Ctx: Send + Sync + 'static,
-    E: Send + 'static,
-    R: Fn(Cached<K>, Arc<Ctx>) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<Action, E>> + Send + 'static,
+    R: Reconciler<K, Ctx>,
 {
     let resource = ApiResource::erase::<K>(&dyntype);
     let (ring, shard): (Arc<str>, Arc<str>) = (ring.into().into(), shard.into().into());
@@ -118,7 +114,7 @@ where
                             Ok(Action::Done)
                         }
                         Ok(false) if held.lock().contains(&key) => {
-                            let result = reconcile(cached, ctx).await;
+                            let result = reconcile.reconcile(cached, ctx).await;
                             if matches!(result, Ok(Action::Done)) {
                                 held.lock().remove(&key);
                             }
@@ -143,7 +139,7 @@ where
             match standing(meta, &ring, &shard) {
                 Standing::Mine => {
                     held.lock().insert(key);
-                    reconcile(cached, ctx).await
+                    reconcile.reconcile(cached, ctx).await
                 }
                 Standing::Elsewhere => {
                     held.lock().remove(&key);

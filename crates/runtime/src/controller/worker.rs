@@ -2,7 +2,7 @@
 //! the user's function called inside a span (with a deadline, if set), its outcome counted,
 //! an error handed to the error policy, a panic caught — and one log line per failure.
 
-use std::{fmt::Display, future::Future, panic::AssertUnwindSafe, sync::Arc, time::Duration};
+use std::{future::Future, panic::AssertUnwindSafe, sync::Arc, time::Duration};
 
 use futures_util::FutureExt;
 use kube_informer::{ObjectKey, ReadOnlyStore, workqueue::RateLimitingQueue, workqueue::Requeue};
@@ -10,7 +10,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use super::{
-    Action, Cached, ControllerMetrics,
+    Action, Cached, ControllerMetrics, Reconciler,
     metrics::Outcome,
     own_writes::{self, Settled},
 };
@@ -19,7 +19,7 @@ use crate::util::panic_message;
 type Policy<K, E, Ctx> = dyn Fn(&Cached<K>, &E, &Ctx) -> Action + Send + Sync;
 
 /// Everything a worker needs to reconcile one key.
-pub(super) struct Worker<K, Ctx, E, R> {
+pub(super) struct Worker<K, Ctx, R: Reconciler<K, Ctx>> {
     pub(super) name: String,
     pub(super) namespaced: bool,
     pub(super) store: ReadOnlyStore<K>,
@@ -29,7 +29,7 @@ pub(super) struct Worker<K, Ctx, E, R> {
     pub(super) max_retries: Option<u32>,
     pub(super) timeout: Option<Duration>,
     pub(super) reconcile: Arc<R>,
-    pub(super) error_policy: Arc<Policy<K, E, Ctx>>,
+    pub(super) error_policy: Arc<Policy<K, R::Error, Ctx>>,
     pub(super) ctx: Arc<Ctx>,
     pub(super) own_writes: Arc<super::own_writes::OwnWrites>,
 }
@@ -65,20 +65,18 @@ enum Ran<E> {
     TimedOut(Duration),
 }
 
-impl<K, Ctx, E, R, Fut> Worker<K, Ctx, E, R>
+impl<K, Ctx, R> Worker<K, Ctx, R>
 where
     K: Send + Sync + 'static,
     Ctx: Send + Sync + 'static,
-    E: Display + Send + 'static,
-    R: Fn(Cached<K>, Arc<Ctx>) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<Action, E>> + Send + 'static,
+    R: Reconciler<K, Ctx>,
 {
     /// Reconciles `key` and says what the queue does with it next. Errors, panics and
     /// timeouts are turned into a [`Requeue`] here, each logged once.
     pub(super) fn call(
         &self,
         key: ObjectKey,
-    ) -> impl Future<Output = Requeue> + Send + 'static + use<K, Ctx, E, R, Fut> {
+    ) -> impl Future<Output = Requeue> + Send + 'static + use<K, Ctx, R> {
         // Still changing: back in the queue for the rest of its quiet period, not reconciled.
         let quiet_left = self.debounce.as_ref().and_then(|d| d.wait_left(&key));
         let attempt = self.queue.num_requeues(&key) + 1;
@@ -121,7 +119,7 @@ where
             let started = Instant::now();
             let input = (cached.clone(), ctx.clone());
             let writes = Arc::default();
-            let reconciling = run_once(move || reconcile(input.0, input.1), timeout);
+            let reconciling = run_once(move || reconcile.reconcile(input.0, input.1), timeout);
             let ran = own_writes::recording(Arc::clone(&writes), reconciling).await;
             own_writes.record(&key, std::mem::take(&mut *writes.lock()));
             let (outcome, action, failure) = match ran {

@@ -1,0 +1,199 @@
+//! Running a controller: its handlers attached, its caches waited for, its workers
+//! reconciling until it is stopped (drained) or halted, and everything it started stopped
+//! and awaited before `run` returns.
+
+use std::{future::Future, sync::Arc};
+
+use kube::Resource;
+use kube_informer::{informer::HandlerOptions, workqueue::Workers};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use super::{
+    Action, Cached, Controller, ControllerError, Reconciler,
+    relations::{self, Attachments},
+    worker,
+};
+
+impl<K> Controller<K>
+where
+    K: Resource + Clone + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Clone + Send + Sync + 'static,
+{
+    /// Starts the informers, attaches the controller's handlers, waits for the caches it
+    /// reads, then reconciles until `cancel`, and drains (see
+    /// [`ControllerOptions::drain_timeout`]). Dropping the returned future instead stops
+    /// everything at once: see [what a running controller owns](self#what-a-running-controller-owns).
+    ///
+    /// `reconcile` gets the object as cached ([`Cached`]) and the context; `error_policy`
+    /// decides what to do after an error (usually [`Action::Retry`]: per-key exponential
+    /// backoff; [`Action::Done`]: a terminal error). A panic in `reconcile` is caught,
+    /// counted and retried like an error.
+    pub async fn run<Ctx, R, P>(
+        self,
+        reconcile: R,
+        error_policy: P,
+        ctx: Arc<Ctx>,
+        cancel: CancellationToken,
+    ) -> Result<(), ControllerError>
+    where
+        Ctx: Send + Sync + 'static,
+        R: Reconciler<K, Ctx>,
+        P: Fn(&Cached<K>, &R::Error, &Ctx) -> Action + Send + Sync + 'static,
+    {
+        let halt = CancellationToken::new();
+        self.run_until(reconcile, error_policy, ctx, cancel, halt)
+            .await
+    }
+
+    /// [`run`](Self::run) with a second token: `halt` cancels the reconciles in flight and
+    /// returns once they have stopped (a manager that lost leadership, or whose shutdown
+    /// deadline passed), where `graceful` drains.
+    pub(crate) async fn run_until<Ctx, R, P>(
+        self,
+        reconcile: R,
+        error_policy: P,
+        ctx: Arc<Ctx>,
+        graceful: CancellationToken,
+        halt: CancellationToken,
+    ) -> Result<(), ControllerError>
+    where
+        Ctx: Send + Sync + 'static,
+        R: Reconciler<K, Ctx>,
+        P: Fn(&Cached<K>, &R::Error, &Ctx) -> Action + Send + Sync + 'static,
+    {
+        match self.options.shard.clone() {
+            Some(shard) => {
+                let client = self.factory.client().clone();
+                let sharded = shard.reconcile(client, self.dyntype.clone(), reconcile);
+                self.run_reconciles(sharded, error_policy, ctx, graceful, halt)
+                    .await
+            }
+            None => {
+                self.run_reconciles(reconcile, error_policy, ctx, graceful, halt)
+                    .await
+            }
+        }
+    }
+
+    async fn run_reconciles<Ctx, R, P>(
+        mut self,
+        reconcile: R,
+        error_policy: P,
+        ctx: Arc<Ctx>,
+        graceful: CancellationToken,
+        halt: CancellationToken,
+    ) -> Result<(), ControllerError>
+    where
+        Ctx: Send + Sync + 'static,
+        R: Reconciler<K, Ctx>,
+        P: Fn(&Cached<K>, &R::Error, &Ctx) -> Action + Send + Sync + 'static,
+    {
+        let mut handler_options = HandlerOptions::default().name(self.name.clone());
+        if let Some(period) = self.resync {
+            handler_options = handler_options.resync(period);
+        }
+        let updates = relations::Updates {
+            predicate: self.predicate.take(),
+            filter: self.event_filter.clone(),
+        };
+        let handler = relations::primary(self.enqueue.clone(), updates, self.expectations.clone());
+        // Owned from here on: dropping this future shuts the queue and detaches them.
+        let mut attached = Attachments::new(self.queue.clone());
+        attached.push(relations::attach_now(
+            self.informer.clone(),
+            handler,
+            handler_options,
+        ));
+        for relation in self.relations.drain(..) {
+            attached.push(relation());
+        }
+        self.factory.start();
+        let stop = graceful.clone();
+        let halted = halt.clone();
+        let stopping = async move {
+            tokio::select! {
+                () = stop.cancelled() => {}
+                () = halted.cancelled() => {}
+            }
+        };
+        let result = match self.wait_for_caches(stopping).await {
+            Err(err) => Err(err),
+            Ok(false) => Ok(()), // stopped while waiting
+            Ok(true) => {
+                self.reconcile_until(reconcile, error_policy, ctx, graceful, halt)
+                    .await;
+                Ok(())
+            }
+        };
+        attached.remove().await;
+        result
+    }
+
+    /// Whether every cache synced (`false`: stopped first).
+    async fn wait_for_caches(
+        &self,
+        stopping: impl Future<Output = ()>,
+    ) -> Result<bool, ControllerError> {
+        let mut stopping = std::pin::pin!(stopping);
+        for wait in &self.syncs {
+            tokio::select! {
+                () = &mut stopping => return Ok(false),
+                synced = wait(self.cache_sync_timeout) => synced.map_err(|source| {
+                    ControllerError::CacheSync { controller: self.name.clone(), source }
+                })?,
+            }
+        }
+        Ok(true)
+    }
+
+    async fn reconcile_until<Ctx, R, P>(
+        &mut self,
+        reconcile: R,
+        error_policy: P,
+        ctx: Arc<Ctx>,
+        graceful: CancellationToken,
+        halt: CancellationToken,
+    ) where
+        Ctx: Send + Sync + 'static,
+        R: Reconciler<K, Ctx>,
+        P: Fn(&Cached<K>, &R::Error, &Ctx) -> Action + Send + Sync + 'static,
+    {
+        if let Some(metrics) = &self.metrics {
+            metrics.set_workers(&self.name, self.options.workers);
+        }
+        let mut triggers = JoinSet::new();
+        for trigger in self.triggers.drain(..) {
+            triggers.spawn(trigger.into_inner());
+        }
+        let worker = worker::Worker {
+            name: self.name.clone(),
+            namespaced: self.owner.namespaced,
+            store: self.informer.store(),
+            queue: self.queue.clone(),
+            debounce: self.enqueue.debounce.clone(),
+            metrics: self.metrics.clone(),
+            max_retries: self.options.max_retries,
+            timeout: self.options.reconcile_timeout,
+            reconcile: Arc::new(reconcile),
+            error_policy: Arc::new(error_policy),
+            ctx,
+            own_writes: self.own_writes.clone(),
+        };
+        let count = self.options.workers;
+        let mut workers = Workers::spawn(&self.queue, count, move |key| worker.call(key));
+        tokio::select! {
+            () = graceful.cancelled() => {
+                tokio::select! {
+                    _ = workers.drain(self.options.drain_timeout) => {}
+                    () = halt.cancelled() => {}
+                }
+            }
+            () = halt.cancelled() => {}
+        }
+        // Already stopped after a full drain; otherwise cancel and wait.
+        workers.abort().await;
+        triggers.abort_all();
+        while triggers.join_next().await.is_some() {}
+    }
+}
