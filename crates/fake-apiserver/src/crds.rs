@@ -11,14 +11,14 @@
 //! Established at once (the real server needs a moment). A CRD whose resource a built-in
 //! kind (or a type registered in code) serves already leaves that type alone.
 
-use std::sync::Arc;
+use std::{collections::HashMap, sync::Arc};
 
 use serde_json::{Value, json};
 
 use crate::{
     registry::{Gvr, ResourceType},
     status::ApiError,
-    storage::{EventType, Storage, StoredObject},
+    storage::{EventType, Follower, Storage, StoredObject},
     util::rfc3339,
 };
 
@@ -169,16 +169,36 @@ pub(crate) fn initial_status(crd: &Value) -> Value {
     })
 }
 
-impl Storage {
+/// Serves the types of the stored CRDs: registered as storage's follower of the
+/// `customresourcedefinitions` resource ([`install`]).
+struct CrdFollower {
+    gvr: Gvr,
+    /// The types each CRD (by name) registered.
+    types: HashMap<String, Vec<Gvr>>,
+}
+
+/// Makes `storage` serve the types of the CRDs stored in it, as they come and go.
+pub(crate) fn install(storage: &mut Storage) {
+    storage.follow(Box::new(CrdFollower {
+        gvr: gvr(),
+        types: HashMap::new(),
+    }));
+}
+
+impl Follower for CrdFollower {
+    fn follows(&self) -> &Gvr {
+        &self.gvr
+    }
+
     /// Follows a committed change of a CRD. A stored CRD serves its served versions (new
     /// ones as they are added, changed ones retyped, unserved ones no more); a version
     /// already served by a built-in kind or a type registered in code stays that one's.
     /// A deleted CRD's objects are deleted, each a DELETED event, and its versions are
     /// served no more (their watches end). Only what the CRD itself registered is touched.
-    pub(crate) fn follow_crd(&mut self, kind: EventType, crd: &StoredObject) {
+    fn committed(&mut self, storage: &mut Storage, kind: EventType, crd: &StoredObject) {
         let value = crd.value(KIND, &gvr().api_version());
         let name = text(&value, "/metadata/name").to_owned();
-        let had = self.crd_types.remove(&name).unwrap_or_default();
+        let had = self.types.remove(&name).unwrap_or_default();
         let wanted = match kind {
             EventType::Deleted => Vec::new(),
             _ => served(&value),
@@ -187,9 +207,9 @@ impl Storage {
         for ty in wanted {
             let gvr = ty.gvr.clone();
             if had.contains(&gvr) {
-                self.retype(ty);
-            } else if self.resource(&gvr).is_none() {
-                self.register(ty);
+                storage.retype(ty);
+            } else if storage.resource(&gvr).is_none() {
+                storage.register(ty);
             } else {
                 continue;
             }
@@ -197,31 +217,31 @@ impl Storage {
         }
         for gone in had.into_iter().filter(|g| !kept.contains(g)) {
             if kind == EventType::Deleted {
-                self.delete_all(&gone);
+                delete_all(storage, &gone);
             }
-            self.unregister(&gone);
+            storage.unregister(&gone);
         }
         if !kept.is_empty() {
-            self.crd_types.insert(name, kept);
+            self.types.insert(name, kept);
         }
     }
+}
 
-    /// Deletes every object of `gvr`, each a DELETED event at its own revision.
-    fn delete_all(&mut self, gvr: &Gvr) {
-        let Some(store) = self.resource(gvr) else {
-            return;
-        };
-        let (kind, api_version) = (store.ty.kind.clone(), gvr.api_version());
-        for object in store.live_objects() {
-            let revision = self.next_revision();
-            let mut last = object.value(&kind, &api_version);
-            last["metadata"]["resourceVersion"] = revision.to_string().into();
-            self.commit(
-                gvr,
-                EventType::Deleted,
-                Arc::new(StoredObject::new(last, revision)),
-            );
-        }
+/// Deletes every object of `gvr`, each a DELETED event at its own revision.
+fn delete_all(storage: &mut Storage, gvr: &Gvr) {
+    let Some(store) = storage.resource(gvr) else {
+        return;
+    };
+    let (kind, api_version) = (store.ty.kind.clone(), gvr.api_version());
+    for object in store.live_objects() {
+        let revision = storage.next_revision();
+        let mut last = object.value(&kind, &api_version);
+        last["metadata"]["resourceVersion"] = revision.to_string().into();
+        storage.commit(
+            gvr,
+            EventType::Deleted,
+            Arc::new(StoredObject::new(last, revision)),
+        );
     }
 }
 

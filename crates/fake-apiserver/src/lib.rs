@@ -174,8 +174,10 @@ impl FakeApiServer {
     pub async fn start(config: ServerConfig) -> Result<Self, Error> {
         let mut types = registry::builtins();
         types.extend(config.resources.iter().cloned());
+        let mut storage = Storage::new(types, config.history_window);
+        crds::install(&mut storage);
         let inner = Arc::new(Inner {
-            storage: Mutex::new(Storage::new(types, config.history_window)),
+            storage: Mutex::new(storage),
             faults: Mutex::new(Faults::new(config.seed)),
             log: RequestLog::default(),
             rng: Mutex::new(Rng::new(config.seed)),

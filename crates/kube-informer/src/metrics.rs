@@ -9,10 +9,18 @@
 //! [`workqueue::WorkqueueMetrics`](crate::workqueue::WorkqueueMetrics).
 //!
 //! [`FactoryOptions::metrics`]: crate::FactoryOptions::metrics
+//!
+//! The setters that take the bundle are defined here, not beside the options they set:
+//! the informer, the reflector and the work queue know their own metrics, not the bundle,
+//! so none of them imports this module (the work queue stays a leaf).
 
 use prometheus_client::registry::Registry;
 
-use crate::{informer::InformerMetrics, reflector::ReflectorMetrics, workqueue::WorkqueueMetrics};
+use crate::{
+    informer::{InformerMetrics, InformerOptions},
+    reflector::{ReflectorMetrics, ReflectorOptions},
+    workqueue::{QueueConfig, QueueItem, WorkqueueMetrics},
+};
 
 /// The informer, reflector and work queue metrics, registered in one registry.
 ///
@@ -42,19 +50,36 @@ impl Metrics {
             workqueues: WorkqueueMetrics::register(registry),
         }
     }
+}
 
-    /// The informers' metrics (batches, FIFO depth, handler backlogs).
-    pub fn informers(&self) -> &InformerMetrics {
-        &self.informers
+impl<T: QueueItem> QueueConfig<T> {
+    /// Records the queue's metrics into the bundle `metrics` (a named queue only, as in
+    /// client-go; see [`crate::metrics`]).
+    #[must_use]
+    pub fn metrics(mut self, metrics: &Metrics) -> Self {
+        self.metrics = Some(metrics.workqueues.clone());
+        self
     }
+}
 
-    /// The reflectors' metrics (lists, watches, restarts, failures).
-    pub fn reflectors(&self) -> &ReflectorMetrics {
-        &self.reflectors
+impl<K> InformerOptions<K> {
+    /// Records the informer's metrics (FIFO depth, processing time, the cache's
+    /// resourceVersion, each handler's backlog) and its reflectors' into the bundle
+    /// `metrics` (see [`crate::metrics`]).
+    #[must_use]
+    pub fn metrics(mut self, metrics: &Metrics) -> Self {
+        self.metrics = Some(metrics.informers.clone());
+        self.reflector.metrics = Some(metrics.reflectors.clone());
+        self
     }
+}
 
-    /// The work queues' metrics (client-go's `workqueue_*`).
-    pub fn workqueues(&self) -> &WorkqueueMetrics {
-        &self.workqueues
+impl ReflectorOptions {
+    /// Records lists, watches, restarts and failures into the bundle `metrics` (see
+    /// [`crate::metrics`]).
+    #[must_use]
+    pub fn metrics(mut self, metrics: &Metrics) -> Self {
+        self.metrics = Some(metrics.reflectors.clone());
+        self
     }
 }

@@ -274,8 +274,20 @@ pub(crate) struct Storage {
     /// How many revisions of history to keep before compacting automatically.
     window: u64,
     resources: HashMap<Gvr, ResourceStore>,
-    /// The types each CustomResourceDefinition (by name) registered (`crate::crds`).
-    pub(crate) crd_types: HashMap<String, Vec<Gvr>>,
+    /// What follows the committed changes of a resource (the CRDs' follower registers
+    /// and unregisters the types they define).
+    followers: Vec<Box<dyn Follower>>,
+}
+
+/// Follows the committed changes of one resource, and may change the storage in turn:
+/// how a CustomResourceDefinition's types come and go (`crate::crds`) without the storage
+/// knowing what a CRD is.
+pub(crate) trait Follower: Send {
+    /// The resource whose changes it follows.
+    fn follows(&self) -> &Gvr;
+    /// Called after each committed change of it (a change it makes itself is not
+    /// followed again by the same follower).
+    fn committed(&mut self, storage: &mut Storage, kind: EventType, object: &StoredObject);
 }
 
 impl Storage {
@@ -285,12 +297,17 @@ impl Storage {
             compacted: 0,
             window: window.max(1),
             resources: HashMap::new(),
-            crd_types: HashMap::new(),
+            followers: Vec::new(),
         };
         for ty in types {
             storage.register(ty);
         }
         storage
+    }
+
+    /// Calls `follower` after each committed change of the resource it follows.
+    pub(crate) fn follow(&mut self, follower: Box<dyn Follower>) {
+        self.followers.push(follower);
     }
 
     pub(crate) fn register(&mut self, ty: ResourceType) {
@@ -384,8 +401,14 @@ impl Storage {
         if self.revision - self.compacted > 2 * self.window {
             self.compact(self.revision - self.window);
         }
-        if *gvr == crate::crds::gvr() {
-            self.follow_crd(kind, &event.object);
+        if self.followers.iter().any(|f| f.follows() == gvr) {
+            // Taken out while they run: what they commit is not followed by them again.
+            let mut followers = std::mem::take(&mut self.followers);
+            for follower in followers.iter_mut().filter(|f| f.follows() == gvr) {
+                follower.committed(self, kind, &event.object);
+            }
+            followers.append(&mut self.followers);
+            self.followers = followers;
         }
     }
 

@@ -136,17 +136,6 @@ impl<K> InformerOptions<K> {
         self.indexers = indexers;
         self
     }
-
-    /// Records the informer's metrics (FIFO depth, processing time, the cache's
-    /// resourceVersion, each handler's backlog) and its reflectors' into the bundle
-    /// `metrics` (see [`crate::metrics`]).
-    #[cfg(feature = "metrics")]
-    #[must_use]
-    pub fn metrics(mut self, metrics: &crate::metrics::Metrics) -> Self {
-        self.metrics = Some(metrics.informers().clone());
-        self.reflector.metrics = Some(metrics.reflectors().clone());
-        self
-    }
 }
 
 /// Options of one handler.

@@ -203,15 +203,6 @@ impl ReflectorOptions {
         self
     }
 
-    /// Records lists, watches, restarts and failures into the bundle `metrics` (see
-    /// [`crate::metrics`]).
-    #[cfg(feature = "metrics")]
-    #[must_use]
-    pub fn metrics(mut self, metrics: &crate::metrics::Metrics) -> Self {
-        self.metrics = Some(metrics.reflectors().clone());
-        self
-    }
-
     /// Seeds the jitter of watch timeouts and backoff, for repeatable schedules in tests.
     /// By default each reflector draws its own seed from the operating system, so that a
     /// fleet restarted together does not reconnect together.

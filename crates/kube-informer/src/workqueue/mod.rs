@@ -105,15 +105,6 @@ impl<T: QueueItem> QueueConfig<T> {
         self
     }
 
-    /// Records the queue's metrics into the bundle `metrics` (a named queue only, as in
-    /// client-go; see [`crate::metrics`]).
-    #[cfg(feature = "metrics")]
-    #[must_use]
-    pub fn metrics(mut self, metrics: &crate::metrics::Metrics) -> Self {
-        self.metrics = Some(metrics.workqueues().clone());
-        self
-    }
-
     /// The rate limiter (default: [`default_controller_rate_limiter`]).
     #[must_use]
     pub fn rate_limiter(mut self, limiter: impl RateLimiter<T> + 'static) -> Self {

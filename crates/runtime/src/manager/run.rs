@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use prometheus_client::metrics::{family::Family, gauge::Gauge};
-use tokio::{net::TcpListener, sync::watch, task::JoinSet};
+use tokio::{net::TcpListener, task::JoinSet};
 use tokio_util::sync::CancellationToken;
 
 use crate::leader_election::LeaderElector;
@@ -276,14 +276,4 @@ fn failure(
     };
     health.failed(&name, why.clone());
     Some(ManagerError::Runnable { name, why })
-}
-
-/// Whether leadership is lost (the receiver says `false`, or the election is gone).
-pub(super) async fn lost(leading: &mut Option<watch::Receiver<bool>>) {
-    match leading {
-        Some(rx) => {
-            let _ = rx.wait_for(|leads| !*leads).await;
-        }
-        None => std::future::pending().await,
-    }
 }

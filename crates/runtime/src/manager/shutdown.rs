@@ -8,7 +8,7 @@ use kube_informer::factory::SharedInformerFactory;
 use tokio::{sync::watch, task::JoinSet, time::Instant};
 use tokio_util::sync::CancellationToken;
 
-use super::{ManagerError, run::lost};
+use super::ManagerError;
 
 /// Why the main loop ended.
 pub(super) enum Ending {
@@ -117,5 +117,15 @@ impl Shutdown {
             Ending::LeadershipLost => Err(ManagerError::LeadershipLost),
             Ending::Failed(err) => Err(err),
         }
+    }
+}
+
+/// Whether leadership is lost (the receiver says `false`, or the election is gone).
+async fn lost(leading: &mut Option<watch::Receiver<bool>>) {
+    match leading {
+        Some(rx) => {
+            let _ = rx.wait_for(|leads| !*leads).await;
+        }
+        None => std::future::pending().await,
     }
 }

@@ -83,7 +83,7 @@ impl<T: QueueItem> Workers<T> {
                         tracing::error!(
                             queue = queue.name().unwrap_or("workqueue"),
                             "a worker's function panicked: {}; retrying the item with backoff",
-                            crate::panic_message(panic.as_ref())
+                            panic_message(panic.as_ref())
                         );
                         Requeue::RateLimited
                     });
@@ -151,6 +151,16 @@ impl<T: QueueItem> Drop for Workers<T> {
     fn drop(&mut self) {
         self.queue.shut_down();
     }
+}
+
+/// The message of a caught panic. The crate's `util` has the same seven lines; this copy
+/// keeps the work queue free of imports from the rest of the crate (usable on its own).
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_owned())
 }
 
 #[cfg(test)]
