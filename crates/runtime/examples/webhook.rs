@@ -83,7 +83,8 @@ fn webhooks(cert_dir: &std::path::Path) -> WebhookServer {
 async fn main() -> Result<(), Box<dyn Error>> {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn,kube_client::client::builder=off".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "warn,kube_client::client::builder=off".into()),
         )
         .init();
     let mode = std::env::args().nth(1).unwrap_or_default();
