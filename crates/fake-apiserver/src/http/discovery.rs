@@ -1,11 +1,14 @@
 //! Discovery documents (`/version`, `/api`, `/api/v1`, `/apis`, `/apis/GROUP/VERSION`), enough
-//! for kubectl and kube's discovery to find every registered resource.
+//! for kubectl and kube's discovery to find every registered resource, and the answers to
+//! every other request that is no resource verb (health, metrics, 404s and 405s).
 
 use std::{collections::BTreeMap, sync::Arc};
 
+use bytes::Bytes;
 use serde_json::{Value, json};
 
-use crate::registry::ResourceType;
+use super::{metrics::metrics, response::Reply, route::Route};
+use crate::{Inner, registry::ResourceType, status::ApiError};
 
 const VERBS: [&str; 8] = [
     "create",
@@ -246,6 +249,29 @@ pub(crate) fn openapi_group_version(types: &[Arc<ResourceType>], gv: &str) -> Op
         "paths": paths,
         "components": {"schemas": {}},
     }))
+}
+
+/// The answer to a request that is no resource verb: a discovery document, health, the
+/// metrics, or an error.
+pub(super) fn discovery_reply(inner: &Inner, route: Route, types: &[Arc<ResourceType>]) -> Reply {
+    let found = match route {
+        Route::Metrics => return metrics(inner),
+        Route::Version => Some(version()),
+        Route::Health => return Reply::bytes(200, Bytes::from_static(b"ok")),
+        Route::CoreVersions => Some(core_versions()),
+        Route::Groups => Some(groups(types)),
+        Route::Group(g) => group(types, &g),
+        Route::Resources(g, v) => resources(types, &g, &v),
+        Route::OpenApiIndex => Some(openapi_index(types)),
+        Route::OpenApi(gv) => openapi_group_version(types, &gv),
+        Route::Resource { .. } => return Reply::error(&ApiError::method_not_allowed()),
+        Route::NotFound => None,
+        Route::NoHandler => return Reply::error(&ApiError::no_handler()),
+    };
+    match found {
+        Some(doc) => Reply::json(200, &doc),
+        None => Reply::error(&ApiError::not_found_path()),
+    }
 }
 
 #[cfg(test)]

@@ -3,7 +3,11 @@
 
 use std::sync::Arc;
 
-use super::{Call, Verb, request_body, response::Reply};
+use super::{
+    Verb,
+    resource::{Call, request_body},
+    response::Reply,
+};
 use crate::{
     Inner,
     ops::Patch,

@@ -1,5 +1,5 @@
-//! WATCH: newline-delimited JSON events, replay from a resourceVersion, bookmarks, streaming
-//! lists, timeouts, and the injected watch faults.
+//! The state of one watch stream: its lines still to send, its timeout, the injected faults,
+//! and how each line is written in the watch's shape.
 
 use std::{
     collections::VecDeque,
@@ -8,220 +8,25 @@ use std::{
         Arc,
         atomic::{AtomicBool, Ordering},
     },
-    time::Duration,
 };
 
 use bytes::{Bytes, BytesMut};
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::{sync::mpsc, time::Instant};
 
-use super::{
-    Params,
-    response::Reply,
-    table::{Include, table},
-};
-use kube_protobuf_schema::Message;
-
+use super::frame::{Line, ProtoWatch, TableMode, bookmark, error_event};
 use crate::{
-    Inner,
     faults::WatchFaults,
+    http::table::table,
     protobuf::{self, Format},
-    registry::{Gvr, ResourceType},
-    selector::Filter,
-    status::ApiError,
-    storage::{EventType, StoredObject, WatchMsg, Watcher, transition},
+    storage::{EventType, WatchMsg},
 };
 
 /// The most bytes joined into one body chunk.
 const COALESCE: usize = 64 * 1024;
 
-/// One line of the stream.
-enum Line {
-    Event(EventType, Arc<StoredObject>),
-    /// A bookmark at a revision; `true` for the end of a streaming list's initial events.
-    Bookmark(u64, bool),
-}
-
-/// A stream that sends only an ERROR event (how a watch reports 410 and friends).
-pub(crate) fn error_stream(err: &ApiError, format: Format) -> Reply {
-    let event = error_event(&err.body, format);
-    let mut reply = Reply::stream(200, futures_util::stream::iter([Ok(event)]));
-    if format.is_protobuf() {
-        reply.content_type = protobuf::WATCH_CONTENT_TYPE;
-    }
-    reply
-}
-
-/// An ERROR event carrying `status`.
-fn error_event(status: &Value, format: Format) -> Bytes {
-    match format {
-        Format::Protobuf(_) => protobuf::frame("ERROR", &protobuf::status(status)),
-        Format::Json => Bytes::from(format!("{{\"type\":\"ERROR\",\"object\":{status}}}\n")),
-    }
-}
-
-fn bookmark(object_prefix: &Bytes, revision: u64, initial_events_end: bool) -> Bytes {
-    let annotations = if initial_events_end {
-        ",\"annotations\":{\"k8s.io/initial-events-end\":\"true\"}"
-    } else {
-        ""
-    };
-    let prefix = String::from_utf8_lossy(object_prefix);
-    Bytes::from(format!(
-        "{{\"type\":\"BOOKMARK\",\"object\":{prefix}\"metadata\":{{\"resourceVersion\":\"{revision}\"{annotations}}}}}}}\n"
-    ))
-}
-
-pub(crate) fn watch(
-    inner: &Arc<Inner>,
-    gvr: &Gvr,
-    filter: Filter,
-    params: &Params,
-    faults: WatchFaults,
-    shape: Shape,
-) -> Result<Reply, ApiError> {
-    let send_initial = params.send_initial_events;
-    match (send_initial, params.resource_version_match.as_deref()) {
-        (Some(true), Some("NotOlderThan")) => {}
-        (Some(true), _) => {
-            return Err(ApiError::invalid_list_options(
-                "sendInitialEvents",
-                "Forbidden: sendInitialEvents is forbidden for watch unless resourceVersionMatch is set to NotOlderThan",
-            ));
-        }
-        (_, Some(_)) => {
-            return Err(ApiError::invalid_list_options(
-                "resourceVersionMatch",
-                "Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
-            ));
-        }
-        _ => {}
-    }
-    let format = match &shape {
-        Shape::Protobuf(_, message) => Format::Protobuf(message),
-        // Errors of a metadata watch stay JSON, as the real server sends them.
-        _ => Format::Json,
-    };
-    let protobuf_metadata = matches!(shape, Shape::MetadataProtobuf);
-    if send_initial == Some(true) && !inner.streaming_lists() {
-        inner.faults.lock().record("streaming_list_refused");
-        return Ok(error_stream(&ApiError::watch_list_unsupported(), format));
-    }
-    let requested = match params.resource_version.as_deref() {
-        None | Some("") | Some("0") => None,
-        Some(rv) => Some(
-            rv.parse::<u64>()
-                .map_err(|_| ApiError::bad_request(format!("invalid resource version {rv:?}")))?,
-        ),
-    };
-    let timeout = params
-        .timeout_seconds
-        .map_or(inner.config.watch_timeout, Duration::from_secs);
-    let bookmarks = params.allow_watch_bookmarks;
-
-    let mut storage = inner.storage.lock();
-    let (current, compacted) = (storage.revision(), storage.compacted());
-    let store = storage
-        .resource_mut(gvr)
-        .ok_or_else(ApiError::not_found_path)?;
-    let object_prefix = match shape {
-        Shape::Metadata => Bytes::from_static(super::metadata::PREFIX.as_bytes()),
-        _ => store.object_prefix.clone(),
-    };
-    let mut initial: VecDeque<Line> = VecDeque::new();
-    match (send_initial == Some(true), requested) {
-        // Current state as ADDED events: a streaming list, or a watch from "" / "0".
-        (true, _) | (false, None) => {
-            let keep = |o: &StoredObject| filter.matches(&o.meta);
-            for (_, obj) in store.scan(current, filter.namespace.as_deref(), None, keep) {
-                initial.push_back(Line::Event(EventType::Added, obj.clone()));
-            }
-            if send_initial == Some(true) && bookmarks {
-                initial.push_back(Line::Bookmark(current, true));
-            }
-        }
-        (false, Some(rv)) => {
-            if rv < compacted {
-                drop(storage);
-                return Ok(error_stream(
-                    &ApiError::watch_too_old(rv, compacted + 1),
-                    format,
-                ));
-            }
-            for event in store.events_after(rv) {
-                if let Some(kind) = transition(&filter, event) {
-                    initial.push_back(Line::Event(kind, event.object.clone()));
-                }
-            }
-        }
-    }
-    let (tx, rx) = mpsc::channel(inner.config.watch_buffer);
-    let terminated = Arc::new(AtomicBool::new(false));
-    store.add_watcher(Watcher {
-        filter,
-        bookmarks,
-        tx,
-        terminated: terminated.clone(),
-    });
-    drop(storage);
-
-    let state = WatchState {
-        type_prefixes: [EventType::Added, EventType::Modified, EventType::Deleted].map(|t| {
-            let mut p = format!("{{\"type\":\"{}\",\"object\":", t.as_str()).into_bytes();
-            p.extend_from_slice(&object_prefix);
-            Bytes::from(p)
-        }),
-        object_prefix,
-        pending: VecDeque::new(),
-        initial,
-        rx,
-        terminated,
-        deadline: Instant::now() + timeout,
-        faults,
-        events_sent: 0,
-        mode: Mode::Active,
-        metadata_only: matches!(shape, Shape::Metadata),
-        protobuf: match &shape {
-            Shape::Protobuf(ty, message) => Some(ProtoWatch {
-                message,
-                api_version: ty.gvr.api_version(),
-                kind: ty.kind.clone(),
-                metadata_only: false,
-            }),
-            Shape::MetadataProtobuf => Some(ProtoWatch {
-                message: kube_protobuf_schema::kind(
-                    super::metadata::API_VERSION,
-                    "PartialObjectMetadata",
-                )
-                .expect("PartialObjectMetadata in the schema"),
-                api_version: super::metadata::API_VERSION.to_owned(),
-                kind: "PartialObjectMetadata".to_owned(),
-                metadata_only: true,
-            }),
-            _ => None,
-        },
-        table: match shape {
-            Shape::Table(ty, include) => Some(TableMode {
-                ty,
-                include,
-                columns_sent: false,
-            }),
-            _ => None,
-        },
-    };
-    let stream = futures_util::stream::unfold(state, |mut s| async move {
-        let chunk = s.next_chunk().await?;
-        Some((chunk, s))
-    });
-    let mut reply = Reply::stream(200, Box::pin(stream));
-    if format.is_protobuf() || protobuf_metadata {
-        reply.content_type = protobuf::WATCH_CONTENT_TYPE;
-    }
-    Ok(reply)
-}
-
 #[derive(PartialEq)]
-enum Mode {
+pub(super) enum Mode {
     Active,
     /// Injected: the connection stays open, nothing is sent.
     Silent,
@@ -230,60 +35,31 @@ enum Mode {
     Done,
 }
 
-struct WatchState {
+pub(super) struct WatchState {
     /// `{"type":"ADDED","object":{"kind":"Pod","apiVersion":"v1",` per event type.
-    type_prefixes: [Bytes; 3],
-    object_prefix: Bytes,
-    pending: VecDeque<Bytes>,
-    initial: VecDeque<Line>,
-    rx: mpsc::Receiver<WatchMsg>,
+    pub(super) type_prefixes: [Bytes; 3],
+    pub(super) object_prefix: Bytes,
+    pub(super) pending: VecDeque<Bytes>,
+    pub(super) initial: VecDeque<Line>,
+    pub(super) rx: mpsc::Receiver<WatchMsg>,
     /// Set by the server when this client fell too far behind: end without the rest.
-    terminated: Arc<AtomicBool>,
-    deadline: Instant,
-    faults: WatchFaults,
-    events_sent: usize,
-    mode: Mode,
+    pub(super) terminated: Arc<AtomicBool>,
+    pub(super) deadline: Instant,
+    pub(super) faults: WatchFaults,
+    pub(super) events_sent: usize,
+    pub(super) mode: Mode,
     /// Events as one-row Tables (`kubectl get -w`).
-    table: Option<TableMode>,
+    pub(super) table: Option<TableMode>,
     /// Events' objects as `PartialObjectMetadata`.
-    metadata_only: bool,
+    pub(super) metadata_only: bool,
     /// Events as protobuf frames.
-    protobuf: Option<ProtoWatch>,
-}
-
-/// A protobuf watch's kind.
-struct ProtoWatch {
-    message: &'static Message,
-    api_version: String,
-    kind: String,
-    /// `PartialObjectMetadata` messages of the objects (not the objects' own, cached).
-    metadata_only: bool,
-}
-
-/// What a watch's events carry.
-pub(crate) enum Shape {
-    /// The objects.
-    Object,
-    /// One-row Tables (`kubectl get -w`).
-    Table(Arc<ResourceType>, Include),
-    /// `PartialObjectMetadata` (metadata informers).
-    Metadata,
-    /// The objects, as protobuf frames (the kind's message).
-    Protobuf(Arc<ResourceType>, &'static Message),
-    /// `PartialObjectMetadata`, as protobuf frames.
-    MetadataProtobuf,
-}
-
-struct TableMode {
-    ty: Arc<ResourceType>,
-    include: Include,
-    columns_sent: bool,
+    pub(super) protobuf: Option<ProtoWatch>,
 }
 
 impl WatchState {
     /// The next piece of the body: whatever is ready, joined into one buffer of up to
     /// [`COALESCE`] bytes (one write instead of three per event).
-    async fn next_chunk(&mut self) -> Option<Result<Bytes, io::Error>> {
+    pub(super) async fn next_chunk(&mut self) -> Option<Result<Bytes, io::Error>> {
         let first = match self.next_piece().await? {
             Ok(bytes) => bytes,
             Err(e) => return Some(Err(e)),
@@ -354,7 +130,7 @@ impl WatchState {
             Line::Event(kind, object) if self.protobuf.is_some() => {
                 let p = self.protobuf.as_ref().expect("checked");
                 let raw = match p.metadata_only {
-                    true => super::metadata::message_bytes(&object.body).map(Bytes::from),
+                    true => crate::http::metadata::message_bytes(&object.body).map(Bytes::from),
                     false => object.protobuf(p.message),
                 };
                 let frame = match raw {
@@ -394,7 +170,7 @@ impl WatchState {
                 };
                 self.pending.push_back(self.type_prefixes[i].clone());
                 self.pending.push_back(match self.metadata_only {
-                    true => super::metadata::tail(&object.body),
+                    true => crate::http::metadata::tail(&object.body),
                     false => object.body_tail(),
                 });
                 self.pending.push_back(Bytes::from_static(b"}\n"));
