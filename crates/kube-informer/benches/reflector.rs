@@ -19,7 +19,7 @@ use kube::{Api, api::WatchEvent};
 use kube_informer::{
     Store,
     fifo::{DeltaQueue, ProcessError, RealFifo},
-    informer::handle_deltas,
+    informer::apply_deltas,
     reflector::{Reflector, ReflectorOptions},
 };
 use tokio_util::sync::CancellationToken;
@@ -43,7 +43,7 @@ async fn sync(server: &FakeApiServer, n: usize, streaming: bool) -> Duration {
     // The informer's part: apply what is popped.
     while store.len() < n {
         fifo.pop(|deltas, initial| {
-            handle_deltas(&store, deltas, initial, &mut Vec::new());
+            apply_deltas(&store, deltas, initial);
             Ok::<(), ProcessError<Infallible>>(())
         })
         .await

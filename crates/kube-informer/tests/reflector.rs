@@ -9,7 +9,7 @@ use kube::Api;
 use kube_informer::{
     Store,
     fifo::{DeltaQueue, ProcessError, RealFifo},
-    informer::handle_deltas,
+    informer::apply_deltas,
     list_watch::{ListPage, ListerWatcher},
     reflector::{Reflector, ReflectorError, ReflectorOptions},
 };
@@ -87,7 +87,7 @@ impl Harness {
                 loop {
                     let popped = fifo
                         .pop(|deltas, initial| {
-                            handle_deltas(&store, deltas, initial, &mut Vec::new());
+                            apply_deltas(&store, deltas, initial);
                             Ok::<(), ProcessError<Infallible>>(())
                         })
                         .await;

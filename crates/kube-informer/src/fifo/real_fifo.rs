@@ -173,7 +173,7 @@ impl<K: Resource + Send + Sync> RealFifo<K> {
 
     /// Waits for `relists` first relists (one per namespace watched into this queue) before
     /// [`has_synced`](DeltaQueue::has_synced).
-    pub fn expect_relists(&self, relists: usize) {
+    pub(crate) fn expect_relists(&self, relists: usize) {
         self.core.expect_relists(relists);
     }
 }

@@ -20,24 +20,24 @@ use crate::{
 /// A notification for the handlers, and whether it is a resync (which only handlers due
 /// for one receive).
 #[derive(Debug)]
-pub struct Distribution<K> {
+pub(crate) struct Distribution<K> {
     /// What the handlers hear.
-    pub notification: Notification<K>,
+    pub(crate) notification: Notification<K>,
     /// Whether it is a resync (a `Sync`, or a relist that did not change the object).
-    pub is_sync: bool,
+    pub(crate) is_sync: bool,
 }
 
 /// An event that was not applied because the cache holds a newer version of the object.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StaleEvent {
+pub(crate) struct StaleEvent {
     /// The object's key.
-    pub key: ObjectKey,
+    pub(crate) key: ObjectKey,
     /// What the event was.
-    pub delta: DeltaType,
+    pub(crate) delta: DeltaType,
     /// The cached object's resourceVersion.
-    pub cached: String,
+    pub(crate) cached: String,
     /// The event's resourceVersion.
-    pub event: String,
+    pub(crate) event: String,
 }
 
 /// Applies `deltas` to `store` (the indexer first) and appends what to distribute:
@@ -46,26 +46,8 @@ pub struct StaleEvent {
 /// change, is marked as a resync. An add, update or relist older than the cached object is
 /// skipped and returned.
 ///
-/// The informer's processing step; public for custom informer loops.
-///
-/// ```
-/// use std::sync::Arc;
-/// use k8s_openapi::api::core::v1::ConfigMap;
-/// use kube::core::ObjectMeta;
-/// use kube_informer::{ObjectKey, Store, informer::{handle_deltas, Notification}, fifo::{Delta, Deltas}};
-///
-/// let store = Store::default();
-/// let cm = Arc::new(ConfigMap {
-///     metadata: ObjectMeta { namespace: Some("ns".into()), name: Some("a".into()), ..Default::default() },
-///     ..Default::default()
-/// });
-/// let mut out = Vec::new();
-/// let stale = handle_deltas(&store, &Deltas::new(ObjectKey::new(Some("ns"), "a"), Delta::Added(cm)), false, &mut out);
-/// assert!(matches!(out[0].notification, Notification::Add { .. }));
-/// assert!(stale.is_empty());
-/// assert_eq!(store.len(), 1);
-/// ```
-pub fn handle_deltas<K: Resource>(
+/// The informer's processing step.
+pub(crate) fn handle_deltas<K: Resource>(
     store: &Store<K>,
     deltas: &Deltas<K>,
     is_in_initial_list: bool,
@@ -76,6 +58,30 @@ pub fn handle_deltas<K: Resource>(
         apply(txn, deltas, is_in_initial_list, true, out, &mut stale);
     });
     stale
+}
+
+/// Applies `deltas` to `store` as an informer does, without handlers: an event older than
+/// the cached object is skipped.
+///
+/// ```
+/// use std::sync::Arc;
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// use kube::core::ObjectMeta;
+/// use kube_informer::{ObjectKey, Store, informer::apply_deltas, fifo::{Delta, Deltas}};
+///
+/// let store = Store::default();
+/// let cm = Arc::new(ConfigMap {
+///     metadata: ObjectMeta { namespace: Some("ns".into()), name: Some("a".into()), ..Default::default() },
+///     ..Default::default()
+/// });
+/// apply_deltas(&store, &Deltas::new(ObjectKey::new(Some("ns"), "a"), Delta::Added(cm)), false);
+/// assert_eq!(store.len(), 1);
+/// ```
+// Public for the reflector tests and benchmarks, which drain a FIFO into a store as an
+// informer does; not part of the supported API (an informer is).
+#[doc(hidden)]
+pub fn apply_deltas<K: Resource>(store: &Store<K>, deltas: &Deltas<K>, is_in_initial_list: bool) {
+    handle_deltas(store, deltas, is_in_initial_list, &mut Vec::new());
 }
 
 /// [`handle_deltas`] for a whole batch, under one write lock of the store: readers see the

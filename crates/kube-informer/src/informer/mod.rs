@@ -3,7 +3,7 @@
 //! task.
 //!
 //! - [`SharedIndexInformer`]: pops the FIFO, applies each entry to the cache first
-//!   ([`handle_deltas`]), then distributes adds, updates and deletes to the handlers'
+//!   (`handle_deltas.rs`), then distributes adds, updates and deletes to the handlers'
 //!   listeners; handlers added while running first get the whole cache as adds.
 //! - [`ResourceEventHandler`], [`HandlerFuncs`], [`FilteringHandler`]: what handlers are.
 //! - Each handler has a listener: an ordered buffer and a task of its own, so a slow call
@@ -49,7 +49,7 @@ pub use self::metrics::InformerMetrics;
 pub use self::{
     enqueue::enqueue_keys,
     failure::Failure,
-    handle_deltas::{Distribution, StaleEvent, handle_deltas},
+    handle_deltas::apply_deltas,
     handlers::handler::{FilteringHandler, HandlerFuncs, Notification, ResourceEventHandler},
     handlers::registration::HandlerRegistration,
     handlers::stream::NotificationStream,

@@ -34,7 +34,7 @@ impl<K> fmt::Debug for ListPage<K> {
 
 impl<K> ListPage<K> {
     /// Whether the items are decoded already.
-    pub fn is_decoded(&self) -> bool {
+    pub(crate) fn is_decoded(&self) -> bool {
         matches!(self.items, Items::Decoded(_))
     }
 

@@ -1,6 +1,6 @@
 //! The cache: a thread-safe map of key → `Arc<K>` with secondary indexes kept in step.
 //!
-//! [`Store`] (alias [`Indexer`]) is what the informer writes; [`ReadOnlyStore`] is what it
+//! [`Store`] (client-go's `Indexer`) is what the informer writes; [`ReadOnlyStore`] is what it
 //! hands to readers (listers, controllers), so no reader can write the cache behind the
 //! informer's back. Both are cheap-to-clone handles on the same cache.
 //!
@@ -56,7 +56,8 @@ use parking_lot::RwLock;
 use tokio::sync::Notify;
 
 use self::state::State;
-pub use self::{read_only::ReadOnlyStore, transaction::Transaction};
+pub use self::read_only::ReadOnlyStore;
+pub(crate) use self::transaction::Transaction;
 use crate::{
     KeyError, ObjectKey,
     fifo::KnownObjects,
@@ -86,7 +87,8 @@ use crate::{
 /// assert_eq!(store.by_index(NAMESPACE_INDEX, "default")?.len(), 2);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[doc(alias = "ThreadSafeStore")]
+/// client-go's `Indexer` too: every store can carry indexes, so the two are one type.
+#[doc(alias = "ThreadSafeStore", alias = "Indexer")]
 pub struct Store<K> {
     reader: ReadOnlyStore<K>,
 }
@@ -101,9 +103,6 @@ impl<K> std::ops::Deref for Store<K> {
     }
 }
 
-/// client-go's name for a store with indexes. In kube-informer every [`Store`] can carry
-/// indexes, so the two are one type.
-pub type Indexer<K> = Store<K>;
 
 struct Inner<K> {
     state: RwLock<State<K>>,
@@ -178,7 +177,7 @@ impl<K> Store<K> {
     /// per lock for that reason, kubernetes/kubernetes#130767).
     ///
     /// Keep `write` short: readers wait for it.
-    pub fn transaction<R>(&self, write: impl FnOnce(&mut Transaction<'_, K>) -> R) -> R {
+    pub(crate) fn transaction<R>(&self, write: impl FnOnce(&mut Transaction<'_, K>) -> R) -> R {
         let mut guard = self.inner.state.write();
         let mut txn = Transaction::new(&mut guard);
         let result = write(&mut txn);

@@ -439,3 +439,26 @@ fn a_panicking_index_function_leaves_the_object_in_no_bucket_and_is_reported() {
     assert_eq!(store.by_index("name", "good").unwrap().len(), 1);
     assert_eq!(store.dump_indices()["name"].len(), 1);
 }
+
+#[test]
+fn a_transactions_writes_leave_the_highest_version_they_wrote() {
+    let store = Store::<ConfigMap>::default();
+    let versioned = |name: &str, rv: &str| {
+        Arc::new(ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                resource_version: Some(rv.into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        })
+    };
+    store.add(versioned("key1", "40")).unwrap();
+    store.transaction(|txn| {
+        for (key, rv) in [("key9", "40"), ("key10", "30"), ("key11", "50")] {
+            txn.add(versioned(key, rv)).unwrap();
+        }
+    });
+    assert_eq!(store.resource_version(), "50");
+    assert_eq!(store.len(), 4);
+}

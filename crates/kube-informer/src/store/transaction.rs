@@ -8,7 +8,7 @@ use super::State;
 use crate::ObjectKey;
 
 /// Writes applied under one write lock; see [`Store::transaction`](super::Store::transaction).
-pub struct Transaction<'a, K> {
+pub(crate) struct Transaction<'a, K> {
     state: &'a mut State<K>,
     version_changed: bool,
 }
@@ -32,31 +32,26 @@ impl<'a, K> Transaction<'a, K> {
     }
 
     /// As [`Store::delete_by_key`](super::Store::delete_by_key).
-    pub fn delete_by_key(&mut self, key: &str) -> Option<Arc<K>> {
+    pub(crate) fn delete_by_key(&mut self, key: &str) -> Option<Arc<K>> {
         self.state.delete(key)
     }
 
     /// As [`Store::get_by_key`](crate::ReadOnlyStore::get_by_key).
-    pub fn get_by_key(&self, key: &str) -> Option<Arc<K>> {
+    pub(crate) fn get_by_key(&self, key: &str) -> Option<Arc<K>> {
         self.state.get(key).cloned()
-    }
-
-    /// The store's resourceVersion, as of the writes so far.
-    pub fn resource_version(&self) -> &str {
-        self.state.versions.current()
     }
 
     /// Sets the store's resourceVersion (the version the cache has now reached, in every
     /// namespace it watches); those waiting for it are woken when the transaction ends. An
     /// empty version is ignored.
-    pub fn set_resource_version(&mut self, resource_version: &str) {
+    pub(crate) fn set_resource_version(&mut self, resource_version: &str) {
         self.reach(None, resource_version);
     }
 
     /// The watch of `namespace` has reached `resource_version` (see
     /// [`Store::track_namespaces`](super::Store::track_namespaces); on a cache fed by one
     /// watch, the same as [`set_resource_version`](Self::set_resource_version)).
-    pub fn set_resource_version_in(&mut self, namespace: &str, resource_version: &str) {
+    pub(crate) fn set_resource_version_in(&mut self, namespace: &str, resource_version: &str) {
         self.reach(Some(namespace), resource_version);
     }
 
@@ -69,8 +64,10 @@ impl<'a, K> Transaction<'a, K> {
 
 impl<K: Resource> Transaction<'_, K> {
     /// Adds or replaces `obj`, keyed by its own key; returns what it replaced. Fails, and
-    /// changes nothing, if the object has no name.
-    pub fn add(&mut self, obj: Arc<K>) -> Result<Option<Arc<K>>, crate::KeyError> {
+    /// changes nothing, if the object has no name. (The informer puts objects by the key it
+    /// already has; the tests add them.)
+    #[cfg(test)]
+    pub(crate) fn add(&mut self, obj: Arc<K>) -> Result<Option<Arc<K>>, crate::KeyError> {
         let key = crate::meta_namespace_key(obj.as_ref())?;
         Ok(self.put(key, obj))
     }

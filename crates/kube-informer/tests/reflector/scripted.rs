@@ -11,7 +11,7 @@ use kube::api::WatchEvent;
 use kube_informer::{
     Store,
     fifo::{DeltaQueue, ProcessError, RealFifo},
-    informer::handle_deltas,
+    informer::apply_deltas,
     reflector::{Reflector, ReflectorError, ReflectorOptions},
 };
 use parking_lot::Mutex;
@@ -41,7 +41,7 @@ async fn run_for(
         async move {
             while fifo
                 .pop(|deltas, initial| {
-                    handle_deltas(&store, deltas, initial, &mut Vec::new());
+                    apply_deltas(&store, deltas, initial);
                     Ok::<(), ProcessError<std::convert::Infallible>>(())
                 })
                 .await

@@ -278,6 +278,9 @@ where
 
     /// The kinds a sharder must place for this controller: its own kind by its key, each
     /// owned kind by its controller's (empty unless [sharded](ControllerOptions::sharded)).
+    // Public for the sharding tests, which run the sharder outside a manager; the manager
+    // hands these to its sharder itself.
+    #[doc(hidden)]
     pub fn sharded_kinds(&self) -> &[ShardedKind] {
         &self.sharded_kinds
     }

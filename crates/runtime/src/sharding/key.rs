@@ -70,7 +70,7 @@ impl ShardKey {
     }
 
     /// A key from its parts (`group` is empty for the core group).
-    pub fn from_parts(group: &str, kind: &str, namespace: &str, name: &str) -> Self {
+    fn from_parts(group: &str, kind: &str, namespace: &str, name: &str) -> Self {
         Self(format!("{group}/{kind}/{namespace}/{name}"))
     }
 

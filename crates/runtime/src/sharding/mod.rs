@@ -79,19 +79,18 @@ mod membership;
 mod placing;
 mod reconcile;
 mod ring;
-mod rounds;
+mod sharded_kind;
 mod sharder;
 mod slim;
 
-pub(crate) use self::layer::Shard;
+pub(crate) use self::{layer::Shard, placing::OBSERVE_EVERY};
 pub use self::{
     admission::label_at_creation,
     key::ShardKey,
     membership::{Members, RING_LABEL, shard_lease},
-    placing::OBSERVE_EVERY,
     reconcile::reconcile_sharded,
-    ring::{Ring, TOKENS_PER_SHARD},
-    rounds::{Round, ShardedKind},
+    ring::Ring,
+    sharded_kind::ShardedKind,
     sharder::{
         Applied, Move, Placement, Sharder, Standing, Step, acknowledge_drain, drain_label,
         holder_annotation, shard_label, shard_selectors, standing,

@@ -31,7 +31,7 @@ pub(super) const PARALLEL_WRITES: usize = 16;
 
 /// How often the shard Leases are read (one small LIST): a shard's death is seen at most
 /// this long after its Lease expired, and a join this long after its Lease appeared.
-pub const OBSERVE_EVERY: Duration = Duration::from_secs(1);
+pub(crate) const OBSERVE_EVERY: Duration = Duration::from_secs(1);
 
 type Meta = Placed;
 
@@ -98,7 +98,7 @@ impl Sharder {
     /// Places the objects of `kinds` on the live shards of `members` until `cancel`:
     /// each object as soon as its event reaches the sharder's metadata cache (a new object
     /// is labelled within a request's time); every object again as soon as the live shards
-    /// change (the Leases are read every [`OBSERVE_EVERY`], so a dead shard's objects move
+    /// change (the Leases are read every second, so a dead shard's objects move
     /// within its Lease's duration plus a second), and each `every` in any case. A failed
     /// round is logged and retried at the next one. Run one sharder per ring, under leader
     /// election (its writes are guarded by resourceVersion, so a second one during a

@@ -7,9 +7,9 @@ use std::sync::Arc;
 /// project's count, one of four shards held 29.3% and another 21.8%: its replica needed a
 /// third more memory than the other's). A ring of N shards is N × 1000 points, built in
 /// well under a millisecond per shard.
-pub const TOKENS_PER_SHARD: usize = 1000;
+pub(crate) const TOKENS_PER_SHARD: usize = 1000;
 
-/// A consistent-hash ring: each shard owns [`TOKENS_PER_SHARD`] points on a 64-bit circle,
+/// A consistent-hash ring: each shard owns 1000 points on a 64-bit circle,
 /// and a key belongs to the shard of the first point at or after the key's hash. When a
 /// shard joins it takes about 1/N of the keys, each from the shard that had it; when one
 /// leaves, only its keys move. Every replica that builds a ring from the same shard names

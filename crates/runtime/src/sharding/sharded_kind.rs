@@ -1,10 +1,10 @@
-//! The kinds a sharder places, and one round over a kind from a LIST (for a ring run by
-//! hand; [`Sharder::run`] keeps a cache instead, see `placing.rs`).
+//! [`ShardedKind`]: a kind a sharder places, where its objects are and how they are
+//! placed ([`Sharder::run`](super::Sharder::run) keeps a metadata cache of each).
 
-use super::{Applied, Members, Placement, Sharder};
+use super::Placement;
 use kube::{
     Api, Resource,
-    api::{ApiResource, DynamicObject, ListParams, ObjectList, PartialObjectMeta},
+    api::{ApiResource, DynamicObject},
 };
 
 /// One sharded kind for [`Sharder::run`]: where its objects are listed, and how they are
@@ -78,37 +78,5 @@ impl ShardedKind {
     /// How its objects are placed.
     pub fn placement(&self) -> Placement {
         self.placement
-    }
-}
-
-/// What one round did, for logs and tests.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Round {
-    /// Live shards seen.
-    pub shards: usize,
-    /// Objects looked at.
-    pub objects: usize,
-    /// Labels written, and objects that changed under the plan.
-    pub applied: Applied,
-}
-
-impl Sharder {
-    /// One round for `kind`: the live shards from `members`, every object's metadata (one
-    /// LIST, served from the API server's cache), and the labels they need.
-    pub async fn round(&self, members: &Members, kind: &ShardedKind) -> Result<Round, kube::Error> {
-        let ring = members.observe().await?;
-        let params = ListParams::default().match_any();
-        let listed: ObjectList<PartialObjectMeta<DynamicObject>> =
-            kind.api.list_metadata(&params).await?;
-        let moves = self.plan(&ring, &listed.items, &kind.resource, kind.placement);
-        let client = kind.api.clone().into_client();
-        let applied = self
-            .apply::<DynamicObject>(&client, &kind.resource, &moves)
-            .await?;
-        Ok(Round {
-            shards: ring.len(),
-            objects: listed.items.len(),
-            applied,
-        })
     }
 }
