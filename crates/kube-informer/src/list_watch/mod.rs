@@ -210,7 +210,7 @@ impl<K: kube::Resource> ClientListerWatcher<K> {
 
 impl<K> ClientListerWatcher<K> {
     /// Over protobuf, leave `metadata.managedFields` out of every object while decoding
-    /// (see [`ProtoKind::without_managed_fields`](crate::protobuf::ProtoKind::without_managed_fields));
+    /// (see `protobuf::ProtoKind::without_managed_fields`: skipped unread, never decoded);
     /// JSON answers still carry them. The factory does this for
     /// [`FactoryOptions::strip_managed_fields`](crate::factory::FactoryOptions::strip_managed_fields).
     #[must_use]

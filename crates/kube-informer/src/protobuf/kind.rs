@@ -1,0 +1,92 @@
+//! [`ProtoKind`]: a kind that has a protobuf encoding, what its messages are decoded with,
+//! and the check that a body holds that kind.
+
+use std::fmt;
+
+use serde::de::DeserializeOwned;
+
+use kube_protobuf_schema as schema;
+
+use super::{DecodeError, de, object::Envelope};
+
+/// A kind that has a protobuf encoding: what a lister-watcher of it decodes with.
+// Public for the protobuf tests, fuzzing, e2e and informer-bench; not part of the supported API.
+#[doc(hidden)]
+#[derive(Clone, Copy)]
+pub struct ProtoKind {
+    api_version: &'static str,
+    kind: &'static str,
+    pub(super) message: &'static schema::Message,
+    pub(super) skip: de::Skip,
+}
+
+impl fmt::Debug for ProtoKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.api_version, self.kind)
+    }
+}
+
+impl ProtoKind {
+    /// The kind `api_version`/`kind`, if it has a protobuf encoding (a built-in kind).
+    pub fn of(api_version: &str, kind: &str) -> Option<ProtoKind> {
+        let (api_version, kind, index) = schema::kind_entry(api_version, kind)?;
+        Some(ProtoKind {
+            api_version,
+            kind,
+            message: schema::message(index),
+            skip: de::Skip::default(),
+        })
+    }
+
+    /// Leave every object's `metadata.managedFields` out while decoding: what
+    /// [`FactoryOptions::strip_managed_fields`](crate::factory::FactoryOptions::strip_managed_fields)
+    /// removes after decoding, never decoded at all (a quarter of a typical object's bytes,
+    /// and the costliest part to decode: each entry's field set is JSON).
+    #[must_use]
+    pub fn without_managed_fields(mut self) -> Self {
+        self.skip.managed_fields = true;
+        self
+    }
+
+    /// `K`'s, if it has one.
+    pub fn of_type<K: k8s_openapi::Resource>() -> Option<ProtoKind> {
+        Self::of(K::API_VERSION, K::KIND)
+    }
+
+    /// Whether `K` can be read from this kind's messages: true for k8s-openapi's types,
+    /// `DynamicObject` and `Compact<K>` (which keeps the message), false for types that
+    /// read JSON text themselves. Tried on an empty object.
+    pub fn decodes<K: DeserializeOwned>(&self) -> bool {
+        de::decode::<K>(&[], 0, self.message, self.skip).is_ok()
+    }
+
+    /// Checks that `envelope` holds this kind (with `list`, a list of it); `offset` is
+    /// where its body starts, for the error.
+    pub(super) fn expect(
+        &self,
+        envelope: &Envelope<'_>,
+        list: bool,
+        offset: usize,
+    ) -> Result<(), DecodeError> {
+        let kind_ok = if list {
+            envelope.kind.strip_suffix("List") == Some(self.kind)
+        } else {
+            envelope.kind == self.kind
+        };
+        if envelope.api_version == self.api_version && kind_ok {
+            return Ok(());
+        }
+        let wanted = if list {
+            format!("{}List", self.kind)
+        } else {
+            self.kind.to_owned()
+        };
+        Err(DecodeError::at(
+            offset,
+            format!(
+                "the body holds {} {}, not {} {wanted}",
+                envelope.api_version, envelope.kind, self.api_version
+            ),
+        ))
+    }
+}

@@ -1,0 +1,76 @@
+//! A LIST's answer ([`ListBody`]): its metadata read at once, its items kept encoded until
+//! asked for.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
+use serde::de::DeserializeOwned;
+
+use kube_protobuf_schema as schema;
+
+use super::{
+    DecodeError, ProtoKind, de,
+    object::envelope,
+    wire::{RawValue, Reader},
+};
+
+/// A LIST's answer: its metadata, and its items still encoded (decode each with
+/// [`ListBody::items`], on any thread).
+// Public for the protobuf tests, fuzzing, e2e and informer-bench; not part of the supported API.
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct ListBody<'a> {
+    /// The list's metadata (resourceVersion, continue).
+    pub metadata: ListMeta,
+    items: Vec<(usize, &'a [u8])>,
+    item: ProtoKind,
+}
+
+impl<'a> ListBody<'a> {
+    /// Reads a list of `kind` (`<Kind>List`).
+    ///
+    /// # Errors
+    /// A body that is not a protobuf list of `kind`.
+    pub fn parse(body: &'a [u8], kind: ProtoKind) -> Result<Self, DecodeError> {
+        let envelope = envelope(body, 0)?;
+        kind.expect(&envelope, true, 0)?;
+        let list_meta = schema::named("k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta")
+            .expect("ListMeta in the schema");
+        let mut reader = Reader::new(envelope.raw, envelope.raw_offset);
+        let (mut metadata, mut items) = (ListMeta::default(), Vec::new());
+        while let Some(field) = reader.next_field()? {
+            match (field.number, field.value) {
+                (1, RawValue::Len(meta)) => {
+                    metadata =
+                        de::decode(meta, reader.offset_of(meta), list_meta, de::Skip::default())?;
+                }
+                (2, RawValue::Len(object)) => items.push((reader.offset_of(object), object)),
+                _ => {}
+            }
+        }
+        Ok(ListBody {
+            metadata,
+            items,
+            item: kind,
+        })
+    }
+
+    /// How many items the list holds.
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// Decodes the items, in order.
+    ///
+    /// # Errors
+    /// The first item that does not decode.
+    pub fn items<K: DeserializeOwned>(&self) -> Result<Vec<K>, DecodeError> {
+        self.items
+            .iter()
+            .map(|(offset, object)| de::decode(object, *offset, self.item.message, self.item.skip))
+            .collect()
+    }
+}
