@@ -55,8 +55,8 @@ use kube::Resource;
 use parking_lot::RwLock;
 use tokio::sync::Notify;
 
-use self::state::State;
 pub use self::read_only::ReadOnlyStore;
+use self::state::State;
 pub(crate) use self::transaction::Transaction;
 use crate::{
     KeyError, ObjectKey,
@@ -102,7 +102,6 @@ impl<K> std::ops::Deref for Store<K> {
         &self.reader
     }
 }
-
 
 struct Inner<K> {
     state: RwLock<State<K>>,

@@ -93,6 +93,16 @@ fn controller_of(meta: &ObjectMeta) -> Option<&OwnerReference> {
         .find(|owner| owner.controller == Some(true))
 }
 
+/// How an object's [`ShardKey`] is found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// By its own key: the objects a controller reconciles.
+    Own,
+    /// By its controller owner's key, so it lands with its owner: the children a
+    /// controller owns. An object without a controller is not placed.
+    Controller,
+}
+
 #[cfg(test)]
 mod tests {
     use k8s_openapi::api::core::v1::{ConfigMap, Namespace};

@@ -74,6 +74,7 @@
 
 mod admission;
 mod key;
+mod labels;
 mod layer;
 mod membership;
 mod placing;
@@ -82,17 +83,17 @@ mod ring;
 mod sharded_kind;
 mod sharder;
 mod slim;
+mod standing;
 
-pub(crate) use self::{layer::Shard, placing::OBSERVE_EVERY};
 pub use self::{
     admission::label_at_creation,
-    key::ShardKey,
+    key::{Placement, ShardKey},
+    labels::{drain_label, holder_annotation, shard_label, shard_selectors},
     membership::{Members, RING_LABEL, shard_lease},
     reconcile::reconcile_sharded,
     ring::Ring,
     sharded_kind::ShardedKind,
-    sharder::{
-        Applied, Move, Placement, Sharder, Standing, Step, acknowledge_drain, drain_label,
-        holder_annotation, shard_label, shard_selectors, standing,
-    },
+    sharder::{Applied, Move, Sharder, Step},
+    standing::{Standing, acknowledge_drain, standing},
 };
+pub(crate) use self::{layer::Shard, placing::OBSERVE_EVERY};

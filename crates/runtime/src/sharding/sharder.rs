@@ -2,59 +2,14 @@
 //! informers can ask the API server for their own objects only.
 
 use futures_util::StreamExt;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{
     Resource,
     api::{Api, ApiResource, DynamicObject, Patch, PatchParams},
 };
-use kube_informer::list_watch::Selectors;
 
-use super::{Ring, ShardKey};
-
-/// The label that names an object's shard in `ring`: `shard.kube-informer.dev/<ring>`.
-pub fn shard_label(ring: &str) -> String {
-    format!("shard.kube-informer.dev/{ring}")
-}
-
-/// The label that asks an object's shard in `ring` to let go of it before it moves:
-/// `drain.kube-informer.dev/<ring>`.
-pub fn drain_label(ring: &str) -> String {
-    format!("drain.kube-informer.dev/{ring}")
-}
-
-/// The annotation naming the shard that holds an object in `ring`:
-/// `holder.kube-informer.dev/<ring>`. Only the sharder writes it (with the label, when it
-/// assigns an object), and a shard reconciles an object only when the shard label *and*
-/// this annotation name it: a label someone else changed (`kubectl label --overwrite`, a
-/// GitOps tool, a re-applied manifest) does not hand the object to another shard while its
-/// holder may still reconcile it; the sharder puts the label back (see [`Step::Hold`]).
-pub fn holder_annotation(ring: &str) -> String {
-    format!("holder.kube-informer.dev/{ring}")
-}
-
-/// The selectors of `shard`'s objects in `ring`, for its informers: the API server then
-/// sends each replica its own objects only (its cache, its watch traffic and its
-/// reconciles are ~1/N).
-///
-/// ```
-/// use kube_informer_runtime::sharding::shard_selectors;
-///
-/// let selectors = shard_selectors("web", "replica-0");
-/// assert_eq!(selectors.label_selector(), Some("shard.kube-informer.dev/web=replica-0"));
-/// ```
-pub fn shard_selectors(ring: &str, shard: &str) -> Selectors {
-    Selectors::default().labels(format!("{}={shard}", shard_label(ring)))
-}
-
-/// How an object's [`ShardKey`] is found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Placement {
-    /// By its own key: the objects a controller reconciles.
-    Own,
-    /// By its controller owner's key, so it lands with its owner: the children a
-    /// controller owns. An object without a controller is not placed.
-    Controller,
-}
+#[cfg(doc)]
+use super::{Members, acknowledge_drain};
+use super::{Placement, Ring, ShardKey, drain_label, holder_annotation, shard_label};
 
 /// What to write on one object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -306,96 +261,12 @@ fn own_step<'a>(
     }
 }
 
-/// Where an object stands for one shard of a ring.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Standing {
-    /// Labelled for this shard and held by it: reconcile it.
-    Mine,
-    /// Labelled for and held by this shard, which is asked to let go of it: reconcile it
-    /// no more and
-    /// [`acknowledge_drain`] once no reconcile of it runs.
-    Draining,
-    /// Not this shard's (another's, or none yet): leave it alone. An object that an
-    /// informer reports deleted with this standing has *moved* away, it was not deleted.
-    Elsewhere,
-}
-
-/// Where `meta`'s object stands for `shard` of `ring`.
-///
-/// ```
-/// use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-/// use kube_informer_runtime::sharding::{Standing, holder_annotation, shard_label, standing};
-///
-/// let mut meta = ObjectMeta::default();
-/// assert_eq!(standing(&meta, "web", "a"), Standing::Elsewhere);
-/// meta.labels = Some([(shard_label("web"), "a".to_owned())].into());
-/// assert_eq!(standing(&meta, "web", "a"), Standing::Elsewhere, "labelled, not held yet");
-/// meta.annotations = Some([(holder_annotation("web"), "a".to_owned())].into());
-/// assert_eq!(standing(&meta, "web", "a"), Standing::Mine);
-/// assert_eq!(standing(&meta, "web", "b"), Standing::Elsewhere);
-/// // Someone else moves the label to b: b does not take it while a holds it.
-/// meta.labels = Some([(shard_label("web"), "b".to_owned())].into());
-/// assert_eq!(standing(&meta, "web", "b"), Standing::Elsewhere);
-/// ```
-pub fn standing(meta: &ObjectMeta, ring: &str, shard: &str) -> Standing {
-    let labels = meta.labels.as_ref();
-    let holder = meta.annotations.as_ref();
-    let holder = holder.and_then(|a| a.get(&holder_annotation(ring)));
-    match labels.and_then(|l| l.get(&shard_label(ring))) {
-        Some(owner) if owner == shard && holder.is_some_and(|h| h == shard) => {
-            if labels.is_some_and(|l| l.contains_key(&drain_label(ring))) {
-                Standing::Draining
-            } else {
-                Standing::Mine
-            }
-        }
-        _ => Standing::Elsewhere,
-    }
-}
-
-/// The old shard's half of a handover: removes the shard and drain labels (and the holder
-/// annotation) of `object`
-/// (guarded by its resourceVersion), which lets the sharder assign it elsewhere. Call it
-/// only once no reconcile of the object runs on this shard. `Ok(false)`: the object
-/// changed or went away meanwhile (look again when it comes back).
-pub async fn acknowledge_drain<K: Resource>(
-    client: &kube::Client,
-    dynamic_type: &K::DynamicType,
-    ring: &str,
-    object: &K,
-) -> Result<bool, kube::Error> {
-    let meta = object.meta();
-    let resource = ApiResource::erase::<K>(dynamic_type);
-    let api: Api<DynamicObject> = match &meta.namespace {
-        Some(namespace) => Api::namespaced_with(client.clone(), namespace, &resource),
-        None => Api::all_with(client.clone(), &resource),
-    };
-    let patch = serde_json::json!({
-        "metadata": {
-            "resourceVersion": meta.resource_version,
-            "labels": { shard_label(ring): null, drain_label(ring): null },
-            "annotations": { holder_annotation(ring): null },
-        }
-    });
-    let name = meta.name.as_deref().unwrap_or_default();
-    match api
-        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-    {
-        Ok(_) => {
-            tracing::debug!(%ring, %name, "let go of a drained object");
-            Ok(true)
-        }
-        Err(kube::Error::Api(status)) if matches!(status.code, 404 | 409) => Ok(false),
-        Err(error) => Err(error),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use k8s_openapi::api::core::v1::ConfigMap;
 
     use super::*;
+    use crate::sharding::{Standing, standing};
 
     /// A config map labelled and held by `shard` (and draining).
     fn cm(name: &str, shard: Option<&str>, draining: bool) -> ConfigMap {
