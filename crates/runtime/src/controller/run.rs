@@ -22,8 +22,9 @@ where
 {
     /// Starts the informers, attaches the controller's handlers, waits for the caches it
     /// reads, then reconciles until `cancel`, and drains (see
-    /// [`ControllerOptions::drain_timeout`]). Dropping the returned future instead stops
-    /// everything at once: see [what a running controller owns](self#what-a-running-controller-owns).
+    /// [`ControllerOptions::drain_timeout`](super::ControllerOptions::drain_timeout)).
+    /// Dropping the returned future instead stops everything at once: see
+    /// [what a running controller owns](crate::controller#what-a-running-controller-owns).
     ///
     /// `reconcile` gets the object as cached ([`Cached`]) and the context; `error_policy`
     /// decides what to do after an error (usually [`Action::Retry`]: per-key exponential

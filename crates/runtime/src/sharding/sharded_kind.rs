@@ -7,8 +7,8 @@ use kube::{
     api::{ApiResource, DynamicObject},
 };
 
-/// One sharded kind for [`Sharder::run`]: where its objects are listed, and how they are
-/// placed.
+/// One sharded kind for [`Sharder::run`](super::Sharder::run): where its objects are
+/// listed, and how they are placed.
 #[derive(Clone)]
 pub struct ShardedKind {
     api: Api<DynamicObject>,
