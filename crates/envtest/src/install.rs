@@ -4,7 +4,7 @@
 //! folder shared with `setup-envtest` (`<cache>/k8s/<version>-<os>-<arch>`), and found there
 //! again without the network.
 
-use std::{collections::BTreeMap, io::Read, path::PathBuf};
+use std::{collections::BTreeMap, io::Read, path::PathBuf, time::Duration};
 
 use serde::Deserialize;
 
@@ -18,8 +18,12 @@ pub const RELEASE_INDEX: &str =
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum InstallError {
-    /// The index or an archive could not be downloaded.
-    #[error("cannot download {url}: {reason}")]
+    /// The index or an archive could not be downloaded (refused, failed, or no answer in
+    /// time: see [`NetworkTimeouts`]).
+    #[error(
+        "cannot download {url}: {reason} (a mirror of the index: `--index-url` / \
+         `Installer::index_url`; binaries you already have: `KUBEBUILDER_ASSETS`)"
+    )]
     Download {
         /// What was asked for.
         url: String,
@@ -84,6 +88,41 @@ pub struct Installer {
     index_url: String,
     cache_dir: PathBuf,
     platform: String,
+    timeouts: NetworkTimeouts,
+}
+
+/// How long the installer waits on the network before it gives up with
+/// [`InstallError::Download`]: a proxy, mirror or firewall that accepts a connection and
+/// never answers is an error naming the URL, not a hang.
+///
+/// ```
+/// use std::time::Duration;
+/// use kube_envtest::{Installer, NetworkTimeouts};
+///
+/// let patient = Installer::new().timeouts(NetworkTimeouts {
+///     total: Duration::from_secs(3600), // a slow link: an hour for the archive
+///     ..NetworkTimeouts::default()
+/// });
+/// # let _ = patient;
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NetworkTimeouts {
+    /// To resolve the host and connect (default 30 s).
+    pub connect: Duration,
+    /// Without a byte from the server, once connected (default 60 s).
+    pub inactivity: Duration,
+    /// For a whole download, the archive's ~70 MB included (default 15 minutes).
+    pub total: Duration,
+}
+
+impl Default for NetworkTimeouts {
+    fn default() -> Self {
+        Self {
+            connect: Duration::from_secs(30),
+            inactivity: Duration::from_secs(60),
+            total: Duration::from_secs(15 * 60),
+        }
+    }
 }
 
 impl Default for Installer {
@@ -115,7 +154,15 @@ impl Installer {
             index_url: RELEASE_INDEX.to_owned(),
             cache_dir,
             platform: format!("{}-{arch}", std::env::consts::OS),
+            timeouts: NetworkTimeouts::default(),
         }
+    }
+
+    /// How long to wait on the network (see [`NetworkTimeouts`] for the defaults).
+    #[must_use]
+    pub fn timeouts(mut self, timeouts: NetworkTimeouts) -> Self {
+        self.timeouts = timeouts;
+        self
     }
 
     /// Reads the releases from another index (a mirror, or a test server).
@@ -173,7 +220,7 @@ impl Installer {
         if let Some(assets) = self.cached(version) {
             return Ok(assets);
         }
-        let bytes = download(&archive.self_link)?;
+        let bytes = download(&archive.self_link, self.timeouts)?;
         let actual = hex(ring::digest::digest(&ring::digest::SHA512, &bytes).as_ref());
         if !actual.eq_ignore_ascii_case(&archive.hash) {
             return Err(InstallError::Checksum {
@@ -199,7 +246,7 @@ impl Installer {
     }
 
     fn index(&self) -> Result<Index, InstallError> {
-        let bytes = download(&self.index_url)?;
+        let bytes = download(&self.index_url, self.timeouts)?;
         let text = String::from_utf8(bytes).map_err(|e| InstallError::Index {
             url: self.index_url.clone(),
             reason: e.to_string(),
@@ -303,18 +350,38 @@ impl Selector {
     }
 }
 
-fn download(url: &str) -> Result<Vec<u8>, InstallError> {
+/// `url`'s body, every network step bounded by `timeouts`.
+fn download(url: &str, timeouts: NetworkTimeouts) -> Result<Vec<u8>, InstallError> {
     let failed = |reason: String| InstallError::Download {
         url: url.to_owned(),
         reason,
     };
-    let mut response = ureq::get(url).call().map_err(|e| failed(e.to_string()))?;
+    let config = ureq::Agent::config_builder()
+        .timeout_resolve(Some(timeouts.connect))
+        .timeout_connect(Some(timeouts.connect))
+        .timeout_per_read(Some(timeouts.inactivity))
+        .timeout_per_write(Some(timeouts.inactivity))
+        .timeout_global(Some(timeouts.total))
+        .build();
+    let agent = ureq::Agent::new_with_config(config);
+    let explain = |error: ureq::Error| match error {
+        ureq::Error::Timeout(phase) => format!(
+            "no answer in time ({phase}; waits up to {:?} to connect, {:?} for each read, \
+             {:?} in all)",
+            timeouts.connect, timeouts.inactivity, timeouts.total
+        ),
+        other => other.to_string(),
+    };
+    let mut response = agent.get(url).call().map_err(|e| failed(explain(e)))?;
     let mut bytes = Vec::new();
     response
         .body_mut()
         .as_reader()
         .read_to_end(&mut bytes)
-        .map_err(|e| failed(e.to_string()))?;
+        .map_err(|e| match e.downcast::<ureq::Error>() {
+            Ok(error) => failed(explain(error)),
+            Err(e) => failed(e.to_string()),
+        })?;
     Ok(bytes)
 }
 

@@ -136,7 +136,7 @@ pub use audit::AuditEvent;
 pub use environment::Environment;
 pub use error::{Error, LogTail};
 #[cfg(feature = "install")]
-pub use install::{InstallError, Installer, RELEASE_INDEX};
+pub use install::{InstallError, Installer, NetworkTimeouts, RELEASE_INDEX};
 pub use options::EnvironmentOptions;
 pub use pki::ServingCerts;
 pub use proxy::{Proxy, TcpProxy};
