@@ -2,10 +2,17 @@
 //! controller-tools publishes for envtest (what controller-runtime's `setup-envtest` reads),
 //! checked against their SHA-512 and cached; prints the `export KUBEBUILDER_ASSETS=...` line.
 //!
+//! `kube-envtest run [VERSION]`: a real API server (kube-apiserver + etcd) on this machine
+//! until Ctrl-C, with a kubeconfig for kubectl, the demo or your operator; nothing is left
+//! behind when it stops.
+//!
 //! ```text
 //! eval "$(kube-envtest install 1.36.x)"     # then: cargo test
 //! kube-envtest install --print path latest  # just the folder
+//! kube-envtest run 1.36.x --rbac            # then, in another shell: export KUBECONFIG=...
 //! ```
+
+mod run;
 
 use std::{path::PathBuf, process::ExitCode};
 
@@ -41,6 +48,8 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Print::Env)]
         print: Print,
     },
+    /// Run a real API server (kube-apiserver + etcd) until Ctrl-C, and print how to reach it
+    Run(run::RunArgs),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -52,12 +61,23 @@ enum Print {
 }
 
 fn main() -> ExitCode {
-    let Command::Install {
-        version,
-        index_url,
-        cache_dir,
-        print,
-    } = Args::parse().command;
+    match Args::parse().command {
+        Command::Install {
+            version,
+            index_url,
+            cache_dir,
+            print,
+        } => install(version, index_url, cache_dir, print),
+        Command::Run(args) => run::run(args),
+    }
+}
+
+fn install(
+    version: String,
+    index_url: String,
+    cache_dir: Option<PathBuf>,
+    print: Print,
+) -> ExitCode {
     let mut installer = Installer::new().index_url(index_url);
     if let Some(dir) = cache_dir {
         installer = installer.cache_dir(dir);
