@@ -59,7 +59,8 @@ fn cert_err(what: &'static str) -> impl Fn(rcgen::Error) -> Error {
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct ServingCerts {
-    /// The CA certificate (the webhook configuration's `caBundle`, base64-encoded).
+    /// The CA certificate (the webhook configuration's `caBundle`, base64-encoded:
+    /// [`ca_bundle`](Self::ca_bundle)).
     pub ca_pem: String,
     /// The serving certificate, signed by the CA.
     pub cert_pem: String,
@@ -74,6 +75,21 @@ impl ServingCerts {
     /// [`Error::Certificate`] if generating a key or certificate fails.
     pub fn for_loopback() -> Result<ServingCerts, Error> {
         Self::generate("kube-envtest serving")
+    }
+
+    /// The CA as a webhook configuration's `caBundle` wants it: the PEM, base64-encoded.
+    ///
+    /// ```
+    /// use base64::Engine as _;
+    ///
+    /// let certs = kube_envtest::ServingCerts::for_loopback()?;
+    /// let decoded = base64::engine::general_purpose::STANDARD.decode(certs.ca_bundle()).unwrap();
+    /// assert_eq!(decoded, certs.ca_pem.as_bytes());
+    /// # Ok::<(), kube_envtest::Error>(())
+    /// ```
+    pub fn ca_bundle(&self) -> String {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode(&self.ca_pem)
     }
 
     /// Writes `tls.crt`, `tls.key` and `ca.crt` into `dir` (the names of a mounted

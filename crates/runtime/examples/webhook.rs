@@ -118,7 +118,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
     let result = if direct {
         call_directly(addr, &certs.ca_pem).await
     } else {
-        through_api_server(&client, addr, &certs.ca_pem).await
+        through_api_server(&client, addr, &certs.ca_bundle()).await
     };
     stop.cancel();
     running.await??;
@@ -181,13 +181,12 @@ async fn call_directly(addr: SocketAddr, ca_pem: &str) -> Result<(), Box<dyn Err
 async fn through_api_server(
     client: &kube::Client,
     addr: SocketAddr,
-    ca_pem: &str,
+    ca_bundle: &str,
 ) -> Result<(), Box<dyn Error>> {
     let ns = serde_json::from_value(json!({"metadata": {"name": NAMESPACE}}))?;
     let _ = Api::<Namespace>::all(client.clone())
         .create(&PostParams::default(), &ns)
         .await; // 409: it exists
-    let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
     let configuration = |kind: &str, path: &str| {
         Patch::Apply(json!({
             "apiVersion": "admissionregistration.k8s.io/v1",
@@ -195,7 +194,7 @@ async fn through_api_server(
             "metadata": {"name": NAMESPACE},
             "webhooks": [{
                 "name": format!("{}.example.com", &path[1..]),
-                "clientConfig": {"url": format!("https://{addr}{path}"), "caBundle": ca},
+                "clientConfig": {"url": format!("https://{addr}{path}"), "caBundle": ca_bundle},
                 "rules": [{"apiGroups": [""], "apiVersions": ["v1"],
                            "operations": ["CREATE", "UPDATE"], "resources": ["configmaps"]}],
                 "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": NAMESPACE}},
