@@ -43,14 +43,18 @@ impl Default for ServerConfig {
             watch_buffer: 1000,
             streaming_lists: true,
             resources: Vec::new(),
-            namespaces: vec!["default".to_owned()],
+            // What a new real cluster has (kube-apiserver makes them at start).
+            namespaces: ["default", "kube-node-lease", "kube-public", "kube-system"]
+                .map(str::to_owned)
+                .to_vec(),
         }
     }
 }
 
 impl ServerConfig {
-    /// Namespaces that exist from the start, besides `default` (which always does): a
-    /// namespaced create into a missing namespace is refused with 404, as on a real server.
+    /// Namespaces that exist from the start, besides a new cluster's four (`default`,
+    /// `kube-node-lease`, `kube-public`, `kube-system`, which always do): a namespaced
+    /// create into a missing namespace is refused with 404, as on a real server.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() {

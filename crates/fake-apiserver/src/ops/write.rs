@@ -40,6 +40,14 @@ fn initial_status(ty: &ResourceType, value: &Value) -> Value {
     }
 }
 
+/// Whether `ty` is one of Kubernetes' own kinds, not a custom resource: the core group, a
+/// group without a dot (`apps`, `batch`), or one under `k8s.io` (where a custom resource
+/// needs Kubernetes' own approval).
+fn built_in(ty: &ResourceType) -> bool {
+    let group = ty.gvr.group.as_str();
+    !group.contains('.') || group.ends_with(".k8s.io") || group == "k8s.io"
+}
+
 /// `spec.replicas: 1`, the real server's default for the workloads with a `scale`
 /// subresource (which shows it).
 fn default_replicas(ty: &ResourceType, value: &mut Value) {
@@ -161,9 +169,18 @@ impl Inner {
         if namespace {
             namespace_label(&mut value, &name);
         }
-        // The programmatic API may set a status; without one, it gets the server's.
+        // The programmatic API may set a status; without one, it gets the server's. A
+        // custom resource's status is never taken from a create, and none is made (the real
+        // server stores none); a built-in kind's starts as its type's (`{}` at least).
         if ty.status_subresource && (part != Part::All || value.get("status").is_none()) {
-            value["status"] = initial_status(&ty, &value);
+            match built_in(&ty) {
+                true => value["status"] = initial_status(&ty, &value),
+                false => {
+                    if let Some(object) = value.as_object_mut() {
+                        object.remove("status");
+                    }
+                }
+            }
         }
         default_replicas(&ty, &mut value);
         if value.get("spec").is_some() && !namespace {
