@@ -85,4 +85,73 @@ async fn the_demo_on_a_real_cluster_reports_writes_and_cleans_up() {
     );
     let leases: Api<Lease> = Api::namespaced(client, real::DEMO_NAMESPACE);
     assert!(leases.get_opt(replicas::LEASE).await.unwrap().is_none());
+
+    // The cleaned-up namespace stays Terminating here (no controller-manager): a new --write
+    // says so instead of failing on a bare 403 later.
+    match real::run(plan(true), &path, &never).await {
+        Err(Failure::Error(message)) => assert!(message.contains("being deleted"), "{message}"),
+        other => panic!("a Terminating namespace must stop --write: {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    envtest_missing,
+    ignore = "no KUBEBUILDER_ASSETS: `cargo run -p kube-envtest -- install 1.36.x`"
+)]
+async fn the_demo_refuses_what_it_cannot_do_and_says_why() {
+    let Some(env) = Environment::start_or_skip(EnvironmentOptions::new())
+        .await
+        .expect("the real API server starts")
+    else {
+        return;
+    };
+    let path = env.kubeconfig_path().to_owned();
+    let never = CancellationToken::new();
+    let plan = |write, namespaces: &[&str]| real::Plan {
+        seconds: 3,
+        write,
+        namespaces: namespaces.iter().map(|n| n.to_string()).collect(),
+    };
+
+    // A namespace that does not exist is refused, read-only or writing, and --write then
+    // has created nothing.
+    for write in [false, true] {
+        match real::run(plan(write, &["nope"]), &path, &never).await {
+            Err(Failure::Error(message)) => {
+                assert!(
+                    message.contains("namespace nope does not exist"),
+                    "{message}"
+                )
+            }
+            other => panic!("--namespace nope must fail the run: {other:?}"),
+        }
+    }
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(env.client());
+    assert!(
+        namespaces
+            .get_opt(real::DEMO_NAMESPACE)
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    // A closed port names the cause.
+    let closed = path.with_file_name("closed-kubeconfig");
+    let text = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace(&format!(":{}", env.port()), ":1");
+    std::fs::write(&closed, text).unwrap();
+    match real::run(plan(false, &[]), &closed, &never).await {
+        Err(Failure::Error(message)) => {
+            assert!(
+                message.to_lowercase().contains("connection refused"),
+                "{message}"
+            )
+        }
+        other => panic!("a closed port must fail the run: {other:?}"),
+    }
+
+    assert_eq!(verify::plural(1, "namespaces"), "1 namespace");
+    assert_eq!(verify::plural(2, "Leases"), "2 Leases");
 }

@@ -20,6 +20,7 @@ use super::{
     controllers::{MANAGED_BY, READY, REPORT_FINALIZER, SUMMARY},
     real::{DEMO_NAMESPACE, connect, list},
     replicas::LEASE,
+    verify::plural,
 };
 
 /// The reporting controller of the demo's events.
@@ -116,10 +117,13 @@ pub async fn run(path: &Path) -> Result<(), Failure> {
         delete(namespaces.clone(), &namespace.name_any()).await?;
     }
     println!(
-        "cleaned up: {unpatched} Deployments (finalizer and annotation removed), {config_maps} \
-         ConfigMaps, {events} Events, {leases} Leases, {} namespaces ({DEMO_NAMESPACE} is \
-         deleted with what remains in it)",
-        ours.items.len()
+        "cleaned up: {} (finalizer and annotation removed), {}, {}, {}, {} ({DEMO_NAMESPACE} \
+         is deleted with what remains in it)",
+        plural(unpatched, "Deployments"),
+        plural(config_maps, "ConfigMaps"),
+        plural(events, "Events"),
+        plural(leases, "Leases"),
+        plural(ours.items.len(), "namespaces"),
     );
     Ok(())
 }

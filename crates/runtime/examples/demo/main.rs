@@ -112,7 +112,11 @@ async fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+                // kube_client logs a failed connection itself; the demo reports it with the
+                // cause, once.
+                .unwrap_or_else(|_| {
+                    tracing_subscriber::EnvFilter::new("warn,kube_client::client::builder=off")
+                }),
         )
         .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
@@ -148,7 +152,14 @@ async fn main() -> ExitCode {
         outcome = run => outcome,
         () = shutdown_signals(graceful.clone(), force.clone()) => unreachable!("it never returns"),
         () = force.cancelled() => {
-            eprintln!("second interrupt: exiting at once");
+            match args.kubeconfig() {
+                Some(_) if args.write => eprintln!(
+                    "second interrupt: exiting at once; the demo's finalizers may remain on its \
+                     Deployments (run again with --cleanup to remove them and everything else \
+                     it wrote)"
+                ),
+                _ => eprintln!("second interrupt: exiting at once"),
+            }
             return ExitCode::from(130);
         }
     };

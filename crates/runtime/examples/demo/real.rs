@@ -61,8 +61,42 @@ pub async fn connect(path: &Path) -> Result<kube::Client, Failure> {
             s.message
         )
         .into()),
-        Err(e) => Err(format!("cannot reach the API server at {url}: {e}").into()),
+        Err(e) => Err(format!("cannot reach the API server at {url}: {}", causes(&e)).into()),
     }
+}
+
+/// An error and its causes, outermost first (`client error (Connect): tcp connect error:
+/// Connection refused`): a transport error's own message names none of them.
+fn causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text = format!("{text}: {cause_text}");
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// Every namespace of `--namespace` exists (the demo creates only its own).
+async fn check_namespaces(client: &kube::Client, namespaces: &[String]) -> Result<(), Failure> {
+    let api = Api::<Namespace>::all(client.clone());
+    for name in namespaces {
+        match api.get_opt(name).await {
+            Ok(Some(_)) => {}
+            Ok(None) => {
+                return Err(format!(
+                    "namespace {name} does not exist: --namespace names namespaces that exist \
+                     (the demo creates only {DEMO_NAMESPACE})"
+                )
+                .into());
+            }
+            Err(e) => return Err(refused(&format!("get namespace {name}"), e)),
+        }
+    }
+    Ok(())
 }
 
 /// What a request needs, said when the server refuses it.
@@ -129,6 +163,7 @@ async fn read_run(
     plan: Plan,
     graceful: &CancellationToken,
 ) -> Result<(), Failure> {
+    check_namespaces(&client, &plan.namespaces).await?;
     let namespaces = (!plan.namespaces.is_empty()).then(|| plan.namespaces.clone());
     // Refusals surface here with their cause, before any cache waits on them.
     list::<Pod>(&client, namespaces.as_deref()).await?;
@@ -230,19 +265,29 @@ async fn caches_match_server(
     Err(format!("the cache does not match the server: {last}").into())
 }
 
-/// The demo's namespace and Deployments, checked writable before anything runs.
-async fn prepare(client: &kube::Client) -> Result<(), Failure> {
+/// The demo's namespace and Deployments, checked writable before anything runs. A namespace
+/// this run created is deleted again when a check fails.
+async fn prepare(client: &kube::Client, plan: &Plan) -> Result<(), Failure> {
+    check_namespaces(client, &plan.namespaces).await?;
     let namespace: Namespace = serde_json::from_value(json!({
         "metadata": {"name": DEMO_NAMESPACE, "labels": {MANAGED_BY.0: MANAGED_BY.1}},
     }))
     .expect("a Namespace");
-    match Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &namespace)
-        .await
-    {
-        Ok(_) => {}
-        Err(kube::Error::Api(s)) if s.code == 409 => {}
+    let namespaces = Api::<Namespace>::all(client.clone());
+    let created = match namespaces.create(&PostParams::default(), &namespace).await {
+        Ok(_) => true,
+        Err(kube::Error::Api(s)) if s.code == 409 => false,
         Err(e) => return Err(refused(&format!("create namespace {DEMO_NAMESPACE}"), e)),
+    };
+    if let Ok(Some(existing)) = namespaces.get_opt(DEMO_NAMESPACE).await
+        && existing.metadata.deletion_timestamp.is_some()
+    {
+        return Err(format!(
+            "namespace {DEMO_NAMESPACE} is being deleted (Terminating, after --cleanup): \
+             run again once it is gone; a server without a controller-manager (kube-envtest) \
+             never finishes deleting a namespace, so start a fresh one"
+        )
+        .into());
     }
     let dry_run = PostParams {
         dry_run: true,
@@ -250,10 +295,16 @@ async fn prepare(client: &kube::Client) -> Result<(), Failure> {
     };
     let lease: Lease =
         serde_json::from_value(json!({"metadata": {"name": "demo-preflight"}})).expect("a Lease");
-    Api::<Lease>::namespaced(client.clone(), DEMO_NAMESPACE)
+    if let Err(e) = Api::<Lease>::namespaced(client.clone(), DEMO_NAMESPACE)
         .create(&dry_run, &lease)
         .await
-        .map_err(|e| refused("create a Lease (dry run)", e))?;
+    {
+        if created {
+            // Nothing else is in it yet: leave nothing behind.
+            let _ = namespaces.delete(DEMO_NAMESPACE, &Default::default()).await;
+        }
+        return Err(refused("create a Lease (dry run)", e));
+    }
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), DEMO_NAMESPACE);
     for i in 0..3 {
         let name = format!("web-{i}");
@@ -282,7 +333,7 @@ async fn write_run(
     plan: Plan,
     graceful: &CancellationToken,
 ) -> Result<(), Failure> {
-    prepare(&client).await?;
+    prepare(&client, &plan).await?;
     let mut namespaces = vec![DEMO_NAMESPACE.to_owned()];
     namespaces.extend(plan.namespaces.iter().cloned());
     println!(

@@ -151,9 +151,9 @@ pub fn verify_objects(
 /// Prints the verdict; an error when anything disagrees.
 pub fn report(verdict: &Verdict) -> Result<(), String> {
     println!(
-        "\nverdict: {} deployments, {} namespaces checked against the server: {}",
-        verdict.deployments,
-        verdict.namespaces,
+        "\nverdict: {}, {} checked against the server: {}",
+        plural(verdict.deployments, "deployments"),
+        plural(verdict.namespaces, "namespaces"),
         if verdict.mismatches.is_empty() {
             "all match"
         } else {
@@ -169,5 +169,13 @@ pub fn report(verdict: &Verdict) -> Result<(), String> {
             "{} mismatches with the server",
             verdict.mismatches.len()
         )),
+    }
+}
+
+/// 1 thing, 2 things.
+pub fn plural(n: usize, things: &str) -> String {
+    match n {
+        1 => format!("1 {}", things.strip_suffix('s').unwrap_or(things)),
+        n => format!("{n} {things}"),
     }
 }
