@@ -24,16 +24,20 @@ use kube::{Api, ResourceExt, api::ListParams};
 use kube_envtest::{Environment, EnvironmentOptions};
 use kube_informer_runtime::CancellationToken;
 
+/// A real API server, or `None` (skipped loudly) without the binaries.
+async fn real_server() -> Option<Environment> {
+    Environment::start_or_skip(EnvironmentOptions::new())
+        .await
+        .expect("the real API server starts")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(
     envtest_missing,
     ignore = "no KUBEBUILDER_ASSETS: `cargo run -p kube-envtest -- install 1.36.x`"
 )]
 async fn the_demo_on_a_real_cluster_reports_writes_and_cleans_up() {
-    let Some(env) = Environment::start_or_skip(EnvironmentOptions::new())
-        .await
-        .expect("the real API server starts")
-    else {
+    let Some(env) = real_server().await else {
         return;
     };
     let path = env.kubeconfig_path().to_owned();
@@ -100,10 +104,7 @@ async fn the_demo_on_a_real_cluster_reports_writes_and_cleans_up() {
     ignore = "no KUBEBUILDER_ASSETS: `cargo run -p kube-envtest -- install 1.36.x`"
 )]
 async fn the_demo_refuses_what_it_cannot_do_and_says_why() {
-    let Some(env) = Environment::start_or_skip(EnvironmentOptions::new())
-        .await
-        .expect("the real API server starts")
-    else {
+    let Some(env) = real_server().await else {
         return;
     };
     let path = env.kubeconfig_path().to_owned();
