@@ -46,7 +46,7 @@
 //! }
 //! ```
 //!
-//! The [testing guide](https://github.com/kube-informer/kube-informer/blob/main/docs/testing.md)
+//! The [testing guide](testing_guide)
 //! runs the same controller in a `#[tokio::test]` on fake-apiserver, then on a real API
 //! server with `kube-envtest`; `cargo run --example demo` runs two replicas of a larger one.
 //!
@@ -119,10 +119,11 @@ pub use crate::{
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
 
-// So is the testing guide.
-#[doc = include_str!("../../../docs/testing.md")]
-#[cfg(doctest)]
-pub struct TestingDoctests;
+/// The testing guide (`docs/testing.md`), here so that it is read beside the API and its
+/// examples are compiled as doctests.
+pub mod testing_guide {
+    #![doc = include_str!("../docs/testing.md")]
+}
 
 // So is the migration guide's kube-informer program.
 #[doc = include_str!("../../../docs/coming-from-kube-rs.md")]
