@@ -16,7 +16,7 @@ use std::{collections::HashMap, sync::Arc};
 use serde_json::{Value, json};
 
 use crate::{
-    registry::{Gvr, ResourceType},
+    registry::{Gvr, PrinterColumn, ResourceType},
     status::ApiError,
     storage::{EventType, Follower, Storage, StoredObject},
     util::rfc3339,
@@ -84,6 +84,23 @@ pub(crate) fn validate(crd: &Value) -> Result<(), ApiError> {
 }
 
 /// The resource type each served version of `crd` is.
+/// A version's `additionalPrinterColumns`.
+fn printer_columns(columns: &Value) -> Vec<PrinterColumn> {
+    let field = |column: &Value, name: &str| column[name].as_str().unwrap_or_default().to_owned();
+    columns
+        .as_array()
+        .map_or(&[][..], |c| c)
+        .iter()
+        .map(|column| PrinterColumn {
+            name: field(column, "name"),
+            type_: field(column, "type"),
+            format: field(column, "format"),
+            priority: column["priority"].as_i64().unwrap_or(0),
+            json_path: field(column, "jsonPath"),
+        })
+        .collect()
+}
+
 pub(crate) fn served(crd: &Value) -> Vec<ResourceType> {
     let spec = &crd["spec"];
     let names = &spec["names"];
@@ -120,6 +137,7 @@ pub(crate) fn served(crd: &Value) -> Vec<ResourceType> {
             // The fake's scale reads and writes `spec.replicas`: other paths are not served.
             ty.scale_subresource =
                 subresources["scale"]["specReplicasPath"].as_str() == Some(".spec.replicas");
+            ty.printer_columns = printer_columns(&version["additionalPrinterColumns"]);
             ty
         })
         .collect()

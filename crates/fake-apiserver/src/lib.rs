@@ -69,7 +69,7 @@ use tokio_util::sync::CancellationToken;
 pub use self::{
     config::ServerConfig,
     faults::{Fault, Gate, Verb},
-    registry::{Gvr, ResourceType},
+    registry::{Gvr, PrinterColumn, ResourceType},
     requests::RequestRecord,
     strategic::strategic_patch_table,
 };

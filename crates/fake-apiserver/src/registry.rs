@@ -63,6 +63,25 @@ pub struct ResourceType {
     /// Whether `scale` is a subresource (`autoscaling/v1` `Scale` over `spec.replicas`, as
     /// for Deployments, ReplicaSets and StatefulSets).
     pub scale_subresource: bool,
+    /// The columns `kubectl get` shows after the name (a CRD's `additionalPrinterColumns`);
+    /// empty: the built-in kind's own, or Age alone.
+    pub printer_columns: Vec<PrinterColumn>,
+}
+
+/// One of a CRD's `additionalPrinterColumns`: a cell read from each object at a JSONPath
+/// of plain fields (`.spec.size`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PrinterColumn {
+    /// The header, e.g. `Size`.
+    pub name: String,
+    /// `string`, `integer`, `number`, `boolean` or `date` (shown as an age).
+    pub type_: String,
+    /// The format, if any.
+    pub format: String,
+    /// 0: always shown; 1 and more: with `-o wide` only.
+    pub priority: i64,
+    /// Where the cell is read, e.g. `.spec.size`.
+    pub json_path: String,
 }
 
 impl ResourceType {
@@ -76,6 +95,7 @@ impl ResourceType {
             categories: Vec::new(),
             status_subresource: false,
             scale_subresource: false,
+            printer_columns: Vec::new(),
         }
     }
 

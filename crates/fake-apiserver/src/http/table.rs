@@ -1,8 +1,9 @@
 //! Server-side `Table` output (`Accept: application/json;as=Table;v=v1;g=meta.k8s.io`), the
 //! shape `kubectl get` asks for: column definitions and one row of cells per object, with
 //! the columns the real server prints for the built-in types (pods: Ready, Status,
-//! Restarts, ...) and Name/Age for the rest, as for a custom resource without printer
-//! columns. In a watch, each event carries a one-row Table; only the first has columns.
+//! Restarts, ..., and what `-o wide` adds), a CRD's `additionalPrinterColumns`, and
+//! Name/Age for the rest. In a watch, each event carries a one-row Table; only the first
+//! has columns.
 
 use std::time::SystemTime;
 
@@ -36,47 +37,130 @@ impl Include {
     }
 }
 
-/// A column: (name, type, format, priority).
-type Column = (&'static str, &'static str, &'static str, u8);
+/// A column: its definition, and where a custom resource's cell is read (`None`: a
+/// built-in kind's cell, by name).
+struct Column {
+    name: String,
+    type_: String,
+    format: String,
+    priority: i64,
+    description: String,
+    json_path: Option<String>,
+}
 
-const NAME: Column = ("Name", "string", "name", 0);
-const AGE: Column = ("Age", "string", "", 0);
+/// A built-in column: (name, type, format, priority).
+type Builtin = (&'static str, &'static str, &'static str, i64);
 
+const NAME: Builtin = ("Name", "string", "name", 0);
+const AGE: Builtin = ("Age", "string", "", 0);
+
+/// The real server's own description of the Name column.
+const NAME_DESCRIPTION: &str = "Name must be unique within a namespace. Is required when \
+    creating resources, although some resources may allow a client to request the \
+    generation of an appropriate name automatically. Name is primarily intended for creation \
+    idempotence and configuration definition. Cannot be updated. More info: \
+    https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names";
+
+/// The columns of `ty`'s Table, those `-o wide` adds (priority 1) included, as
+/// kube-apiserver 1.36 defines them.
 fn columns(ty: &ResourceType) -> Vec<Column> {
-    match (ty.gvr.group.as_str(), ty.gvr.resource.as_str()) {
+    let builtin = |(name, type_, format, priority): Builtin| Column {
+        name: name.to_owned(),
+        type_: type_.to_owned(),
+        format: format.to_owned(),
+        priority,
+        description: if name == "Name" {
+            NAME_DESCRIPTION.to_owned()
+        } else {
+            String::new()
+        },
+        json_path: None,
+    };
+    if !ty.printer_columns.is_empty() {
+        // A CRD's printer columns replace Age (which it may list itself).
+        let printed = ty.printer_columns.iter().map(|c| Column {
+            name: c.name.clone(),
+            type_: c.type_.clone(),
+            format: c.format.clone(),
+            priority: c.priority,
+            description: format!(
+                "Custom resource definition column (in JSONPath format): {}",
+                c.json_path
+            ),
+            json_path: Some(c.json_path.clone()),
+        });
+        return std::iter::once(builtin(NAME)).chain(printed).collect();
+    }
+    let text = |name| (name, "string", "", 0);
+    let wide = |name| (name, "string", "", 1);
+    let list: Vec<Builtin> = match (ty.gvr.group.as_str(), ty.gvr.resource.as_str()) {
         ("", "pods") => vec![
             NAME,
-            ("Ready", "string", "", 0),
-            ("Status", "string", "", 0),
-            ("Restarts", "string", "", 0),
+            text("Ready"),
+            text("Status"),
+            text("Restarts"),
             AGE,
-            ("IP", "string", "", 1),
-            ("Node", "string", "", 1),
+            wide("IP"),
+            wide("Node"),
+            wide("Nominated Node"),
+            wide("Readiness Gates"),
         ],
-        ("", "configmaps") => vec![NAME, ("Data", "integer", "", 0), AGE],
-        ("", "secrets") => vec![
-            NAME,
-            ("Type", "string", "", 0),
-            ("Data", "integer", "", 0),
-            AGE,
-        ],
-        ("", "namespaces") => vec![NAME, ("Status", "string", "", 0), AGE],
-        ("", "nodes") => vec![
-            NAME,
-            ("Status", "string", "", 0),
-            ("Roles", "string", "", 0),
-            AGE,
-            ("Version", "string", "", 0),
-        ],
+        ("", "configmaps") => vec![NAME, text("Data"), AGE],
+        ("", "secrets") => vec![NAME, text("Type"), text("Data"), AGE],
+        ("", "namespaces") => vec![NAME, text("Status"), AGE],
+        ("", "nodes") => vec![NAME, text("Status"), text("Roles"), AGE, text("Version")],
         ("apps", "deployments") => vec![
             NAME,
-            ("Ready", "string", "", 0),
-            ("Up-to-date", "integer", "", 0),
-            ("Available", "integer", "", 0),
+            text("Ready"),
+            text("Up-to-date"),
+            text("Available"),
             AGE,
+            wide("Containers"),
+            wide("Images"),
+            wide("Selector"),
         ],
         _ => vec![NAME, AGE],
+    };
+    list.into_iter().map(builtin).collect()
+}
+
+/// A custom resource's cell: the value at `path` (`.spec.size`; `None` when absent), a
+/// `date` as an age.
+fn printed_cell(column: &Column, path: &str, object: &Value, now: SystemTime) -> Value {
+    let pointer = path.trim_start_matches('.').replace('.', "/");
+    let value = object
+        .pointer(&format!("/{pointer}"))
+        .cloned()
+        .unwrap_or(Value::Null);
+    match (column.type_.as_str(), value.as_str()) {
+        ("date", Some(when)) => json!(age(Some(when), now)),
+        _ => value,
     }
+}
+
+/// The containers' names or images, comma-separated, as `-o wide` shows them.
+fn containers(spec: &Value, field: &str) -> Value {
+    let all = spec["template"]["spec"]["containers"]
+        .as_array()
+        .map_or(&[][..], |c| c);
+    let joined: Vec<&str> = all.iter().filter_map(|c| c[field].as_str()).collect();
+    json!(joined.join(","))
+}
+
+/// A label selector as kubectl prints it: `matchLabels` as `k=v`, sorted, comma-separated.
+fn selector(spec: &Value) -> Value {
+    let labels = spec["selector"]["matchLabels"].as_object();
+    let mut pairs: Vec<String> = labels
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+        .collect();
+    pairs.sort();
+    json!(if pairs.is_empty() {
+        "<none>".to_owned()
+    } else {
+        pairs.join(",")
+    })
 }
 
 /// The cell of `column` for `object`.
@@ -116,6 +200,25 @@ fn cell(column: &str, object: &Value, now: SystemTime) -> Value {
         }
         "IP" => text_or_none(&status["podIP"]),
         "Node" => text_or_none(&spec["nodeName"]),
+        "Nominated Node" => text_or_none(&status["nominatedNodeName"]),
+        "Readiness Gates" => match spec["readinessGates"].as_array() {
+            Some(gates) if !gates.is_empty() => {
+                let conditions = status["conditions"].as_array().map_or(&[][..], |c| c);
+                let ready = gates
+                    .iter()
+                    .filter(|g| {
+                        conditions
+                            .iter()
+                            .any(|c| c["type"] == g["conditionType"] && c["status"] == "True")
+                    })
+                    .count();
+                json!(format!("{ready}/{}", gates.len()))
+            }
+            _ => json!("<none>"),
+        },
+        "Containers" => containers(spec, "name"),
+        "Images" => containers(spec, "image"),
+        "Selector" => selector(spec),
         "Data" => json!(count(&object["data"]) + count(&object["binaryData"])),
         "Type" => json!(object["type"].as_str().unwrap_or("Opaque")),
         "Roles" => json!("<none>"),
@@ -139,7 +242,13 @@ pub(crate) fn table(
     let rows: Vec<Value> = objects
         .iter()
         .map(|object| {
-            let cells: Vec<Value> = columns.iter().map(|c| cell(c.0, object, now)).collect();
+            let cells: Vec<Value> = columns
+                .iter()
+                .map(|c| match &c.json_path {
+                    Some(path) => printed_cell(c, path, object, now),
+                    None => cell(&c.name, object, now),
+                })
+                .collect();
             let mut row = json!({"cells": cells});
             match include {
                 Include::None => {}
@@ -155,8 +264,9 @@ pub(crate) fn table(
     let definitions: Vec<Value> = if with_columns {
         columns
             .iter()
-            .map(|(name, type_, format, priority)| {
-                json!({"name": name, "type": type_, "format": format, "description": "", "priority": priority})
+            .map(|c| {
+                json!({"name": c.name, "type": c.type_, "format": c.format,
+                       "description": c.description, "priority": c.priority})
             })
             .collect()
     } else {
