@@ -9,6 +9,7 @@
 //!   kube-controller-manager's namespace controller);
 //! - `patch`: merge and JSON patches; `managed`: `managedFields`.
 
+mod defaults;
 mod delete;
 mod managed;
 mod patch;

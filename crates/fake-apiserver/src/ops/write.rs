@@ -6,8 +6,8 @@ use std::{sync::Arc, time::SystemTime};
 use serde_json::{Value, json};
 
 use super::{
-    Part, Patch, check_name, check_type, current, key_for, key_namespace, managed::manage,
-    meta_mut, ty_of,
+    Part, Patch, check_name, check_type, current, defaults::default_fields, key_for, key_namespace,
+    managed::manage, meta_mut, ty_of,
 };
 use crate::{
     Inner, crds,
@@ -46,18 +46,6 @@ fn initial_status(ty: &ResourceType, value: &Value) -> Value {
 fn built_in(ty: &ResourceType) -> bool {
     let group = ty.gvr.group.as_str();
     !group.contains('.') || group.ends_with(".k8s.io") || group == "k8s.io"
-}
-
-/// `spec.replicas: 1`, the real server's default for the workloads with a `scale`
-/// subresource (which shows it).
-fn default_replicas(ty: &ResourceType, value: &mut Value) {
-    let workload = matches!(
-        (ty.gvr.group.as_str(), ty.gvr.resource.as_str()),
-        ("apps", "deployments" | "replicasets" | "statefulsets")
-    );
-    if workload && value["spec"]["replicas"].is_null() {
-        value["spec"]["replicas"] = json!(1);
-    }
 }
 
 /// The label the real server puts on every Namespace (recorded as the writer's field).
@@ -182,7 +170,7 @@ impl Inner {
                 }
             }
         }
-        default_replicas(&ty, &mut value);
+        default_fields(&ty, &mut value, true);
         if value.get("spec").is_some() && !namespace {
             value["metadata"]["generation"] = json!(1);
         }
@@ -240,6 +228,7 @@ impl Inner {
         let mut value = change(current_value.clone())?;
         // After the other part is restored: a `/status` write is checked with its spec.
         keep_other_part(&ty, part, &mut value, &current_value);
+        default_fields(&ty, &mut value, false);
         check_type(&ty, &value)?;
         let meta = meta_mut(&mut value)?;
         if let Some(body_name) = meta.get("name").and_then(Value::as_str)
