@@ -4,13 +4,11 @@
 //! the sharder to place) and reconciles through [`Shard::reconcile`] (the shard's half of
 //! the protocol around the unchanged reconcile).
 
-use std::sync::Arc;
-
 use kube::{Resource, api::ApiResource};
 use kube_informer::factory::{InformerSpec, SharedInformerFactory};
 
 use super::{Placement, ShardedKind, reconcile::reconcile_sharded_with, shard_selectors};
-use crate::reconcile::{Cached, Reconciler};
+use crate::reconcile::Reconciler;
 
 /// One shard of one ring, as a controller is sharded
 /// ([`ControllerOptions::sharded`](crate::ControllerOptions::sharded)).
@@ -77,13 +75,13 @@ impl Shard {
         Ctx: Send + Sync + 'static,
         R: Reconciler<K, Ctx>,
     {
-        let sharded = reconcile_sharded_with(
+        // Already a reconcile function: the blanket impl makes it a `Reconciler`.
+        reconcile_sharded_with(
             self.ring.clone(),
             self.shard.clone(),
             client,
             dyntype,
             reconcile,
-        );
-        move |cached: Cached<K>, ctx: Arc<Ctx>| sharded(cached, ctx)
+        )
     }
 }
