@@ -20,6 +20,8 @@ pub enum Answer {
         causes: Vec<String>,
         /// The Status message.
         message: String,
+        /// Each cause as `(field, message)`, in the answer's order (not compared).
+        fields: Vec<(String, String)>,
     },
 }
 
@@ -95,6 +97,16 @@ pub async fn send(
                 .map(|d| d.causes.iter().map(|c| c.reason.clone()).collect())
                 .unwrap_or_default(),
             message: status.message.clone(),
+            fields: status
+                .details
+                .as_ref()
+                .map(|d| {
+                    d.causes
+                        .iter()
+                        .map(|c| (c.field.clone(), c.message.clone()))
+                        .collect()
+                })
+                .unwrap_or_default(),
         },
         Err(other) => panic!("{method} {path}: {other}"),
     }
@@ -107,5 +119,6 @@ pub fn error(code: u16, reason: &str, causes: &[&str]) -> Answer {
         reason: reason.to_owned(),
         causes: causes.iter().map(|c| (*c).to_owned()).collect(),
         message: String::new(),
+        fields: Vec::new(),
     }
 }

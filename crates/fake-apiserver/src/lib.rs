@@ -38,6 +38,7 @@ mod crds;
 mod faults;
 pub mod fixtures;
 mod http;
+mod managed;
 mod memory;
 mod meta;
 mod objects;

@@ -101,6 +101,12 @@ impl ApiError {
         Self::new(409, "Conflict", message, Some(details))
     }
 
+    /// A server-side apply that would take fields other managers own (`causes`: one per
+    /// field and manager, `FieldManagerConflict`).
+    pub(crate) fn apply_conflict(message: String, causes: Vec<Value>) -> Self {
+        Self::new(409, "Conflict", message, Some(json!({ "causes": causes })))
+    }
+
     pub(crate) fn bad_request(message: impl Into<String>) -> Self {
         Self::new(400, "BadRequest", message.into(), None)
     }

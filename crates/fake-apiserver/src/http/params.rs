@@ -21,6 +21,8 @@ pub(crate) struct Params {
     pub(crate) allow_watch_bookmarks: bool,
     pub(crate) send_initial_events: Option<bool>,
     pub(crate) field_manager: Option<String>,
+    /// `force` of a server-side apply: take conflicting fields from their managers.
+    pub(crate) force: bool,
     pub(crate) grace_period_seconds: Option<u64>,
 }
 
@@ -52,6 +54,7 @@ impl Params {
             allow_watch_bookmarks: q.get("allowWatchBookmarks").is_some_and(|v| truthy(v)),
             send_initial_events: q.get("sendInitialEvents").map(|v| truthy(v)),
             field_manager: text("fieldManager"),
+            force: q.get("force").is_some_and(|v| truthy(v)),
             grace_period_seconds: number("gracePeriodSeconds")?,
         })
     }

@@ -81,8 +81,8 @@ pub(super) fn request_body(call: &Call<'_>, built_in: bool) -> Result<Value, Api
     parse_body(call.body)
 }
 
-/// Server-side apply, approximated: the body (JSON, which is also YAML) is merged into the
-/// object, or creates it. Field ownership and apply conflicts are not modelled.
+/// Server-side apply: the body (JSON, which is also YAML) is the manager's configuration,
+/// applied as [`crate::managed`] describes.
 fn apply(
     inner: &Arc<Inner>,
     ty: &ResourceType,
@@ -100,14 +100,8 @@ fn apply(
             "Required value: is required for apply patch",
         ));
     };
-    let body = parse_body(call.body)?;
-    let patch = Patch::parse("application/merge-patch+json", call.body, ty)?;
-    match inner.patch(&ty.gvr, ns, name, &patch, manager, part) {
-        Err(e) if e.code == 404 && part == Part::Object => inner
-            .create(&ty.gvr, ns, body, manager, part)
-            .map(|o| (201, o)),
-        other => other.map(|o| (200, o)),
-    }
+    let config = parse_body(call.body)?;
+    inner.apply(&ty.gvr, ns, name, &config, manager, params.force, part)
 }
 
 pub(super) fn resource_reply(

@@ -7,11 +7,12 @@
 //! - `write`: create, update, patch (and the status rules);
 //! - `delete`: deletes, grace periods, and namespace termination (standing in for
 //!   kube-controller-manager's namespace controller);
-//! - `patch`: merge and JSON patches; `managed`: `managedFields`.
+//! - `patch`: merge and JSON patches; `apply`: server-side apply (ownership is
+//!   [`crate::managed`]'s).
 
+mod apply;
 mod defaults;
 mod delete;
-mod managed;
 mod patch;
 mod scale;
 mod write;
@@ -47,6 +48,25 @@ pub(crate) enum Part {
     Object,
     /// `.../status`: only the status changes (the spec is kept).
     Status,
+}
+
+impl Part {
+    /// Which fields a write by a field manager may own.
+    pub(crate) fn scope(self) -> crate::managed::Scope {
+        match self {
+            Self::Status => crate::managed::Scope::Status,
+            Self::All | Self::Object => crate::managed::Scope::Object,
+        }
+    }
+}
+
+/// Who records, in `managedFields`, what a write changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Writer<'a> {
+    /// An update by this field manager: the write records the fields it changed.
+    Update(&'a str),
+    /// A server-side apply, whose change already recorded its ownership.
+    Recorded,
 }
 
 /// Options of a DELETE (from the query or a `DeleteOptions` body).

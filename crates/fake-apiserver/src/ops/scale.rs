@@ -36,7 +36,7 @@ impl Inner {
             &ty.gvr,
             namespace,
             name,
-            manager,
+            super::Writer::Update(manager),
             Part::Object,
             |mut parent| {
                 let scale = change(to_scale(&parent))?;

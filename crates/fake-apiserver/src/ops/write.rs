@@ -6,11 +6,11 @@ use std::{sync::Arc, time::SystemTime};
 use serde_json::{Value, json};
 
 use super::{
-    Part, Patch, check_name, check_type, current, defaults::default_fields, key_for, key_namespace,
-    managed::manage, meta_mut, ty_of,
+    Part, Patch, Writer, check_name, check_type, current, defaults::default_fields, key_for,
+    key_namespace, meta_mut, ty_of,
 };
 use crate::{
-    Inner, crds,
+    Inner, crds, managed,
     registry::{Gvr, ResourceType},
     status::ApiError,
     storage::{EventType, ObjKey, Storage, StoredObject},
@@ -85,8 +85,20 @@ impl Inner {
         &self,
         gvr: &Gvr,
         namespace: Option<&str>,
-        mut value: Value,
+        value: Value,
         manager: &str,
+        part: Part,
+    ) -> Result<Arc<StoredObject>, ApiError> {
+        self.create_as(gvr, namespace, value, Writer::Update(manager), part)
+    }
+
+    /// [`Self::create`], with ownership recorded as `writer` says.
+    pub(super) fn create_as(
+        &self,
+        gvr: &Gvr,
+        namespace: Option<&str>,
+        mut value: Value,
+        writer: Writer<'_>,
         part: Part,
     ) -> Result<Arc<StoredObject>, ApiError> {
         let mut storage = self.storage.lock();
@@ -149,9 +161,11 @@ impl Inner {
             "deletionTimestamp",
             "deletionGracePeriodSeconds",
             "generation",
-            "managedFields",
         ] {
             meta.remove(server_owned);
+        }
+        if let Writer::Update(_) = writer {
+            meta.remove("managedFields");
         }
         let namespace = *gvr == Gvr::core("namespaces");
         if namespace {
@@ -174,7 +188,10 @@ impl Inner {
         if value.get("spec").is_some() && !namespace {
             value["metadata"]["generation"] = json!(1);
         }
-        manage(&mut value, None, manager, &ty.gvr.api_version(), &now);
+        if let Writer::Update(manager) = writer {
+            let scope = part.scope();
+            managed::record_update(&mut value, None, manager, &gvr.api_version(), &now, scope);
+        }
         if namespace {
             namespace_finalizer(&mut value);
         }
@@ -193,7 +210,8 @@ impl Inner {
         manager: &str,
         part: Part,
     ) -> Result<Arc<StoredObject>, ApiError> {
-        self.write_existing(gvr, namespace, name, manager, part, |_| Ok(value))
+        let writer = Writer::Update(manager);
+        self.write_existing(gvr, namespace, name, writer, part, |_| Ok(value))
     }
 
     /// Applies a merge or JSON patch to the object.
@@ -206,7 +224,8 @@ impl Inner {
         manager: &str,
         part: Part,
     ) -> Result<Arc<StoredObject>, ApiError> {
-        self.write_existing(gvr, namespace, name, manager, part, |current| {
+        let writer = Writer::Update(manager);
+        self.write_existing(gvr, namespace, name, writer, part, |current| {
             patch.apply(current)
         })
     }
@@ -218,7 +237,7 @@ impl Inner {
         gvr: &Gvr,
         namespace: Option<&str>,
         name: &str,
-        manager: &str,
+        writer: Writer<'_>,
         part: Part,
         change: impl FnOnce(Value) -> Result<Value, ApiError>,
     ) -> Result<Arc<StoredObject>, ApiError> {
@@ -245,6 +264,9 @@ impl Inner {
         }
         let old_meta = &current_value["metadata"];
         for owned in SERVER_OWNED {
+            if owned == "managedFields" && writer == Writer::Recorded {
+                continue;
+            }
             match old_meta.get(owned) {
                 Some(v) => {
                     meta.insert(owned.into(), v.clone());
@@ -269,13 +291,17 @@ impl Inner {
         }
         let revision = storage.next_revision();
         let now = rfc3339(SystemTime::now());
-        manage(
-            &mut value,
-            Some(&current_value),
-            manager,
-            &ty.gvr.api_version(),
-            &now,
-        );
+        if let Writer::Update(manager) = writer {
+            let (api_version, scope) = (ty.gvr.api_version(), part.scope());
+            managed::record_update(
+                &mut value,
+                Some(&current_value),
+                manager,
+                &api_version,
+                &now,
+                scope,
+            );
+        }
         value["metadata"]["resourceVersion"] = revision.to_string().into();
         let object = Arc::new(StoredObject::new(value, revision));
         if object.meta.deleting && !object.meta.has_finalizers {

@@ -14,8 +14,8 @@ mod schema;
 
 use serde_json::Value;
 
-pub(crate) use self::schema::Schema;
 pub use self::schema::strategic_patch_table;
+pub(crate) use self::schema::{FieldMeta, Schema};
 
 /// Why a strategic merge patch failed, sorted as the real server answers it.
 #[derive(Debug, Clone, PartialEq, Eq)]

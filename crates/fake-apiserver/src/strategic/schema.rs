@@ -32,6 +32,10 @@ pub(crate) struct FieldMeta {
     /// The key that identifies the items of a merging list of objects.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) key: Option<String>,
+    /// The property's object is one value to server-side apply (`x-kubernetes-map-type:
+    /// atomic`, as a label selector): one manager owns all of it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) atomic: bool,
 }
 
 /// Kinds to root schemas, and schemas to the properties that carry patch metadata.
@@ -57,7 +61,11 @@ static NO_META: FieldMeta = FieldMeta {
     schema: None,
     strategy: None,
     key: None,
+    atomic: false,
 };
+
+/// The table's name for `metadata`'s schema, which every kind shares.
+const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
 
 impl Schema {
     /// The root schema of a built-in kind (`api_version` as objects spell it), or `None` for
@@ -69,6 +77,18 @@ impl Schema {
         Some(Self {
             fields: table.schemas.get(name),
         })
+    }
+
+    /// A schema without patch metadata (a custom resource's): maps merge, lists are atomic.
+    pub(crate) fn untyped() -> Self {
+        Self { fields: None }
+    }
+
+    /// The schema of `metadata`, which custom resources share with built-in kinds.
+    pub(crate) fn object_meta() -> Self {
+        Self {
+            fields: TABLE.schemas.get(OBJECT_META),
+        }
     }
 
     /// The metadata of property `key`, and the schema below it.
@@ -107,6 +127,13 @@ impl Schema {
 pub fn strategic_patch_table(source: &str, documents: &[Value]) -> Value {
     let mut kinds = BTreeMap::new();
     let mut schemas: BTreeMap<String, BTreeMap<String, FieldMeta>> = BTreeMap::new();
+    let atomic_maps: BTreeSet<String> = documents
+        .iter()
+        .filter_map(|doc| doc["components"]["schemas"].as_object())
+        .flatten()
+        .filter(|(_, schema)| flatten(schema)["x-kubernetes-map-type"] == "atomic")
+        .map(|(name, _)| name.clone())
+        .collect();
     for doc in documents {
         let Some(components) = doc["components"]["schemas"].as_object() else {
             continue;
@@ -142,6 +169,8 @@ pub fn strategic_patch_table(source: &str, documents: &[Value]) -> Value {
                     key: value["x-kubernetes-patch-merge-key"]
                         .as_str()
                         .map(Into::into),
+                    atomic: value["x-kubernetes-map-type"] == "atomic"
+                        || reference(&value).is_some_and(|r| atomic_maps.contains(&r)),
                 };
                 if meta != FieldMeta::default() {
                     fields.insert(property.clone(), meta);
@@ -158,6 +187,7 @@ pub fn strategic_patch_table(source: &str, documents: &[Value]) -> Value {
             let has = fields.values().any(|f| {
                 f.strategy.is_some()
                     || f.key.is_some()
+                    || f.atomic
                     || f.schema.as_ref().is_some_and(|s| useful.contains(s))
             });
             if has {
