@@ -18,11 +18,80 @@ mod replicas;
 #[path = "../../runtime/examples/demo/verify.rs"]
 mod verify;
 
+#[path = "common/grant.rs"]
+mod grant;
+
 use failure::Failure;
 use k8s_openapi::api::{apps::v1::Deployment, coordination::v1::Lease, core::v1::ConfigMap};
 use kube::{Api, ResourceExt, api::ListParams};
 use kube_envtest::{Environment, EnvironmentOptions};
 use kube_informer_runtime::CancellationToken;
+
+/// A kubeconfig of `env` that acts as `user`, written beside the environment's.
+fn kubeconfig_as(env: &Environment, user: &str) -> std::path::PathBuf {
+    let mut config = env.kubeconfig();
+    for named in &mut config.auth_infos {
+        if let Some(auth) = &mut named.auth_info {
+            auth.impersonate = Some(user.to_owned());
+        }
+    }
+    let path = env
+        .kubeconfig_path()
+        .with_file_name(format!("{user}-kubeconfig"));
+    // JSON is YAML: kube reads it back as a kubeconfig.
+    std::fs::write(&path, serde_json::to_vec(&config).unwrap()).unwrap();
+    path
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    envtest_missing,
+    ignore = "no KUBEBUILDER_ASSETS: `cargo run -p kube-envtest -- install 1.36.x`"
+)]
+async fn the_demo_runs_with_exactly_the_rbac_it_prints() {
+    let options = EnvironmentOptions::new().apiserver_arg("--authorization-mode=RBAC");
+    let Some(env) = Environment::start_or_skip(options)
+        .await
+        .expect("the real API server starts")
+    else {
+        return;
+    };
+    let admin = env.client();
+    let never = CancellationToken::new();
+    for (write, user) in [(false, "demo-reader"), (true, "demo-writer")] {
+        let rbac = real::rbac(&[], write).await.expect("the demo's RBAC");
+        if write {
+            // Its Role lives there: the namespace comes first, as `--print-rbac` says.
+            e2e::ensure_namespace(&admin, real::DEMO_NAMESPACE).await;
+        }
+        grant::grant(&admin, &rbac, user, user).await;
+        let plan = real::Plan {
+            seconds: 3,
+            write,
+            namespaces: Vec::new(),
+        };
+        let path = kubeconfig_as(&env, user);
+        real::run(plan, &path, &never)
+            .await
+            .unwrap_or_else(|e| panic!("{user} with the printed RBAC: {e:?}"));
+        let refused: Vec<_> = env
+            .audit_requests()
+            .unwrap()
+            .into_iter()
+            .filter(|e| {
+                e.impersonated_user
+                    .as_ref()
+                    .is_some_and(|u| u.username == user)
+            })
+            .filter(|e| e.code() == Some(403))
+            .map(|e| format!("{} {}", e.verb, e.request_uri))
+            .collect();
+        assert!(
+            refused.is_empty(),
+            "{user}: the printed RBAC was not enough: {refused:#?}"
+        );
+    }
+}
 
 /// A real API server, or `None` (skipped loudly) without the binaries.
 async fn real_server() -> Option<Environment> {

@@ -4,6 +4,9 @@
 //! refused with 403; no token or a forged one gets 401; the plain port keeps the probes and
 //! no longer serves metrics; a decision is reused instead of asked again per scrape.
 
+#[path = "common/grant.rs"]
+mod grant;
+
 use base64::Engine as _;
 use e2e::ensure_namespace;
 use kube_envtest::{Environment, EnvironmentOptions, ServingCerts};
@@ -129,12 +132,13 @@ async fn only_callers_the_api_server_authorizes_read_secure_metrics() {
     let certs = ServingCerts::for_loopback().unwrap();
     certs.write_to(&dir).unwrap();
     let secure = SecureMetrics::new(ServingCert::from_dir(&dir)).bind(([127, 0, 0, 1], 0).into());
-    let manager = Manager::new(
-        client.clone(),
-        ManagerOptions::for_tests().secure_metrics(secure),
-    )
-    .await
-    .unwrap();
+    // The manager runs as a user with exactly the RBAC it generates (the two reviews).
+    let operator = grant::impersonating(&env, "metrics-operator");
+    let options = ManagerOptions::for_tests().secure_metrics(secure);
+    let manager = Manager::new(operator, options).await.unwrap();
+    let needed = manager.rbac();
+    assert_eq!(needed.permissions().len(), 2, "{needed:?}");
+    grant::grant(&client, &needed, "metrics-operator", "metrics-operator").await;
     let (mut plain, mut tls) = (manager.endpoints(), manager.secure_metrics_endpoint());
     let (graceful, force) = (CancellationToken::new(), CancellationToken::new());
     let mut running = JoinSet::new();

@@ -59,6 +59,10 @@ pub struct AuditEvent {
     pub verb: String,
     /// Who made the request (`admin` for the environment's clients).
     pub user: UserInfo,
+    /// Who the request acted as, when it impersonated a user (`Impersonate-User`): the
+    /// identity RBAC authorized.
+    #[serde(default)]
+    pub impersonated_user: Option<UserInfo>,
     /// The client's addresses.
     #[serde(default, rename = "sourceIPs")]
     pub source_ips: Vec<String>,

@@ -5,6 +5,7 @@
 //! ```text
 //! cargo run -p kube-informer-runtime --example leader_election               # embedded fake-apiserver
 //! cargo run -p kube-informer-runtime --example leader_election -- --cluster  # your kubeconfig's cluster
+//! cargo run -p kube-informer-runtime --example leader_election -- --print-rbac # the Role a replica needs
 //! ```
 
 use std::{sync::Arc, time::Duration};
@@ -56,6 +57,11 @@ async fn replica(
         |_, _, _| Action::Retry,
         Arc::new(()),
     );
+    if std::env::args().any(|a| a == "--print-rbac") {
+        // What a replica needs: its caches and the Lease.
+        print!("{}", manager.rbac().yaml("election-example"));
+        std::process::exit(0);
+    }
     let stop = CancellationToken::new();
     let run = manager.run_until(stop.clone(), CancellationToken::new());
     let task = tokio::spawn(async move { run.await.map_err(|e| e.to_string()) });

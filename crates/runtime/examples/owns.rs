@@ -6,6 +6,7 @@
 //! cargo run -p kube-informer-runtime --example owns               # embedded fake-apiserver
 //! cargo run -p kube-informer-runtime --example owns -- --cluster  # your kubeconfig's cluster
 //! RUST_LOG=info cargo run -p kube-informer-runtime --example owns  # the runtime's logs
+//! cargo run -p kube-informer-runtime --example owns -- --print-rbac # the Role it needs
 //! ```
 
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
@@ -24,6 +25,7 @@ use kube_informer::{FactoryOptions, Selectors};
 use kube_informer_runtime::{
     controller::{Action, Cached, ControllerOptions},
     manager::{Manager, ManagerOptions},
+    rbac::Verb,
 };
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -94,11 +96,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut manager = Manager::new(client.clone(), options).await?;
     let controller = manager
         .controller::<ConfigMap>(ControllerOptions::default().name("copies"))
-        .owns::<Secret>();
+        .owns::<Secret>()
+        .writes::<Secret>(&[Verb::Create]);
     let ctx = Arc::new(Ctx {
         client: client.clone(),
     });
     manager.add_controller(controller, reconcile, |_, _, _| Action::Retry, ctx);
+    if std::env::args().any(|a| a == "--print-rbac") {
+        // What the controller needs (the example's own setup creates the namespace).
+        print!("{}", manager.rbac().yaml("owns-example"));
+        return Ok(());
+    }
     let mut endpoints = manager.endpoints();
     let (stop, force) = (CancellationToken::new(), CancellationToken::new());
     let running = tokio::spawn(manager.run_until(stop.clone(), force));

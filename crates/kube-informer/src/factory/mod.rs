@@ -39,7 +39,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use self::{
     options::{FactoryOptions, FactoryScope},
-    registry::CacheSyncError,
+    registry::{CacheSyncError, Watched},
     spec::InformerSpec,
 };
 use self::{
@@ -179,6 +179,33 @@ impl SharedInformerFactory {
             .filter(|namespaces| !namespaces.is_empty())
     }
 
+    /// What its informers made so far list and watch, one entry per resource and set of
+    /// namespaces (informers with a custom source are not counted): the `list` and `watch`
+    /// permissions an operator's RBAC needs.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use kube_informer::{FactoryOptions, Selectors, SharedInformerFactory};
+    ///
+    /// let client = kube::Client::try_from(kube::Config::new("http://127.0.0.1:1".parse().unwrap())).unwrap();
+    /// let options = FactoryOptions::default().selectors(Selectors::default().in_namespace("shop"));
+    /// let factory = SharedInformerFactory::new(client, options);
+    /// let _ = factory.informer::<ConfigMap>();
+    /// let watched = factory.watched();
+    /// assert_eq!(watched.len(), 1);
+    /// assert_eq!((watched[0].group.as_str(), watched[0].resource.as_str()), ("", "configmaps"));
+    /// assert_eq!(watched[0].namespaces, ["shop"]);
+    /// # }
+    /// ```
+    pub fn watched(&self) -> Vec<Watched> {
+        let informers = self.inner.informers.lock();
+        let mut watched: Vec<Watched> = informers.iter().filter_map(|r| r.reads.clone()).collect();
+        watched.sort();
+        watched.dedup();
+        watched
+    }
+
     /// The informer that `spec` resolves to for `objects`: the registered one with the
     /// same [`Watch`](resolve::Watch), or a new one.
     fn get_or_make<K>(
@@ -209,6 +236,11 @@ impl SharedInformerFactory {
             indexers,
             source,
         } = resolved;
+        let reads = source.is_none().then(|| Watched {
+            group: K::group(dyntype).into_owned(),
+            resource: K::plural(dyntype).into_owned(),
+            namespaces: watch.namespaces.clone(),
+        });
         let informer = match source {
             Some(custom) => custom(options),
             None => informer_in(&watch.namespaces, options, |namespace| {
@@ -224,6 +256,7 @@ impl SharedInformerFactory {
         }
         informers.push(Registered {
             key: watch,
+            reads,
             informer: Box::new(informer.clone()),
             task: None,
         });

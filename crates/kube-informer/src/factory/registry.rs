@@ -47,8 +47,23 @@ pub(super) type ErrorHandler = Arc<dyn Fn(&str, &Failure) + Send + Sync>;
 
 pub(super) struct Registered {
     pub(super) key: super::resolve::Watch,
+    /// What it asks the API server for (`None`: a custom source).
+    pub(super) reads: Option<Watched>,
     pub(super) informer: Box<dyn AnyInformer>,
     pub(super) task: Option<JoinHandle<()>>,
+}
+
+/// A resource a factory's informers list and watch, for the permissions they need (see
+/// [`SharedInformerFactory::watched`](super::SharedInformerFactory::watched)).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
+pub struct Watched {
+    /// The API group (`""` for the core group).
+    pub group: String,
+    /// The resource (plural), e.g. `configmaps`.
+    pub resource: String,
+    /// The namespaces it is listed in; empty: all of them (or a cluster-scoped resource).
+    pub namespaces: Vec<String>,
 }
 
 /// Some informers of a factory did not sync in time; each says why.

@@ -27,6 +27,7 @@ use kube_informer_runtime::{
     events::{EventType, NewEvent, Recorder},
     finalizer::{Event, FinalizerError, finalizer},
     manager::Manager,
+    rbac::Verb,
 };
 use serde_json::json;
 
@@ -271,7 +272,10 @@ pub fn install(manager: &mut Manager, recorder: Recorder, scope: Scope) {
             predicate::generation()
                 .or(predicate::finalizers())
                 .or(predicate::deletion()),
-        );
+        )
+        // The finalizer and the annotation; the reports.
+        .writes_own(&[Verb::Patch])
+        .writes::<ConfigMap>(&[Verb::Create, Verb::Patch, Verb::Delete]);
     manager.add_controller(
         ready,
         reconcile_deployment,
@@ -288,7 +292,8 @@ pub fn install(manager: &mut Manager, recorder: Recorder, scope: Scope) {
                 .map(|ns| ObjectKey::new(None, &ns))
                 .into_iter()
                 .collect()
-        });
+        })
+        .writes::<ConfigMap>(&[Verb::Create, Verb::Patch]);
     manager.add_controller(
         summaries,
         reconcile_namespace,

@@ -69,6 +69,10 @@ pub struct Args {
     /// annotations, ConfigMaps, Events, the Lease), then exit
     #[arg(long, conflicts_with = "write")]
     cleanup: bool,
+    /// Print the ClusterRole and Roles this run needs (with --write: the controllers', the
+    /// Lease's, the Events' and the demo's own setup), then exit
+    #[arg(long, conflicts_with = "cleanup")]
+    print_rbac: bool,
 }
 
 fn at_least_two_seconds(text: &str) -> Result<u64, String> {
@@ -126,6 +130,7 @@ async fn main() -> ExitCode {
     let (graceful, force) = (CancellationToken::new(), CancellationToken::new());
     let run = async {
         match args.kubeconfig() {
+            _ if args.print_rbac => real::print_rbac(&args.namespaces, args.write).await,
             Some(path) if args.cleanup => cleanup::run(&path).await,
             Some(path) => {
                 let plan = real::Plan {

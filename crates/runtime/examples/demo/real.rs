@@ -18,7 +18,10 @@ use kube::{
     Api, ResourceExt,
     api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
 };
-use kube_informer_runtime::CancellationToken;
+use kube_informer_runtime::{
+    CancellationToken,
+    rbac::{Rbac, Verb},
+};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
@@ -104,9 +107,10 @@ fn refused(what: &str, error: kube::Error) -> Failure {
     match error {
         // RBAC's denials say "User ... cannot ...": name what the demo needs.
         kube::Error::Api(s) if s.code == 403 && s.message.contains(" cannot ") => format!(
-            "{what}: forbidden (403): {}. The demo needs get/list/watch on pods, deployments \
+            "{what}: forbidden (403): {}. The demo needs list/watch on pods, deployments \
              and namespaces; --write also needs create/patch/delete on namespaces, deployments, \
-             configmaps, events.k8s.io events and coordination.k8s.io leases",
+             configmaps, events.k8s.io events and coordination.k8s.io leases (the exact roles: \
+             run it again with --print-rbac, and --write if writing)",
             s.message
         )
         .into(),
@@ -155,6 +159,60 @@ pub async fn run(plan: Plan, path: &Path, graceful: &CancellationToken) -> Resul
     } else {
         read_run(client, plan, graceful).await
     }
+}
+
+/// The namespaces a `--write` run works in: its own and those named.
+fn spec_namespaces(named: &[String]) -> Vec<String> {
+    let mut all = vec![DEMO_NAMESPACE.to_owned()];
+    all.extend(named.iter().cloned());
+    all
+}
+
+/// Prints [`rbac`] as YAML.
+pub async fn print_rbac(namespaces: &[String], write: bool) -> Result<(), Failure> {
+    print!(
+        "{}",
+        rbac(namespaces, write).await?.yaml("kube-informer-demo")
+    );
+    Ok(())
+}
+
+/// The RBAC a run with these flags needs: its replica's (the manager's own
+/// [`rbac`](kube_informer_runtime::Manager::rbac)) and the demo's setup (the namespace, its
+/// Deployments, the Lease preflight). Nothing is sent to a server.
+pub async fn rbac(namespaces: &[String], write: bool) -> Result<Rbac, Failure> {
+    // The manager is built, not run: the client is never used.
+    let config = kube::Config::new("https://127.0.0.1:6443".parse().expect("a URL"));
+    let client = kube::Client::try_from(config).map_err(|e| e.to_string())?;
+    let spec = match write {
+        true => Spec {
+            lease_namespace: Some(DEMO_NAMESPACE.into()),
+            namespaces: Some(spec_namespaces(namespaces)),
+        },
+        false => Spec {
+            lease_namespace: None,
+            namespaces: (!namespaces.is_empty()).then(|| namespaces.to_vec()),
+        },
+    };
+    let (manager, _) = replicas::manager(client, "print-rbac", &spec).await?;
+    let mut rbac = manager.rbac();
+    if write {
+        let demo = [DEMO_NAMESPACE.to_owned()];
+        rbac.allow(
+            "",
+            "namespaces",
+            &[],
+            &[Verb::Get, Verb::Create, Verb::Delete],
+        );
+        // Its three Deployments, and the one it deletes to show the finalizer at work.
+        rbac.allow("apps", "deployments", &demo, &[Verb::Create, Verb::Delete]);
+        // The verdict compares the reports with the server's; the leader is read off the
+        // Lease.
+        let written: Vec<String> = spec_namespaces(namespaces);
+        rbac.allow("", "configmaps", &written, &[Verb::List]);
+        rbac.allow("coordination.k8s.io", "leases", &demo, &[Verb::Get]);
+    }
+    Ok(rbac)
 }
 
 /// One replica, no controllers: what it cached, against the server.
@@ -334,8 +392,7 @@ async fn write_run(
     graceful: &CancellationToken,
 ) -> Result<(), Failure> {
     prepare(&client, &plan).await?;
-    let mut namespaces = vec![DEMO_NAMESPACE.to_owned()];
-    namespaces.extend(plan.namespaces.iter().cloned());
+    let namespaces = spec_namespaces(&plan.namespaces);
     println!(
         "writing only in: {} (the Lease {}/{})",
         namespaces.join(", "),

@@ -89,15 +89,14 @@ pub struct Spec {
     pub namespaces: Option<Vec<String>>,
 }
 
-/// Starts replica `name`: a manager (endpoints on a free loopback port) with the caches the
-/// progress lines read and, when `spec` has a Lease, both controllers under leader election.
-/// It stops when `graceful` (or its own `stop`) is cancelled.
-pub async fn start(
+/// The manager of a replica as `spec` describes it (not started): the caches the progress
+/// lines read and, when `spec` has a Lease, both controllers under leader election. `name`
+/// is its identity in the Lease.
+pub async fn manager(
     client: kube::Client,
     name: &str,
     spec: &Spec,
-    graceful: &CancellationToken,
-) -> Result<Replica, String> {
+) -> Result<(Manager, controllers::Errors), String> {
     let mut options = ManagerOptions::default().bind(([127, 0, 0, 1], 0).into());
     if let Some(namespaces) = &spec.namespaces {
         let selectors = Selectors::default().in_namespaces(namespaces.iter().cloned());
@@ -118,9 +117,9 @@ pub async fn start(
         .await
         .map_err(|e| e.to_string())?;
     // The caches the progress lines read exist on every replica, leading or not.
-    let pods = manager.factory().informer::<Pod>();
-    let deployments = manager.factory().informer::<Deployment>();
-    let namespaces = manager.factory().informer::<Namespace>();
+    manager.factory().informer::<Pod>();
+    manager.factory().informer::<Deployment>();
+    manager.factory().informer::<Namespace>();
     let errors = controllers::Errors::default();
     if spec.lease_namespace.is_some() {
         let recorder = manager.recorder("demo.kube-informer.io/ready-pods");
@@ -130,6 +129,21 @@ pub async fn start(
         };
         controllers::install(&mut manager, recorder, scope);
     }
+    Ok((manager, errors))
+}
+
+/// Starts replica `name` ([`manager`]). It stops when `graceful` (or its own `stop`) is
+/// cancelled.
+pub async fn start(
+    client: kube::Client,
+    name: &str,
+    spec: &Spec,
+    graceful: &CancellationToken,
+) -> Result<Replica, String> {
+    let (manager, errors) = manager(client, name, spec).await?;
+    let pods = manager.factory().informer::<Pod>();
+    let deployments = manager.factory().informer::<Deployment>();
+    let namespaces = manager.factory().informer::<Namespace>();
     let mut endpoints = manager.endpoints();
     let elector = manager.elector().cloned();
     let stop = graceful.child_token();

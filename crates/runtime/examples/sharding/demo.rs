@@ -24,6 +24,7 @@ use kube_informer::{
 use kube_informer_runtime::{
     Action, Cached, CancellationToken, ControllerOptions, LeaderElectionConfig, Manager,
     ManagerOptions,
+    rbac::{Rbac, Verb},
     sharding::{shard_label, shard_selectors},
 };
 use parking_lot::Mutex;
@@ -59,12 +60,13 @@ struct Replica {
     graceful: CancellationToken,
 }
 
-async fn start(
+/// Replica `name`'s manager, not started: one sharded controller of ConfigMaps.
+async fn manager(
     client: &kube::Client,
     namespace: &str,
     ledger: &Arc<Mutex<Ledger>>,
     name: &'static str,
-) -> Replica {
+) -> Manager {
     // Short Leases so that the demo shows a takeover in seconds (defaults: 15 s / 10 s / 2 s),
     // with 3 s between a cut-off replica's renew deadline and its Lease's expiry for its
     // step-down to land in, on a busy machine too.
@@ -82,7 +84,6 @@ async fn start(
     let mut manager = Manager::new(client.clone(), options)
         .await
         .expect("a manager");
-    let factory = manager.factory().clone();
     let controller = manager.controller::<ConfigMap>(ControllerOptions::default().name("configs"));
     let ledger = ledger.clone();
     // An ordinary reconcile: nothing in it knows about sharding.
@@ -107,6 +108,17 @@ async fn start(
         }
     };
     manager.add_controller(controller, reconcile, |_, _, _| Action::Retry, Arc::new(()));
+    manager
+}
+
+async fn start(
+    client: &kube::Client,
+    namespace: &str,
+    ledger: &Arc<Mutex<Ledger>>,
+    name: &'static str,
+) -> Replica {
+    let manager = self::manager(client, namespace, ledger, name).await;
+    let factory = manager.factory().clone();
     let graceful = CancellationToken::new();
     let task = tokio::spawn({
         let graceful = graceful.clone();
@@ -214,6 +226,19 @@ async fn placement_problems(
 
 /// Runs the demo in `namespace` (it must exist and be empty of ConfigMaps), printing a line
 /// a second; `Err` with what went wrong if the verdict is not clean.
+/// The RBAC a run needs in `namespace`: one replica's (its caches, its shard Lease, the
+/// sharder's Leases and labels) and the demo's own changes to the ConfigMaps. Nothing is
+/// sent to a server.
+pub(crate) async fn rbac(namespace: &str) -> Result<Rbac, String> {
+    let config = kube::Config::new("https://127.0.0.1:6443".parse().expect("a URL"));
+    let client = kube::Client::try_from(config).map_err(|e| e.to_string())?;
+    let ledger = Arc::new(Mutex::new(Ledger::default()));
+    let mut rbac = manager(&client, namespace, &ledger, "replica").await.rbac();
+    let namespaces = [namespace.to_owned()];
+    rbac.allow("", "configmaps", &namespaces, &[Verb::Create, Verb::Patch]);
+    Ok(rbac)
+}
+
 pub(crate) async fn run(client: &kube::Client, namespace: &str) -> Result<(), String> {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
     for i in 0..OBJECTS {

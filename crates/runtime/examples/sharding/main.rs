@@ -8,6 +8,7 @@
 //! ```text
 //! cargo run --example sharding                          # on the embedded fake-apiserver
 //! cargo run --example sharding -- --kubeconfig PATH     # on a real cluster (or $KUBECONFIG)
+//! cargo run --example sharding -- --print-rbac          # the Role a replica needs
 //! ```
 //!
 //! On a real cluster it works in a namespace of its own, `kube-informer-sharding-demo`, which
@@ -40,9 +41,10 @@ fn kubeconfig() -> Result<Option<PathBuf>, String> {
                 ));
             }
             "--fake" => fake = true,
+            "--print-rbac" => {}
             other => {
                 return Err(format!(
-                    "unknown argument {other:?} (--kubeconfig PATH, --fake)"
+                    "unknown argument {other:?} (--kubeconfig PATH, --fake, --print-rbac)"
                 ));
             }
         }
@@ -104,6 +106,9 @@ async fn on_fake_apiserver() -> Result<(), String> {
 async fn main() -> ExitCode {
     let ran = match kubeconfig() {
         Err(usage) => Err(usage),
+        Ok(_) if std::env::args().any(|a| a == "--print-rbac") => demo::rbac(NAMESPACE)
+            .await
+            .map(|rbac| print!("{}", rbac.yaml("sharding-demo"))),
         Ok(Some(path)) => on_real_cluster(&path).await,
         Ok(None) => on_fake_apiserver().await,
     };

@@ -89,6 +89,7 @@ mod relate;
 mod relations;
 mod run;
 mod worker;
+mod writes;
 
 use std::{sync::Arc, time::Duration};
 
@@ -177,6 +178,8 @@ pub struct Controller<K: Resource> {
     sharded_kinds: Vec<ShardedKind>,
     /// What its reconciles wrote, waited for before the next reconcile of the key.
     own_writes: Arc<own_writes::OwnWrites>,
+    /// The writes it declared, for the manager's RBAC.
+    writes: crate::rbac::Rbac,
 }
 
 impl<K: Resource> std::fmt::Debug for Controller<K> {

@@ -161,6 +161,7 @@ where
             triggers: Vec::new(),
             sharded_kinds,
             own_writes: Arc::new(own_writes::OwnWrites::new(read_your_writes)),
+            writes: crate::rbac::Rbac::default(),
         };
         controller.wait_for(controller.informer.clone());
         let store = controller.informer.store();

@@ -113,6 +113,8 @@ impl Manager {
                 .get_or_insert_with(|| name.clone());
         }
         self.add_sharded_kinds(controller.sharded_kinds());
+        self.declared
+            .extend(controller.declared_writes().permissions());
         self.runnables.push(Runnable {
             name,
             leader_only: true,

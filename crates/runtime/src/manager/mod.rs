@@ -54,6 +54,7 @@
 mod controllers;
 mod health;
 mod options;
+mod rbac;
 mod run;
 #[cfg(feature = "tls")]
 mod secure_metrics;
@@ -183,6 +184,11 @@ pub struct Manager {
     /// The names of the controllers added, and the first added twice (refused at run).
     controller_names: std::collections::BTreeSet<String>,
     duplicate_controller: Option<String>,
+    /// The writes its controllers declared (for [`rbac`](Self::rbac)).
+    declared: crate::rbac::Rbac,
+    /// The namespace of the Leases it holds through the API (`None`: not elected, or a
+    /// custom Lease store).
+    lease_namespace: Option<String>,
 }
 
 impl std::fmt::Debug for Manager {
@@ -215,6 +221,7 @@ impl Manager {
             Some(sharding) => Some(sharding.lease(options.leader_election.as_ref())),
             None => options.leader_election.clone(),
         };
+        let mut lease_namespace = None;
         let (elector, leases) = match election {
             Some(config) => {
                 let namespace = config
@@ -223,12 +230,13 @@ impl Manager {
                     .unwrap_or_else(|| client.default_namespace().to_owned());
                 let leases: Arc<dyn crate::lease::LeaseStore> = match &options.lease_store {
                     Some(store) => store.clone(),
-                    None => Arc::new(
+                    None => Arc::new({
+                        lease_namespace = Some(namespace.clone());
                         kube::Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(
                             client.clone(),
                             &namespace,
-                        ),
-                    ),
+                        )
+                    }),
                 };
                 let elector = LeaderElector::new(leases.clone(), config.namespace(namespace))?;
                 (Some(elector), Some(leases))
@@ -252,6 +260,8 @@ impl Manager {
             sharded_kinds: Arc::default(),
             controller_names: std::collections::BTreeSet::new(),
             duplicate_controller: None,
+            declared: crate::rbac::Rbac::default(),
+            lease_namespace,
         })
     }
 

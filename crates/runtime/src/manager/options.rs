@@ -179,8 +179,9 @@ impl ManagerOptions {
     /// `<ring>-sharder`, labels the objects of every sharded controller's kinds each
     /// `every` (5 s by default through [`ManagerOptions::sharded`]). Reconcile functions do
     /// not change. `shard` must be unique and stable per replica (a StatefulSet's pod name).
-    /// RBAC: the Leases (get, create, update, list) in the Lease namespace, and list and
-    /// patch on the sharded kinds in every namespace (the sharder lists them cluster-wide).
+    /// RBAC ([`Manager::rbac`](super::Manager::rbac) prints it): the Leases (get, create,
+    /// update, list) in the Lease namespace, and get, list, watch and patch on the sharded
+    /// kinds where they are sharded.
     ///
     /// ```
     /// use kube_informer_runtime::manager::ManagerOptions;

@@ -66,7 +66,7 @@ impl ShardedKind {
     }
 
     /// The API resource.
-    pub(super) fn resource(&self) -> &ApiResource {
+    pub(crate) fn resource(&self) -> &ApiResource {
         &self.resource
     }
 
