@@ -48,6 +48,50 @@ fn kubeconfig_as(env: &Environment, user: &str) -> std::path::PathBuf {
     envtest_missing,
     ignore = "no KUBEBUILDER_ASSETS: `cargo run -p kube-envtest -- install 1.36.x`"
 )]
+async fn a_refused_lease_preflight_leaves_no_namespace_behind() {
+    let options = EnvironmentOptions::new().apiserver_arg("--authorization-mode=RBAC");
+    let Some(env) = Environment::start_or_skip(options)
+        .await
+        .expect("the real API server starts")
+    else {
+        return;
+    };
+    // The namespaces' rules but nothing in the demo's namespace: it can create it, and then
+    // not even dry-run a Lease there.
+    let everything = real::rbac(&[], true).await.expect("the demo's RBAC");
+    let cluster_only: kube_informer_runtime::rbac::Rbac = everything
+        .permissions()
+        .into_iter()
+        .filter(|p| p.reach == kube_informer_runtime::rbac::Reach::Cluster)
+        .collect();
+    let user = "demo-without-leases";
+    grant::grant(&env.client(), &cluster_only, user, user).await;
+    let plan = real::Plan {
+        seconds: 3,
+        write: true,
+        namespaces: Vec::new(),
+    };
+    match real::run(plan, &kubeconfig_as(&env, user), &CancellationToken::new()).await {
+        Err(Failure::Error(message)) => assert!(
+            message.contains("create a Lease (dry run): forbidden (403)"),
+            "{message}"
+        ),
+        other => panic!("a refused Lease must fail --write: {other:?}"),
+    }
+    // Deleted (Terminating: kube-envtest has no controller-manager to finish it).
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(env.client());
+    let left = namespaces.get_opt(real::DEMO_NAMESPACE).await.unwrap();
+    assert!(
+        left.is_none_or(|ns| ns.metadata.deletion_timestamp.is_some()),
+        "the namespace the run created must be deleted"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    envtest_missing,
+    ignore = "no KUBEBUILDER_ASSETS: `cargo run -p kube-envtest -- install 1.36.x`"
+)]
 async fn the_demo_runs_with_exactly_the_rbac_it_prints() {
     let options = EnvironmentOptions::new().apiserver_arg("--authorization-mode=RBAC");
     let Some(env) = Environment::start_or_skip(options)
