@@ -117,3 +117,131 @@ async fn new_objects_get_the_real_servers_defaults(backend: Backend) {
 }
 
 both!(new_objects_get_the_real_servers_defaults);
+
+/// The spec with the allocated addresses taken out, after checking their shape: a cluster
+/// IP in kube-apiserver's default range (10.0.0.0/24) and node ports in 30000–32767.
+fn allocated(mut spec: Value, name: &str) -> Value {
+    let ip = spec["clusterIP"].as_str().unwrap_or_default().to_owned();
+    if ip != "None" && !ip.is_empty() {
+        let last: u8 = ip
+            .strip_prefix("10.0.0.")
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{name}: {ip} is outside 10.0.0.0/24"));
+        assert!(last > 1, "{name}: {ip}");
+        assert_eq!(spec["clusterIPs"], json!([ip]), "{name}");
+        spec["clusterIP"] = json!("<allocated>");
+        spec["clusterIPs"] = json!(["<allocated>"]);
+    }
+    for port in spec["ports"].as_array_mut().into_iter().flatten() {
+        if let Some(node_port) = port.get("nodePort").and_then(Value::as_u64) {
+            assert!((30000..=32767).contains(&node_port), "{name}: {node_port}");
+            port["nodePort"] = json!("<allocated>");
+        }
+    }
+    spec
+}
+
+async fn services_and_secrets_get_the_real_servers_defaults(backend: Backend) {
+    let name = backend.name();
+    let services = "/api/v1/namespaces/default/services";
+    let client = backend.client();
+    let create = |body: Value| {
+        let client = client.clone();
+        async move {
+            send(&client, "POST", services, JSON, &body.to_string())
+                .await
+                .object()
+        }
+    };
+    let plain = create(
+        json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s1"},
+        "spec": {"selector": {"app": "x"}, "ports": [{"port": 80}]}}),
+    )
+    .await;
+    assert_eq!(plain["status"], json!({"loadBalancer": {}}), "{name}");
+    assert_eq!(plain["metadata"].get("generation"), None, "{name}");
+    let family = json!({"ipFamilies": ["IPv4"], "ipFamilyPolicy": "SingleStack", "internalTrafficPolicy": "Cluster"});
+    let mut expected = json!({"ports": [{"protocol": "TCP", "port": 80, "targetPort": 80}],
+        "selector": {"app": "x"}, "clusterIP": "<allocated>", "clusterIPs": ["<allocated>"],
+        "type": "ClusterIP", "sessionAffinity": "None"});
+    expected
+        .as_object_mut()
+        .unwrap()
+        .extend(family.as_object().unwrap().clone());
+    assert_eq!(
+        allocated(plain["spec"].clone(), name),
+        expected,
+        "{name}: ClusterIP"
+    );
+
+    let node_port = create(json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s2"},
+        "spec": {"type": "NodePort", "selector": {"app": "x"},
+                 "ports": [{"port": 80, "targetPort": "http", "name": "web"}, {"port": 53, "protocol": "UDP", "name": "dns"}]}}))
+    .await;
+    let mut expected = json!({"ports": [
+            {"name": "web", "protocol": "TCP", "port": 80, "targetPort": "http", "nodePort": "<allocated>"},
+            {"name": "dns", "protocol": "UDP", "port": 53, "targetPort": 53, "nodePort": "<allocated>"}],
+        "selector": {"app": "x"}, "clusterIP": "<allocated>", "clusterIPs": ["<allocated>"],
+        "type": "NodePort", "sessionAffinity": "None", "externalTrafficPolicy": "Cluster"});
+    expected
+        .as_object_mut()
+        .unwrap()
+        .extend(family.as_object().unwrap().clone());
+    assert_eq!(
+        allocated(node_port["spec"].clone(), name),
+        expected,
+        "{name}: NodePort"
+    );
+    assert_ne!(
+        node_port["spec"]["clusterIP"], plain["spec"]["clusterIP"],
+        "{name}: one IP per Service"
+    );
+
+    let headless = create(
+        json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "h1"},
+        "spec": {"clusterIP": "None", "selector": {"app": "x"}, "ports": [{"port": 80}]}}),
+    )
+    .await;
+    assert_eq!(headless["spec"]["clusterIPs"], json!(["None"]), "{name}");
+    let external = create(
+        json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "e1"},
+        "spec": {"type": "ExternalName", "externalName": "example.com"}}),
+    )
+    .await;
+    assert_eq!(
+        external["spec"],
+        json!({"type": "ExternalName", "sessionAffinity": "None", "externalName": "example.com"}),
+        "{name}: ExternalName"
+    );
+
+    // A replace that leaves the allocated addresses out keeps them.
+    let mut replaced = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s2"},
+        "spec": {"type": "NodePort", "selector": {"app": "y"},
+                 "ports": [{"port": 80, "targetPort": "http", "name": "web"}, {"port": 53, "protocol": "UDP", "name": "dns"}]}});
+    replaced["metadata"]["resourceVersion"] = node_port["metadata"]["resourceVersion"].clone();
+    let kept = send(
+        &client,
+        "PUT",
+        &format!("{services}/s2"),
+        JSON,
+        &replaced.to_string(),
+    )
+    .await
+    .object();
+    assert_eq!(
+        kept["spec"]["clusterIP"], node_port["spec"]["clusterIP"],
+        "{name}"
+    );
+    assert_eq!(kept["spec"]["ports"], node_port["spec"]["ports"], "{name}");
+    assert_eq!(kept["spec"]["selector"], json!({"app": "y"}), "{name}");
+
+    let secret = send(&client, "POST", "/api/v1/namespaces/default/secrets", JSON,
+        &json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "x1"}, "stringData": {"a": "b"}}).to_string())
+    .await
+    .object();
+    assert_eq!(secret["type"], "Opaque", "{name}");
+    assert_eq!(secret["data"], json!({"a": "Yg=="}), "{name}");
+    assert_eq!(secret.get("stringData"), None, "{name}");
+}
+
+both!(services_and_secrets_get_the_real_servers_defaults);

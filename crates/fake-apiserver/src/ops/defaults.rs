@@ -5,6 +5,8 @@
 //! every write (the real server defaults each body it decodes), so a controller comparing
 //! what it wants with what is stored meets the same fields as on a cluster.
 //!
+//! Services are `services.rs`'s (their defaults need the allocated addresses).
+//!
 //! Not here: a Job's generated selector and labels, and what admission adds beyond a bare
 //! pod's priority and tolerations (a service account, limit ranges).
 
@@ -16,6 +18,10 @@ use crate::registry::ResourceType;
 /// object is new (a bare pod then also gets what admission adds at creation).
 pub(super) fn default_fields(ty: &ResourceType, value: &mut Value, created: bool) {
     let kind = (ty.gvr.group.as_str(), ty.gvr.resource.as_str());
+    if kind == ("", "secrets") {
+        secret(value);
+        return;
+    }
     let Some(spec) = at(value, &["spec"]).filter(|s| s.is_object()) else {
         return;
     };
@@ -76,7 +82,26 @@ pub(super) fn default_fields(ty: &ResourceType, value: &mut Value, created: bool
             replicas(spec);
             template(spec);
         }
+        ("", "services") => super::services::defaults(spec),
         _ => {}
+    }
+}
+
+/// A Secret's `type` (`Opaque`), and its `stringData` written into `data` (base64), as
+/// the real server stores it: `stringData` itself is never stored.
+fn secret(value: &mut Value) {
+    use base64::Engine as _;
+    let Some(object) = value.as_object_mut() else {
+        return;
+    };
+    object.entry("type").or_insert(json!("Opaque"));
+    if let Some(Value::Object(strings)) = object.remove("stringData") {
+        let data = object.entry("data").or_insert(json!({}));
+        for (key, text) in strings {
+            let text = text.as_str().unwrap_or_default();
+            let encoded = base64::engine::general_purpose::STANDARD.encode(text);
+            data[key] = json!(encoded);
+        }
     }
 }
 

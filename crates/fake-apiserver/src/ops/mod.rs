@@ -15,6 +15,7 @@ mod defaults;
 mod delete;
 mod patch;
 mod scale;
+mod services;
 mod write;
 
 use std::sync::Arc;

@@ -35,6 +35,7 @@ fn initial_status(ty: &ResourceType, value: &Value) -> Value {
     match (ty.gvr.group.as_str(), ty.gvr.resource.as_str()) {
         ("", "pods") => json!({"phase": "Pending", "qosClass": "BestEffort"}),
         ("", "namespaces") => json!({"phase": "Active"}),
+        ("", "services") => json!({"loadBalancer": {}}),
         ("apiextensions.k8s.io", "customresourcedefinitions") => crds::initial_status(value),
         _ => json!({}),
     }
@@ -46,6 +47,12 @@ fn initial_status(ty: &ResourceType, value: &Value) -> Value {
 fn built_in(ty: &ResourceType) -> bool {
     let group = ty.gvr.group.as_str();
     !group.contains('.') || group.ends_with(".k8s.io") || group == "k8s.io"
+}
+
+/// Whether the real server counts spec changes in `metadata.generation` for `gvr` (not
+/// for Namespaces and Services, whose specs it does not version).
+fn has_generation(gvr: &Gvr) -> bool {
+    *gvr != Gvr::core("namespaces") && *gvr != Gvr::core("services")
 }
 
 /// The label the real server puts on every Namespace (recorded as the writer's field).
@@ -185,7 +192,10 @@ impl Inner {
             }
         }
         default_fields(&ty, &mut value, true);
-        if value.get("spec").is_some() && !namespace {
+        if *gvr == Gvr::core("services") {
+            super::services::allocate(&storage, &mut self.rng.lock(), &mut value);
+        }
+        if value.get("spec").is_some() && has_generation(gvr) {
             value["metadata"]["generation"] = json!(1);
         }
         if let Writer::Update(manager) = writer {
@@ -247,6 +257,9 @@ impl Inner {
         let mut value = change(current_value.clone())?;
         // After the other part is restored: a `/status` write is checked with its spec.
         keep_other_part(&ty, part, &mut value, &current_value);
+        if *gvr == Gvr::core("services") {
+            super::services::keep_allocated(&mut value, &current_value);
+        }
         default_fields(&ty, &mut value, false);
         check_type(&ty, &value)?;
         let meta = meta_mut(&mut value)?;
@@ -280,7 +293,7 @@ impl Inner {
             "resourceVersion".into(),
             current.resource_version.to_string().into(),
         );
-        if value.get("spec") != current_value.get("spec") {
+        if value.get("spec") != current_value.get("spec") && has_generation(gvr) {
             let generation = current_value["metadata"]["generation"]
                 .as_i64()
                 .unwrap_or(0);
