@@ -157,6 +157,28 @@ impl Backend {
         self.proxied.clone()
     }
 
+    /// A proxy of its own in front of the server, and a client through it: scenarios that
+    /// run side by side each partition their own replicas, not the others'.
+    pub async fn another_proxy(&self) -> (TcpProxy, kube::Client) {
+        let (port, mut config) = match &self.server {
+            Server::Fake(server) => (
+                server.addr().port(),
+                kube::Config::new("http://127.0.0.1".parse().expect("a URL")),
+            ),
+            Server::Real(env) => (env.port(), env.config()),
+        };
+        let proxy = TcpProxy::start(port).await.expect("a free port");
+        let scheme = match &self.server {
+            Server::Fake(_) => "http",
+            Server::Real(_) => "https",
+        };
+        config.cluster_url = format!("{scheme}://127.0.0.1:{}", proxy.port())
+            .parse()
+            .expect("a URL");
+        let client = kube::Client::try_from(config).expect("a client");
+        (proxy, client)
+    }
+
     /// Runs kubectl (as found on the PATH) against this server, directly; `None` (with a
     /// note) when kubectl is not installed.
     ///

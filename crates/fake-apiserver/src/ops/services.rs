@@ -27,7 +27,12 @@ pub(super) fn defaults(spec: &mut Value) {
     };
     object.entry("type").or_insert(json!("ClusterIP"));
     object.entry("sessionAffinity").or_insert(json!("None"));
-    for port in spec.get_mut("ports").and_then(Value::as_array_mut).into_iter().flatten() {
+    for port in spec
+        .get_mut("ports")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+    {
         if let Some(port) = port.as_object_mut() {
             port.entry("protocol").or_insert(json!("TCP"));
             if let Some(number) = port.get("port").cloned() {
@@ -98,7 +103,12 @@ pub(super) fn allocate(storage: &Storage, rng: &mut Rng, value: &mut Value) {
     }
     if exposes_node_ports(spec) {
         let mut used = ports;
-        for port in spec.get_mut("ports").and_then(Value::as_array_mut).into_iter().flatten() {
+        for port in spec
+            .get_mut("ports")
+            .and_then(Value::as_array_mut)
+            .into_iter()
+            .flatten()
+        {
             if port.get("nodePort").is_none() {
                 let free: Vec<u64> = NODE_PORTS
                     .map(u64::from)
@@ -134,7 +144,12 @@ pub(super) fn keep_allocated(value: &mut Value, stored: &Value) {
         }
     }
     let old_ports: Vec<&Value> = old["ports"].as_array().into_iter().flatten().collect();
-    for port in spec.get_mut("ports").and_then(Value::as_array_mut).into_iter().flatten() {
+    for port in spec
+        .get_mut("ports")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+    {
         if port.get("nodePort").is_some() {
             continue;
         }

@@ -161,7 +161,20 @@ pub(crate) struct World {
     objects: usize,
     /// Reconciles of at most 50 ms (none still running seconds after its object moved).
     pub(crate) quick_reconciles: bool,
+    /// `settle` looks every 100 ms: what it read last, reused while nothing it depends on
+    /// changed (the server's objects, at one resourceVersion; the set of live shards).
+    read: std::cell::RefCell<Memo>,
 }
+
+/// The objects' placement at one server resourceVersion, and the ring of one set of shards.
+#[derive(Default)]
+struct Memo {
+    labels: Option<(u64, Placement)>,
+    ring: Option<(Vec<String>, Ring)>,
+}
+
+/// Each primary's shard label, and each child's owner and shard label.
+type Placement = (BTreeMap<String, String>, BTreeMap<String, (String, String)>);
 
 fn trace(what: std::fmt::Arguments<'_>) {
     if std::env::var("SCHEDULE_TRACE").is_ok() {
@@ -185,6 +198,7 @@ impl World {
             slots: [None; SLOTS],
             objects: 0,
             quick_reconciles: false,
+            read: Default::default(),
         }
     }
 
@@ -486,7 +500,20 @@ impl World {
 
     /// The shard label of every ConfigMap (`<shard>+drain` while drained), and of every
     /// Secret with its owner's name.
-    fn labels(&self) -> (BTreeMap<String, String>, BTreeMap<String, (String, String)>) {
+    fn labels(&self) -> Placement {
+        // Read at a resourceVersion the objects are still at: the same answer.
+        let at = self.server.resource_version();
+        if let Some((read_at, placement)) = &self.read.borrow().labels
+            && *read_at == at
+        {
+            return placement.clone();
+        }
+        let placement = self.read_labels();
+        self.read.borrow_mut().labels = Some((at, placement.clone()));
+        placement
+    }
+
+    fn read_labels(&self) -> Placement {
         let (label, drain) = (shard_label(RING), drain_label(RING));
         let shard_of = |object: &Value| {
             let labels = &object["metadata"]["labels"];
@@ -556,7 +583,18 @@ impl World {
         let (labels, children) = self.labels();
         // Where the ring of the live shards puts each object (a child: its owner, whether
         // or not the owner still exists): nothing else is settled.
-        let ring = Ring::new(shards.iter().copied());
+        let shards: Vec<String> = shards.iter().map(|s| (*s).to_owned()).collect();
+        if self
+            .read
+            .borrow()
+            .ring
+            .as_ref()
+            .is_none_or(|(of, _)| *of != shards)
+        {
+            self.read.borrow_mut().ring = Some((shards.clone(), Ring::new(shards.iter())));
+        }
+        let memo = self.read.borrow();
+        let ring = &memo.ring.as_ref().expect("just set").1;
         let placed = |owner: &str, shard: &str| {
             ring.shard_for(&format!("/ConfigMap/{NS}/{owner}")) == Some(shard)
         };
