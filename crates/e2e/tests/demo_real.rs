@@ -49,11 +49,7 @@ fn kubeconfig_as(env: &Environment, user: &str) -> std::path::PathBuf {
     ignore = "no KUBEBUILDER_ASSETS: `cargo run -p kube-envtest -- install 1.36.x`"
 )]
 async fn a_refused_lease_preflight_leaves_no_namespace_behind() {
-    let options = EnvironmentOptions::new().apiserver_arg("--authorization-mode=RBAC");
-    let Some(env) = Environment::start_or_skip(options)
-        .await
-        .expect("the real API server starts")
-    else {
+    let Some(env) = grant::rbac_server().await else {
         return;
     };
     // The namespaces' rules but nothing in the demo's namespace: it can create it, and then
@@ -93,11 +89,7 @@ async fn a_refused_lease_preflight_leaves_no_namespace_behind() {
     ignore = "no KUBEBUILDER_ASSETS: `cargo run -p kube-envtest -- install 1.36.x`"
 )]
 async fn the_demo_runs_with_exactly_the_rbac_it_prints() {
-    let options = EnvironmentOptions::new().apiserver_arg("--authorization-mode=RBAC");
-    let Some(env) = Environment::start_or_skip(options)
-        .await
-        .expect("the real API server starts")
-    else {
+    let Some(env) = grant::rbac_server().await else {
         return;
     };
     let admin = env.client();

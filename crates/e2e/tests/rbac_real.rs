@@ -16,7 +16,7 @@ use kube::{
     Api, Resource, ResourceExt,
     api::{ObjectMeta, Patch, PatchParams, PostParams},
 };
-use kube_envtest::{AuditEvent, Environment, EnvironmentOptions};
+use kube_envtest::{AuditEvent, Environment};
 use kube_informer::{FactoryOptions, Selectors};
 use kube_informer_runtime::{
     Action, Cached, CancellationToken, LeaderElectionConfig, Manager, ManagerOptions,
@@ -106,6 +106,21 @@ fn refuses(event: &AuditEvent, permission: &Permission) -> bool {
         && permission.verbs.iter().any(|v| v.as_str() == event.verb)
 }
 
+/// Creates the ConfigMap `name` (as the admin): something to reconcile.
+async fn create(configmaps: &Api<ConfigMap>, name: &str) {
+    let cm = ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            ..ObjectMeta::default()
+        },
+        ..ConfigMap::default()
+    };
+    configmaps
+        .create(&PostParams::default(), &cm)
+        .await
+        .unwrap();
+}
+
 /// Runs `manager` until `done`, then stops it (gracefully) and waits for it.
 async fn run_until<F: std::future::Future<Output = ()>>(manager: Manager, done: F) {
     let (graceful, force) = (CancellationToken::new(), CancellationToken::new());
@@ -124,11 +139,7 @@ async fn run_until<F: std::future::Future<Output = ()>>(manager: Manager, done: 
     ignore = "no KUBEBUILDER_ASSETS: `cargo run -p kube-envtest -- install 1.36.x`"
 )]
 async fn the_generated_rbac_is_sufficient_and_minimal() {
-    let options = EnvironmentOptions::new().apiserver_arg("--authorization-mode=RBAC");
-    let Some(env) = Environment::start_or_skip(options)
-        .await
-        .expect("envtest starts")
-    else {
+    let Some(env) = grant::rbac_server().await else {
         return;
     };
     let admin = env.client();
@@ -146,17 +157,7 @@ async fn the_generated_rbac_is_sufficient_and_minimal() {
     let user = "operator";
     grant(&admin, &rbac, user, user).await;
     let manager = operator(&env, user).await;
-    let cm = ConfigMap {
-        metadata: ObjectMeta {
-            name: Some("all".into()),
-            ..ObjectMeta::default()
-        },
-        ..ConfigMap::default()
-    };
-    configmaps
-        .create(&PostParams::default(), &cm)
-        .await
-        .unwrap();
+    create(&configmaps, "all").await;
     run_until(manager, async {
         let events = env.wait_for_audit_event(PATIENCE, |e| {
             acting_as(e, user) && e.resource() == Some("events") && e.code() == Some(201)
@@ -198,17 +199,7 @@ async fn the_generated_rbac_is_sufficient_and_minimal() {
             .collect();
         grant(&admin, &rest, &user, &user).await;
         let manager = operator(&env, &user).await;
-        let cm = ConfigMap {
-            metadata: ObjectMeta {
-                name: Some(user.clone()),
-                ..ObjectMeta::default()
-            },
-            ..ConfigMap::default()
-        };
-        configmaps
-            .create(&PostParams::default(), &cm)
-            .await
-            .unwrap();
+        create(&configmaps, &user).await;
         run_until(manager, async {
             let refusal =
                 env.wait_for_audit_event(PATIENCE, |e| acting_as(e, &user) && refuses(e, left_out));

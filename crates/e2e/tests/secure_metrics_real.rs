@@ -9,7 +9,7 @@ mod grant;
 
 use base64::Engine as _;
 use e2e::ensure_namespace;
-use kube_envtest::{Environment, EnvironmentOptions, ServingCerts};
+use kube_envtest::ServingCerts;
 use kube_informer_runtime::{
     CancellationToken, Manager, ManagerOptions, manager::SecureMetrics, tls::ServingCert,
 };
@@ -78,11 +78,7 @@ fn reviews_sent(metrics: &str) -> u64 {
     ignore = "no KUBEBUILDER_ASSETS: `cargo run -p kube-envtest -- install 1.36.x`"
 )]
 async fn only_callers_the_api_server_authorizes_read_secure_metrics() {
-    let options = EnvironmentOptions::new().apiserver_arg("--authorization-mode=RBAC");
-    let Some(env) = Environment::start_or_skip(options)
-        .await
-        .expect("the real API server starts")
-    else {
+    let Some(env) = grant::rbac_server().await else {
         return;
     };
     let client = env.client();

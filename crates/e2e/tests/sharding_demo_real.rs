@@ -11,7 +11,6 @@ mod demo;
 mod grant;
 
 use e2e::ensure_namespace;
-use kube_envtest::{Environment, EnvironmentOptions};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(
@@ -19,11 +18,7 @@ use kube_envtest::{Environment, EnvironmentOptions};
     ignore = "no KUBEBUILDER_ASSETS: `cargo run -p kube-envtest -- install 1.36.x`"
 )]
 async fn the_sharding_demo_on_a_real_cluster_gives_a_clean_verdict() {
-    let options = EnvironmentOptions::new().apiserver_arg("--authorization-mode=RBAC");
-    let Some(env) = Environment::start_or_skip(options)
-        .await
-        .expect("the real API server starts")
-    else {
+    let Some(env) = grant::rbac_server().await else {
         return;
     };
     let admin = env.client();

@@ -223,9 +223,9 @@ async fn a_removed_handler_is_no_longer_called_and_a_panicking_one_keeps_receivi
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_transform_applies_before_the_cache_and_indexes_can_be_added_after_start() {
     let server = server().await;
-    server
-        .create(&cms(), Some("demo"), json!({"metadata": {"name": "a"}}))
-        .unwrap();
+    // With data: an object with no field to own has no managedFields (as on a real server).
+    let cm = json!({"metadata": {"name": "a"}, "data": {"k": "v"}});
+    server.create(&cms(), Some("demo"), cm).unwrap();
     let informer = informer(&server);
     informer.set_transform(strip_managed_fields).unwrap();
     let (cancel, task) = start(&informer);

@@ -9,11 +9,20 @@ use k8s_openapi::api::{
     rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding, Subject},
 };
 use kube::{Api, api::PostParams};
-use kube_envtest::Environment;
+use kube_envtest::{Environment, EnvironmentOptions};
 use kube_informer_runtime::rbac::{Rbac, Reach};
 
 /// Long enough for a real server under a loaded CI machine; every wait ends on a condition.
 pub(crate) const PATIENCE: Duration = Duration::from_secs(90);
+
+/// A real API server that authorizes with RBAC, or `None` (skipped loudly) without the
+/// binaries.
+pub(crate) async fn rbac_server() -> Option<Environment> {
+    let options = EnvironmentOptions::new().apiserver_arg("--authorization-mode=RBAC");
+    Environment::start_or_skip(options)
+        .await
+        .expect("the real API server starts")
+}
 
 /// A client of `env` acting as `user` (impersonated by the environment's admin).
 pub(crate) fn impersonating(env: &Environment, user: &str) -> kube::Client {
