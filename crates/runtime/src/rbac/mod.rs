@@ -10,9 +10,13 @@
 //! | every informer (own kind, `owns`, `watches`, metadata-only relations) | `list`, `watch` on its resource, in its namespaces (all: ClusterRole) |
 //! | leader election, a shard's Lease | `get`, `create`, `update` on `leases` in the Lease namespace |
 //! | sharding | also `list` on `leases` there; `get`, `list`, `watch`, `patch` on each sharded kind, where it is sharded |
-//! | [`Manager::recorder`] (Events) | `create`, `patch` on `events.k8s.io` `events`, in the factory's namespaces |
+//! | [`Manager::recorder`] (Events) | `create`, `patch` on `events.k8s.io` `events`, in the factory's namespaces (everywhere without any) |
 //! | secure metrics | `create` on `tokenreviews` and `subjectaccessreviews` |
 //! | [`Controller::writes`](crate::controller::Controller::writes) and friends | the verbs declared, on the resource declared |
+//!
+//! What the manager cannot see is the reconcile's own code: declare its writes, and add
+//! what else it does with [`Rbac::allow`] (an Event about a cluster-scoped object, in a
+//! namespaced operator, goes to `default`).
 //!
 //! Every rule is needed: `crates/e2e/tests/rbac_real.rs` runs an operator on a real API
 //! server with RBAC under exactly the generated rules (no 403), and again with each rule
