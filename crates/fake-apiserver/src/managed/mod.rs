@@ -19,6 +19,8 @@ mod path;
 mod tests;
 mod walk;
 
+use std::collections::BTreeMap;
+
 use serde_json::{Value, json};
 
 pub(crate) use self::walk::Scope;
@@ -211,11 +213,13 @@ impl Apply<'_> {
     /// (or made from `config` alone on create), the fields this manager gave up removed, and
     /// a 409 for fields it would take from another manager without `force`.
     pub(crate) fn onto(&self, live: Option<&Value>, now: &str) -> Result<Value, ApiError> {
-        let applied = applied_set(self.config, self.scope);
+        // The configuration, walked once: what it claims, and (below) its values.
+        let config = nodes(self.config, self.scope);
+        let applied = applied_set(&config);
         let mut entries = read_entries(live);
         let mut object = live.cloned().unwrap_or_else(|| json!({}));
         if let Some(live) = live {
-            let conflicts = self.conflicts(live, &applied, &entries);
+            let conflicts = self.conflicts(live, &config, &entries);
             if !conflicts.is_empty() && !self.force {
                 return Err(conflict_error(&conflicts, &entries));
             }
@@ -259,16 +263,18 @@ impl Apply<'_> {
         Ok(object)
     }
 
-    /// The applied fields whose value would change and that another manager owns, with the
+    /// The applied leaves whose value would change and that another manager owns, with the
     /// index of that manager's entry.
-    fn conflicts(&self, live: &Value, applied: &FieldSet, entries: &[Entry]) -> Vec<(Path, usize)> {
+    fn conflicts(
+        &self,
+        live: &Value,
+        config: &BTreeMap<Path, Node<'_>>,
+        entries: &[Entry],
+    ) -> Vec<(Path, usize)> {
         let live = nodes(live, self.scope);
-        let config = nodes(self.config, self.scope);
         let mut out = Vec::new();
-        for path in applied {
-            let (Some(Node::Leaf(before)), Some(Node::Leaf(after))) =
-                (live.get(path), config.get(path))
-            else {
+        for (path, node) in config {
+            let (Some(Node::Leaf(before)), Node::Leaf(after)) = (live.get(path), node) else {
                 continue;
             };
             if before == after {

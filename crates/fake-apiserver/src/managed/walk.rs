@@ -92,13 +92,13 @@ pub(crate) fn nodes(object: &Value, scope: Scope) -> BTreeMap<Path, Node<'_>> {
     out
 }
 
-/// What a manager claims by applying `config`: its leaves and the items of its keyed lists
-/// and sets (not the maps and lists that hold them).
-pub(crate) fn applied_set(config: &Value, scope: Scope) -> FieldSet {
-    nodes(config, scope)
-        .into_iter()
+/// What a manager claims by applying a configuration whose nodes are `config`: its leaves
+/// and the items of its keyed lists and sets (not the maps and lists that hold them).
+pub(crate) fn applied_set(config: &BTreeMap<Path, Node<'_>>) -> FieldSet {
+    config
+        .iter()
         .filter(|(_, node)| !matches!(node, Node::Inner))
-        .map(|(path, _)| path)
+        .map(|(path, _)| path.clone())
         .collect()
 }
 
