@@ -140,8 +140,8 @@ async fn compare(pods: usize, save: Option<&std::path::Path>) -> Result<(), Stri
     for (protobuf, strip) in [(false, false), (true, false), (false, true), (true, true)].repeat(2)
     {
         let mut options = FactoryOptions::default().protobuf(protobuf);
-        if strip {
-            options = options.strip_managed_fields();
+        if !strip {
+            options = options.keep_managed_fields();
         }
         let factory = SharedInformerFactory::new(client.clone(), options);
         let informer = factory.informer_with::<Pod>(InformerSpec::new());

@@ -137,7 +137,8 @@ where
         + Resource<DynamicType = ()>
         + serde::de::DeserializeOwned
         + PartialEq
-        + std::fmt::Debug,
+        + std::fmt::Debug
+        + 'static,
 {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/protobuf/testdata");
     let pb = std::fs::read(format!("{dir}/{name}.pb")).unwrap();

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use kube_informer::protobuf::decode_object;
+use kube_informer::protobuf::{ProtoKind, decode_object_of};
 use serde::{Serialize, de::DeserializeOwned};
 
 const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/protobuf/testdata");
@@ -39,7 +39,7 @@ fn first_difference(a: &serde_json::Value, b: &serde_json::Value, path: &str) ->
 
 fn check<K>(name: &str, failures: &mut Vec<String>, unreadable: &mut Vec<String>)
 where
-    K: k8s_openapi::Resource + DeserializeOwned + Serialize + PartialEq,
+    K: k8s_openapi::Resource + DeserializeOwned + Serialize + PartialEq + 'static,
 {
     let dir = Path::new(DIR);
     let pb = std::fs::read(dir.join(format!("{name}.pb"))).unwrap();
@@ -53,17 +53,27 @@ where
             return;
         }
     };
-    match decode_object::<K>(&pb) {
-        Err(error) => failures.push(format!("{name}: {error}")),
-        Ok(from_pb) if from_pb != from_json => {
-            let (a, b) = (
-                serde_json::to_value(&from_pb).unwrap(),
-                serde_json::to_value(&from_json).unwrap(),
-            );
-            let found = first_difference(&a, &b, "").unwrap_or_else(|| "equal as JSON".to_owned());
-            failures.push(format!("{name}: {found}"));
+    let kind = ProtoKind::of_type::<K>().expect("a built-in kind");
+    assert!(kind.has_generated_decoder(), "{name}: no generated decoder");
+    // The generated decoder, and the serde path (which DynamicObject and compact objects
+    // take): each equal to JSON.
+    for (path, kind) in [
+        ("generated", kind),
+        ("serde", kind.without_generated_decoder()),
+    ] {
+        match decode_object_of::<K>(&pb, kind) {
+            Err(error) => failures.push(format!("{name} ({path}): {error}")),
+            Ok(from_pb) if from_pb != from_json => {
+                let (a, b) = (
+                    serde_json::to_value(&from_pb).unwrap(),
+                    serde_json::to_value(&from_json).unwrap(),
+                );
+                let found =
+                    first_difference(&a, &b, "").unwrap_or_else(|| "equal as JSON".to_owned());
+                failures.push(format!("{name} ({path}): {found}"));
+            }
+            Ok(_) => {}
         }
-        Ok(_) => {}
     }
 }
 

@@ -48,7 +48,7 @@
 //!
 //! **Protobuf**: read by an informer that asks for protobuf
 //! ([`ClientListerWatcher::protobuf`](crate::list_watch::ClientListerWatcher::protobuf), or
-//! a factory with `strip_managed_fields` or `protobuf(true)`), a `Compact` keeps the protobuf
+//! a factory, by default), a `Compact` keeps the protobuf
 //! message instead (about 30% smaller than the JSON for a Pod; without its managedFields
 //! when they are stripped), with the same parsed metadata; [`Compact::decode`] reads the
 //! message, and [`Compact::json`] renders the JSON the JSON encoding gives the object. The

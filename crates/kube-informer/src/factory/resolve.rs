@@ -150,7 +150,7 @@ where
         selectors: default_selectors,
         default_resync,
         reflector,
-        strip_managed_fields,
+        keep_managed_fields,
         protobuf: default_protobuf,
         #[cfg(feature = "metrics")]
         metrics,
@@ -180,7 +180,7 @@ where
         namespaces,
         selectors: selectors.without_namespaces(),
         protobuf,
-        without_managed_fields: *strip_managed_fields,
+        without_managed_fields: !*keep_managed_fields,
     };
 
     let name = match watch.namespaces.as_slice() {
@@ -211,7 +211,7 @@ where
     }
 
     let mut steps: Vec<Transform<K>> = Vec::new();
-    if *strip_managed_fields {
+    if !*keep_managed_fields {
         steps.push(Arc::new(crate::informer::strip_managed_fields::<K>));
     }
     steps.extend(transform);

@@ -28,8 +28,8 @@ const BATCH: usize = 64;
 /// How a watch body is laid out.
 #[derive(Clone, Copy, Debug)]
 pub(super) enum Format {
-    /// JSON, one event per line.
-    Json,
+    /// JSON, one event per line; with `true`, `metadata.managedFields` passed over unbuilt.
+    Json(bool),
     /// Protobuf frames (a 4-byte big-endian length, then a `WatchEvent`) of this kind.
     Protobuf(ProtoKind),
 }
@@ -57,7 +57,7 @@ where
     .map(move |batch| {
         let decoded = batch.map(|lines| {
             pool.run(move || match format {
-                Format::Json => decode_all::<K>(&lines),
+                Format::Json(skip) => decode_all::<K>(&lines, skip),
                 Format::Protobuf(kind) => decode_frames::<K>(&lines, kind),
             })
         });
@@ -130,13 +130,13 @@ async fn next_batch<R: AsyncBufRead + Unpin>(
         };
         if buf.is_empty() {
             // The end: a last line without its newline is decoded too (and skipped if cut).
-            if matches!(format, Format::Json) && !partial.is_empty() {
+            if matches!(format, Format::Json(_)) && !partial.is_empty() {
                 items.push(std::mem::take(partial));
             }
             return (!items.is_empty()).then_some(Ok(items));
         }
         match format {
-            Format::Json => {
+            Format::Json(_) => {
                 let mut start = 0;
                 for end in memchr::memchr_iter(b'\n', buf) {
                     let line = &buf[start..end];
@@ -160,7 +160,7 @@ async fn next_batch<R: AsyncBufRead + Unpin>(
     }
 }
 
-fn decode_frames<K: DeserializeOwned>(
+fn decode_frames<K: DeserializeOwned + 'static>(
     frames: &[Vec<u8>],
     kind: ProtoKind,
 ) -> Vec<Result<WatchEvent<K>, kube::Error>> {
@@ -172,15 +172,39 @@ fn decode_frames<K: DeserializeOwned>(
         .collect()
 }
 
-fn decode_all<K: DeserializeOwned>(lines: &[Vec<u8>]) -> Vec<Result<WatchEvent<K>, kube::Error>> {
-    lines.iter().filter_map(|line| decode_line(line)).collect()
+fn decode_all<K: DeserializeOwned>(
+    lines: &[Vec<u8>],
+    skip_managed_fields: bool,
+) -> Vec<Result<WatchEvent<K>, kube::Error>> {
+    lines
+        .iter()
+        .filter_map(|line| decode_line(line, skip_managed_fields))
+        .collect()
+}
+
+/// `T` from JSON text, with `metadata.managedFields` passed over unbuilt when asked.
+pub(super) fn from_json<T: DeserializeOwned>(
+    text: &str,
+    skip_managed_fields: bool,
+) -> serde_json::Result<T> {
+    if !skip_managed_fields {
+        return serde_json::from_str(text);
+    }
+    let mut de = serde_json::Deserializer::from_str(text);
+    let value = T::deserialize(super::skip_managed_fields::SkipManagedFields::new(&mut de))?;
+    de.end()?;
+    Ok(value)
 }
 
 /// One line, as kube decodes it.
-fn decode_line<K: DeserializeOwned>(line: &[u8]) -> Option<Result<WatchEvent<K>, kube::Error>> {
+fn decode_line<K: DeserializeOwned>(
+    line: &[u8],
+    skip_managed_fields: bool,
+) -> Option<Result<WatchEvent<K>, kube::Error>> {
     // Validating the line's UTF-8 once is cheaper than serde_json validating each string.
     let decoded = match std::str::from_utf8(line) {
-        Ok(text) => serde_json::from_str::<WatchEvent<K>>(text),
+        Ok(text) => from_json::<WatchEvent<K>>(text, skip_managed_fields),
+        // Not UTF-8: serde_json's own error says where.
         Err(_) => serde_json::from_slice::<WatchEvent<K>>(line),
     };
     match decoded {
@@ -274,7 +298,8 @@ mod tests {
     }
 
     async fn events(body: String) -> Vec<String> {
-        let stream = decode_in_parallel::<ConfigMap>(Cursor::new(body.into_bytes()), Format::Json);
+        let stream =
+            decode_in_parallel::<ConfigMap>(Cursor::new(body.into_bytes()), Format::Json(false));
         stream
             .map(|event| match event {
                 Ok(WatchEvent::Added(c)) => format!("added {}", c.metadata.name.unwrap()),
@@ -305,7 +330,7 @@ mod tests {
             Ok(b"never read".to_vec()),
         ];
         let body = stream::iter(chunks).into_async_read();
-        decode_in_parallel::<ConfigMap>(body, Format::Json)
+        decode_in_parallel::<ConfigMap>(body, Format::Json(false))
             .map(|event| match event {
                 Ok(WatchEvent::Added(c)) => format!("added {}", c.metadata.name.unwrap()),
                 Ok(other) => format!("{other:?}"),
@@ -364,7 +389,7 @@ mod tests {
         ]
         .join("\n");
         let seen: Vec<String> =
-            decode_in_parallel::<ConfigMap>(Cursor::new(body.into_bytes()), Format::Json)
+            decode_in_parallel::<ConfigMap>(Cursor::new(body.into_bytes()), Format::Json(false))
                 .map(|event| match event {
                     Err(kube::Error::Service(e)) => match e.downcast_ref::<UndecodableLine>() {
                         Some(line) => format!("undecodable {} | {}", line.reason, line.prefix),

@@ -8,6 +8,7 @@ mod memory;
 mod page;
 mod request;
 mod selectors;
+mod skip_managed_fields;
 
 use std::future::Future;
 
@@ -105,7 +106,7 @@ where
     async fn list_page(&self, params: &ListParams) -> Result<ListPage<K>, kube::Error> {
         let request = kube::core::Request::new(self.resource_url());
         let client = self.clone().into_client();
-        raw_list_page(&client, &request, K::metadata_api(), None, params).await
+        raw_list_page(&client, &request, K::metadata_api(), None, false, params).await
     }
 
     /// The response's lines are decoded straight into `K` (no intermediate
@@ -123,6 +124,7 @@ where
             &request,
             K::metadata_api(),
             None,
+            false,
             params,
             resource_version,
         )
@@ -209,10 +211,10 @@ impl<K: kube::Resource> ClientListerWatcher<K> {
 }
 
 impl<K> ClientListerWatcher<K> {
-    /// Over protobuf, leave `metadata.managedFields` out of every object while decoding
-    /// (see `protobuf::ProtoKind::without_managed_fields`: skipped unread, never decoded);
-    /// JSON answers still carry them. The factory does this for
-    /// [`FactoryOptions::strip_managed_fields`](crate::factory::FactoryOptions::strip_managed_fields).
+    /// Leave `metadata.managedFields` out of every object while decoding: over protobuf
+    /// skipped unread (see `protobuf::ProtoKind::without_managed_fields`), over JSON
+    /// scanned past without building anything. Factories do this unless told to
+    /// [`keep_managed_fields`](crate::factory::FactoryOptions::keep_managed_fields).
     #[must_use]
     pub fn without_managed_fields(mut self) -> Self {
         self.without_managed_fields = true;
@@ -253,7 +255,7 @@ where
         };
         let request = request.map_err(kube::Error::BuildRequest)?;
         let text = request::text(&self.client, request).await?;
-        serde_json::from_str(&text).map_err(kube::Error::SerdeError)
+        decode::from_json(&text, self.without_managed_fields).map_err(kube::Error::SerdeError)
     }
 
     async fn list_page(&self, params: &ListParams) -> Result<ListPage<K>, kube::Error> {
@@ -263,6 +265,7 @@ where
             &self.request,
             self.metadata_only,
             encoding,
+            self.without_managed_fields,
             params,
         )
         .await
@@ -278,6 +281,7 @@ where
             &self.request,
             self.metadata_only,
             self.encoding(),
+            self.without_managed_fields,
             params,
             resource_version,
         )
@@ -287,11 +291,12 @@ where
 
 /// One LIST request whose body is kept undecoded (but for its list metadata). With
 /// `protobuf`, protobuf is asked for and the answer read as its `Content-Type` says.
-async fn raw_list_page<K: DeserializeOwned + Clone>(
+async fn raw_list_page<K: DeserializeOwned + Clone + 'static>(
     client: &kube::Client,
     request: &kube::core::Request,
     metadata_only: bool,
     protobuf: Option<crate::protobuf::ProtoKind>,
+    without_managed_fields: bool,
     params: &ListParams,
 ) -> Result<ListPage<K>, kube::Error> {
     let request = if metadata_only {
@@ -301,7 +306,8 @@ async fn raw_list_page<K: DeserializeOwned + Clone>(
     };
     let mut request = request.map_err(kube::Error::BuildRequest)?;
     let Some(kind) = protobuf else {
-        return ListPage::from_body(request::text(client, request).await?);
+        let body = request::text(client, request).await?;
+        return ListPage::from_json(body, without_managed_fields);
     };
     let accept = match metadata_only {
         true => crate::protobuf::ACCEPT_METADATA_LIST,
@@ -313,7 +319,8 @@ async fn raw_list_page<K: DeserializeOwned + Clone>(
     match request::bytes(client, request).await? {
         (true, body) => ListPage::from_protobuf(body, kind),
         (false, body) => {
-            ListPage::from_body(String::from_utf8(body.to_vec()).map_err(kube::Error::FromUtf8)?)
+            let body = String::from_utf8(body.to_vec()).map_err(kube::Error::FromUtf8)?;
+            ListPage::from_json(body, without_managed_fields)
         }
     }
 }
@@ -324,6 +331,7 @@ async fn parallel_watch<K: DeserializeOwned + Send + 'static>(
     request: &kube::core::Request,
     metadata_only: bool,
     protobuf: Option<crate::protobuf::ProtoKind>,
+    without_managed_fields: bool,
     params: &WatchParams,
     resource_version: &str,
 ) -> Result<WatchStream<K>, kube::Error> {
@@ -350,7 +358,7 @@ async fn parallel_watch<K: DeserializeOwned + Send + 'static>(
     let (framed, body) = request::stream(client, request).await?;
     let format = match protobuf {
         Some(kind) if framed => decode::Format::Protobuf(kind),
-        _ => decode::Format::Json,
+        _ => decode::Format::Json(without_managed_fields),
     };
     Ok(decode::decode_in_parallel(body, format))
 }

@@ -59,11 +59,17 @@ where
     }
 }
 
-impl<K: DeserializeOwned + Clone> ListPage<K> {
+impl<K: DeserializeOwned + Clone + 'static> ListPage<K> {
     /// A page from a LIST response body. Only the list metadata is read now when it comes
     /// before the items (as the API server writes it); otherwise the whole body is decoded
     /// at once.
     pub fn from_body(body: String) -> Result<Self, kube::Error> {
+        Self::from_json(body, false)
+    }
+
+    /// [`from_body`](Self::from_body), with `metadata.managedFields` passed over unbuilt
+    /// when `skip_managed_fields`.
+    pub(crate) fn from_json(body: String, skip_managed_fields: bool) -> Result<Self, kube::Error> {
         match crate::json_prefix::leading_field::<ListMeta>(&body, "metadata", Some("items"))
             .ok()
             .flatten()
@@ -71,19 +77,19 @@ impl<K: DeserializeOwned + Clone> ListPage<K> {
             Some(metadata) => Ok(Self {
                 metadata,
                 items: Items::Deferred(Box::new(move || {
-                    serde_json::from_str::<ItemsOnly<K>>(&body)
+                    super::decode::from_json::<ItemsOnly<K>>(&body, skip_managed_fields)
                         .map(|list| list.items.unwrap_or_default())
                         .map_err(kube::Error::SerdeError)
                 })),
             }),
-            None => serde_json::from_str::<ObjectList<K>>(&body)
+            None => super::decode::from_json::<ObjectList<K>>(&body, skip_managed_fields)
                 .map(Self::from)
                 .map_err(kube::Error::SerdeError),
         }
     }
 }
 
-impl<K: DeserializeOwned + Clone> ListPage<K> {
+impl<K: DeserializeOwned + Clone + 'static> ListPage<K> {
     /// A page from a protobuf LIST response body of `kind`: its list metadata now, its
     /// items when asked.
     pub(crate) fn from_protobuf(

@@ -7,7 +7,7 @@ use serde::de::DeserializeOwned;
 
 use kube_protobuf_schema as schema;
 
-use super::{DecodeError, de, object::Envelope};
+use super::{DecodeError, de, object::Envelope, typed::Direct};
 
 /// A kind that has a protobuf encoding: what a lister-watcher of it decodes with.
 // Public for the protobuf tests, fuzzing, e2e and informer-bench; not part of the supported API.
@@ -18,6 +18,8 @@ pub struct ProtoKind {
     kind: &'static str,
     pub(super) message: &'static schema::Message,
     pub(super) skip: de::Skip,
+    /// The generated decoder of the k8s-openapi type of this kind.
+    direct: Option<Direct>,
 }
 
 impl fmt::Debug for ProtoKind {
@@ -35,17 +37,35 @@ impl ProtoKind {
             kind,
             message: schema::message(index),
             skip: de::Skip::default(),
+            direct: Direct::for_message(schema::message(index).name),
         })
     }
 
     /// Leave every object's `metadata.managedFields` out while decoding: what
-    /// [`FactoryOptions::strip_managed_fields`](crate::factory::FactoryOptions::strip_managed_fields)
+    /// factories do by default (unless [`FactoryOptions::keep_managed_fields`](crate::factory::FactoryOptions::keep_managed_fields))
     /// removes after decoding, never decoded at all (a quarter of a typical object's bytes,
     /// and the costliest part to decode: each entry's field set is JSON).
     #[must_use]
     pub fn without_managed_fields(mut self) -> Self {
         self.skip.managed_fields = true;
         self
+    }
+
+    /// Decode with the serde path even where a generated decoder reads this kind's type:
+    /// what the tests compare the generated decoders with.
+    // For the protobuf tests and informer-bench; not part of the supported API.
+    #[doc(hidden)]
+    #[must_use]
+    pub fn without_generated_decoder(mut self) -> Self {
+        self.direct = None;
+        self
+    }
+
+    /// Whether a generated decoder reads this kind's k8s-openapi type.
+    // For the protobuf tests and informer-bench; not part of the supported API.
+    #[doc(hidden)]
+    pub fn has_generated_decoder(&self) -> bool {
+        self.direct.is_some()
     }
 
     /// `K`'s, if it has one.
@@ -58,6 +78,22 @@ impl ProtoKind {
     /// read JSON text themselves. Tried on an empty object.
     pub fn decodes<K: DeserializeOwned>(&self) -> bool {
         de::decode::<K>(&[], 0, self.message, self.skip).is_ok()
+    }
+
+    /// Decodes one object of this kind (its message, at `offset` in the body) as `K`: by the
+    /// generated decoder when `K` is this kind's k8s-openapi type, else by the serde path.
+    pub(super) fn decode<K: DeserializeOwned + 'static>(
+        &self,
+        buf: &[u8],
+        offset: usize,
+    ) -> Result<K, DecodeError> {
+        if let Some(decoded) = self
+            .direct
+            .and_then(|d| d.decode::<K>(buf, offset, self.skip))
+        {
+            return decoded.map_err(|e| e.within(self.message.name));
+        }
+        de::decode(buf, offset, self.message, self.skip)
     }
 
     /// Checks that `envelope` holds this kind (with `list`, a list of it); `offset` is

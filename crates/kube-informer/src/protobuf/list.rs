@@ -67,10 +67,10 @@ impl<'a> ListBody<'a> {
     ///
     /// # Errors
     /// The first item that does not decode.
-    pub fn items<K: DeserializeOwned>(&self) -> Result<Vec<K>, DecodeError> {
+    pub fn items<K: DeserializeOwned + 'static>(&self) -> Result<Vec<K>, DecodeError> {
         self.items
             .iter()
-            .map(|(offset, object)| de::decode(object, *offset, self.item.message, self.item.skip))
+            .map(|(offset, object)| self.item.decode(object, *offset))
             .collect()
     }
 }

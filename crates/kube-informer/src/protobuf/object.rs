@@ -77,7 +77,7 @@ pub(super) fn text(bytes: &[u8], offset: usize) -> Result<&str, DecodeError> {
 #[doc(hidden)]
 pub fn decode_object<K>(body: &[u8]) -> Result<K, DecodeError>
 where
-    K: k8s_openapi::Resource + DeserializeOwned,
+    K: k8s_openapi::Resource + DeserializeOwned + 'static,
 {
     let kind = ProtoKind::of_type::<K>().ok_or_else(|| {
         DecodeError::at(
@@ -94,13 +94,13 @@ where
 /// As [`decode_object`].
 // Public for the protobuf and compact tests and fuzzing; not part of the supported API.
 #[doc(hidden)]
-pub fn decode_object_of<K: DeserializeOwned>(
+pub fn decode_object_of<K: DeserializeOwned + 'static>(
     body: &[u8],
     kind: ProtoKind,
 ) -> Result<K, DecodeError> {
     let envelope = envelope(body, 0)?;
     kind.expect(&envelope, false, 0)?;
-    de::decode(envelope.raw, envelope.raw_offset, kind.message, kind.skip)
+    kind.decode(envelope.raw, envelope.raw_offset)
 }
 
 /// The `metav1.Status` an envelope holds (an error's answer, or an `ERROR` event's object).

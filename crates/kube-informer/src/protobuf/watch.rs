@@ -19,7 +19,7 @@ use super::{
 /// A frame that is not a watch event of `kind` (or a Status), or does not decode.
 // Public for the protobuf tests, fuzzing, e2e and informer-bench; not part of the supported API.
 #[doc(hidden)]
-pub fn decode_watch_event<K: DeserializeOwned>(
+pub fn decode_watch_event<K: DeserializeOwned + 'static>(
     frame: &[u8],
     kind: ProtoKind,
 ) -> Result<WatchEvent<K>, DecodeError> {
@@ -45,7 +45,7 @@ pub fn decode_watch_event<K: DeserializeOwned>(
     match event {
         "ADDED" | "MODIFIED" | "DELETED" => {
             kind.expect(&envelope, false, offset)?;
-            let object = de::decode(envelope.raw, envelope.raw_offset, kind.message, kind.skip)?;
+            let object = kind.decode(envelope.raw, envelope.raw_offset)?;
             Ok(match event {
                 "ADDED" => WatchEvent::Added(object),
                 "MODIFIED" => WatchEvent::Modified(object),

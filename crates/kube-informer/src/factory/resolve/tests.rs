@@ -125,28 +125,34 @@ fn transforms_are_the_factorys_first_then_the_specs() {
         pod.metadata.labels = Some([("saw-managed-fields".to_owned(), seen)].into());
         pod
     });
-    let both = pods(&FactoryOptions::default().strip_managed_fields(), spec);
+    let both = pods(&FactoryOptions::default(), spec);
     let pod = (both.transform.expect("two transforms"))(pod_with_managed_fields());
     assert_eq!(pod.metadata.managed_fields, None);
     assert_eq!(pod.metadata.labels.unwrap()["saw-managed-fields"], "false");
     assert!(
-        pods(&FactoryOptions::default(), InformerSpec::new())
-            .transform
-            .is_none()
+        pods(
+            &FactoryOptions::default().keep_managed_fields(),
+            InformerSpec::new()
+        )
+        .transform
+        .is_none()
     );
 }
 
 #[test]
-fn managed_fields_are_stripped_by_the_transform_and_skipped_while_decoding() {
-    let strip = pods(
-        &FactoryOptions::default().strip_managed_fields(),
-        InformerSpec::new(),
-    );
+fn managed_fields_are_stripped_by_default_and_skipped_while_decoding() {
+    let strip = pods(&FactoryOptions::default(), InformerSpec::new());
     assert!(strip.watch.without_managed_fields);
     let pod = (strip.transform.expect("the strip transform"))(pod_with_managed_fields());
     assert_eq!(pod.metadata.managed_fields, None);
-    let keep = pods(&FactoryOptions::default(), InformerSpec::new());
-    assert!(!keep.watch.without_managed_fields);
+    // Metadata informers too.
+    let metadata = pod_metadata(&FactoryOptions::default(), InformerSpec::new());
+    assert!(metadata.watch.without_managed_fields);
+    let keep = pods(
+        &FactoryOptions::default().keep_managed_fields(),
+        InformerSpec::new(),
+    );
+    assert!(!keep.watch.without_managed_fields && keep.transform.is_none());
 }
 
 #[test]
@@ -301,11 +307,11 @@ fn the_key_is_what_is_watched_and_nothing_else() {
     for spec in differ {
         assert_ne!(pods(&defaults, spec).watch, plain);
     }
-    let stripped = pods(
-        &FactoryOptions::default().strip_managed_fields(),
+    let kept = pods(
+        &FactoryOptions::default().keep_managed_fields(),
         InformerSpec::new(),
     );
-    assert_ne!(stripped.watch, plain);
+    assert_ne!(kept.watch, plain);
     let metadata = pod_metadata(&defaults, InformerSpec::new().protobuf(true)).watch;
     assert_eq!(metadata.flavour, Flavour::Metadata);
     assert_ne!(metadata.objects, plain.objects);
@@ -335,7 +341,7 @@ fn every_knob_has_a_row_in_the_table() {
         selectors: _,
         default_resync: _,
         reflector: _,
-        strip_managed_fields: _,
+        keep_managed_fields: _,
         protobuf: _,
         #[cfg(feature = "metrics")]
             metrics: _,
@@ -344,7 +350,7 @@ fn every_knob_has_a_row_in_the_table() {
         "selectors",
         "default_resync",
         "reflector",
-        "strip_managed_fields",
+        "keep_managed_fields",
         "protobuf",
         "metrics",
     ];
