@@ -64,6 +64,7 @@ const cpu = process.cpuUsage();
 const seconds = (ns) => Number(ns) / 1e9;
 console.log(
   `outcome sync_s=${seconds(synced - started).toFixed(6)} watch_s=${seconds(done - synced).toFixed(6)} ` +
-    `peak_rss_kib=${process.resourceUsage().maxRSS} cpu_s=${((cpu.user + cpu.system) / 1e6).toFixed(3)}`,
+    `peak_rss_kib=${process.resourceUsage().maxRSS} cpu_s=${((cpu.user + cpu.system) / 1e6).toFixed(3)} ` +
+    `switches=${process.resourceUsage().voluntaryContextSwitches + process.resourceUsage().involuntaryContextSwitches}`,
 );
 process.exit(0);

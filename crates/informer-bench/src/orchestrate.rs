@@ -172,7 +172,10 @@ async fn run_plan(plan: &Plan) -> Result<(), String> {
                 protobuf: plan.clients.iter().any(|c| {
                     matches!(
                         c,
-                        Impl::TypedProtobuf | Impl::TypedProtobufStripped | Impl::CompactProtobuf
+                        Impl::TypedProtobuf
+                            | Impl::TypedProtobufStripped
+                            | Impl::TypedDefaults
+                            | Impl::CompactProtobuf
                     )
                 }),
             };
@@ -277,6 +280,7 @@ fn median(runs: &[Outcome]) -> Outcome {
         watch: mid(runs.iter().map(|o| o.watch).collect()),
         peak_rss_kib: mid(runs.iter().map(|o| o.peak_rss_kib).collect()),
         cpu: mid(runs.iter().map(|o| o.cpu).collect()),
+        switches: mid(runs.iter().map(|o| o.switches).collect()),
     }
 }
 
@@ -296,8 +300,8 @@ fn table(rows: &[(Scenario, Impl, Outcome, u32)]) -> String {
             .map(|(_, _, o, _)| o)
     };
     let mut out = String::from(
-        "| scenario | client | sync s | watch s | events/s | peak RSS MiB | KiB/pod | KiB/pod over bound | CPU s | speed ÷ kube-rs | speed ÷ bound | RSS ÷ kube-rs | server busy |\n\
-         |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| scenario | client | sync s | watch s | events/s | peak RSS MiB | KiB/pod | KiB/pod over bound | CPU s | ctx switches | speed ÷ kube-rs | speed ÷ bound | RSS ÷ kube-rs | server busy |\n\
+         |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for (s, client, o, busy) in rows {
         let ratio = |peer: Impl| {
@@ -321,13 +325,14 @@ fn table(rows: &[(Scenario, Impl, Outcome, u32)]) -> String {
             "—".into()
         };
         out.push_str(&format!(
-            "| {} | {client} | {:.2} | {:.2} | {events} | {:.0} | {:.1} | {over_bound} | {:.1} | {} | {} | {rss_ratio} | {busy}% |\n",
+            "| {} | {client} | {:.2} | {:.2} | {events} | {:.0} | {:.1} | {over_bound} | {:.1} | {} | {} | {} | {rss_ratio} | {busy}% |\n",
             s.label(),
             o.sync.as_secs_f64(),
             o.watch.as_secs_f64(),
             o.peak_rss_kib as f64 / 1024.0,
             o.peak_rss_kib as f64 / s.n as f64,
             o.cpu.as_secs_f64(),
+            o.switches,
             ratio(Impl::KubeRs),
             ratio(Impl::Bound),
         ));

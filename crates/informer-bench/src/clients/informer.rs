@@ -7,6 +7,7 @@ use std::{fmt::Debug, time::Instant};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Resource;
 use kube_informer::{
+    factory::{FactoryOptions, SharedInformerFactory},
     informer::{HandlerFuncs, HandlerOptions, InformerOptions, SharedIndexInformer},
     list_watch::ClientListerWatcher,
     reflector::ReflectorOptions,
@@ -83,6 +84,35 @@ where
             .page_size(500),
     );
     let informer = SharedIndexInformer::new(source, options);
+    let cancel = CancellationToken::new();
+    let running = informer.clone();
+    count(job, &informer, handler_options, || {
+        tokio::spawn(async move { running.run(cancel).await });
+    })
+    .await
+}
+
+/// What a user gets untuned: a factory's informer with `FactoryOptions::default()`
+/// (protobuf, a streaming list, managedFields left out, generated decoders).
+pub(super) async fn run_typed_defaults(job: &Job) -> Result<(Instant, Instant), String> {
+    let factory = SharedInformerFactory::new(super::client(&job.url)?, FactoryOptions::default());
+    let informer = factory.informer::<Pod>();
+    count(job, &informer, HandlerOptions::default(), || {
+        factory.start()
+    })
+    .await
+}
+
+/// Adds `job.k` counting handlers to `informer`, starts it, and waits for every event.
+async fn count<K>(
+    job: &Job,
+    informer: &SharedIndexInformer<K>,
+    handler_options: HandlerOptions,
+    start: impl FnOnce(),
+) -> Result<(Instant, Instant), String>
+where
+    K: Resource<DynamicType = ()> + Clone + Debug + Send + Sync + 'static,
+{
     let counters = Counters::new(job.k);
     for handler in 0..job.k {
         let (a, u, d) = (counters.clone(), counters.clone(), counters.clone());
@@ -108,9 +138,7 @@ where
             });
         informer.add_event_handler(funcs, handler_options.clone());
     }
-    let cancel = CancellationToken::new();
-    let running = informer.clone();
-    tokio::spawn(async move { running.run(cancel).await });
+    start();
     while !informer.has_synced() {
         tokio::time::sleep(std::time::Duration::from_millis(1)).await;
     }

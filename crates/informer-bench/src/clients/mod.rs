@@ -31,6 +31,9 @@ pub(crate) enum Impl {
     /// The same, reading protobuf with `managedFields` skipped (`strip_managed_fields`):
     /// less than the peers keep, so not a like-for-like row (not in the default set).
     TypedProtobufStripped,
+    /// What a user gets untuned: a factory informer with `FactoryOptions::default()`
+    /// (protobuf, streaming list, managedFields left out).
+    TypedDefaults,
     /// The same without backpressure (an unbounded queue, handlers never waited for): the
     /// pipeline before issue #24, for a before/after in one run (not in the default set).
     TypedUnbounded,
@@ -48,12 +51,13 @@ pub(crate) enum Impl {
 
 impl Impl {
     /// Every client, in table order.
-    pub(crate) const ALL: [Impl; 8] = [
+    pub(crate) const ALL: [Impl; 9] = [
         Impl::Bound,
         Impl::KubeRs,
         Impl::ClientNode,
         Impl::Typed,
         Impl::TypedProtobuf,
+        Impl::TypedDefaults,
         Impl::Compact,
         Impl::CompactProtobuf,
         Impl::CompactZstd,
@@ -68,6 +72,7 @@ impl fmt::Display for Impl {
             Impl::Typed => "typed",
             Impl::TypedProtobuf => "typed+pb",
             Impl::TypedProtobufStripped => "typed+pb-mf",
+            Impl::TypedDefaults => "typed-defaults",
             Impl::TypedUnbounded => "typed-unbounded",
             Impl::Compact => "compact",
             Impl::CompactProtobuf => "compact+pb",
@@ -91,7 +96,7 @@ impl FromStr for Impl {
             ])
             .find(|i| i.to_string() == s)
             .ok_or_else(|| {
-                format!("unknown client {s:?} (bound, kube-rs, client-node, typed, typed+pb, typed+pb-mf, typed-unbounded, compact, compact+pb, compact+pb-mf, compact+zstd)")
+                format!("unknown client {s:?} (bound, kube-rs, client-node, typed, typed+pb, typed+pb-mf, typed-unbounded, compact, compact+pb, compact+pb-mf, compact+zstd, typed-defaults)")
             })
     }
 }
@@ -124,17 +129,20 @@ pub(crate) struct Outcome {
     pub(crate) peak_rss_kib: u64,
     /// CPU time (user + system).
     pub(crate) cpu: Duration,
+    /// Context switches, voluntary and not (thread hand-offs).
+    pub(crate) switches: u64,
 }
 
 impl Outcome {
     /// One line, parsed back by [`Outcome::parse`].
     pub(crate) fn line(&self) -> String {
         format!(
-            "outcome sync_s={:.6} watch_s={:.6} peak_rss_kib={} cpu_s={:.3}",
+            "outcome sync_s={:.6} watch_s={:.6} peak_rss_kib={} cpu_s={:.3} switches={}",
             self.sync.as_secs_f64(),
             self.watch.as_secs_f64(),
             self.peak_rss_kib,
-            self.cpu.as_secs_f64()
+            self.cpu.as_secs_f64(),
+            self.switches
         )
     }
 
@@ -150,6 +158,7 @@ impl Outcome {
                 "watch_s" => out.watch = secs()?,
                 "cpu_s" => out.cpu = secs()?,
                 "peak_rss_kib" => out.peak_rss_kib = value.parse().ok()?,
+                "switches" => out.switches = value.parse().ok()?,
                 _ => return None,
             }
         }
@@ -227,6 +236,7 @@ pub(crate) fn run(job: &Job) -> Result<(), String> {
             Impl::Typed => informer::run_typed(job).await?,
             Impl::TypedProtobuf => informer::run_typed_protobuf(job).await?,
             Impl::TypedProtobufStripped => informer::run_typed_protobuf_stripped(job).await?,
+            Impl::TypedDefaults => informer::run_typed_defaults(job).await?,
             Impl::CompactProtobuf => informer::run_compact_protobuf(job).await?,
             Impl::CompactProtobufStripped => informer::run_compact_protobuf_stripped(job).await?,
             Impl::TypedUnbounded => informer::run_typed_unbounded(job).await?,
@@ -241,6 +251,7 @@ pub(crate) fn run(job: &Job) -> Result<(), String> {
             watch: done - synced,
             peak_rss_kib: measure::peak_rss_kib(),
             cpu: measure::cpu_time(),
+            switches: measure::context_switches(),
         })
     })?;
     println!("{}", outcome.line());
