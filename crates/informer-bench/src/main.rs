@@ -45,7 +45,7 @@ struct PlanArgs {
     /// Smaller scenarios (2k pods + 20k events; 10k pods sync), one run
     #[arg(long)]
     quick: bool,
-    /// Clients to compare: bound, kube-rs, client-node, typed, typed+pb, compact, compact+pb, compact+zstd
+    /// Clients to compare: bound, kube-rs, client-node, typed, typed+pb, typed-defaults, compact, compact+pb, compact+zstd
     /// (also: typed+pb-mf and compact+pb-mf, protobuf with managedFields skipped; typed-unbounded)
     /// [default: all; client-node needs node and `npm ci --prefix crates/informer-bench/node`]
     #[arg(long, value_delimiter = ',', value_name = "A,B,...")]
