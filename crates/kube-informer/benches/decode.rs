@@ -1,7 +1,7 @@
 //! One core decoding the same LIST of realistic pods (served by fake-apiserver, with their
-//! managed fields) into `Pod`s, four ways: JSON (serde_json), protobuf by the serde path,
-//! protobuf by the generated decoder, and the generated decoder with managed fields skipped
-//! (the factory's default). What `typed` costs per object, with nothing else around it.
+//! managed fields) into `Pod`s: JSON (serde_json) whole and with managed fields scanned
+//! past, protobuf by the serde path and by the generated decoder, each whole and with
+//! managed fields skipped (the factory's default). What `typed` costs per object, with nothing else around it.
 //!
 //! `cargo bench -p kube-informer --bench decode`
 
@@ -68,6 +68,17 @@ fn decode(c: &mut Criterion) {
         b.iter(|| {
             let list: ObjectList<Pod> = serde_json::from_slice(black_box(&json)).unwrap();
             assert_eq!(list.items.len(), PODS);
+        })
+    });
+    // JSON with managedFields scanned past unbuilt, as factories read it by default (the
+    // same path, through a LIST page: `ListPage::from_body` is the public way in).
+    group.bench_function("json serde, no managedFields", |b| {
+        b.iter(|| {
+            let text = String::from_utf8(black_box(&json).clone()).unwrap();
+            let page =
+                kube_informer::list_watch::ListPage::<Pod>::from_body_without_managed_fields(text)
+                    .unwrap();
+            assert_eq!(page.into_items().unwrap().len(), PODS);
         })
     });
     for (name, kind) in [

@@ -67,6 +67,13 @@ impl<K: DeserializeOwned + Clone + 'static> ListPage<K> {
         Self::from_json(body, false)
     }
 
+    /// [`from_body`](Self::from_body) with every item's `metadata.managedFields` scanned
+    /// past without being built (what factory informers read by default): for a
+    /// [`ListerWatcher`](super::ListerWatcher) of your own that fetches LIST bodies.
+    pub fn from_body_without_managed_fields(body: String) -> Result<Self, kube::Error> {
+        Self::from_json(body, true)
+    }
+
     /// [`from_body`](Self::from_body), with `metadata.managedFields` passed over unbuilt
     /// when `skip_managed_fields`.
     pub(crate) fn from_json(body: String, skip_managed_fields: bool) -> Result<Self, kube::Error> {
