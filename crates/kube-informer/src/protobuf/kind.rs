@@ -41,10 +41,10 @@ impl ProtoKind {
         })
     }
 
-    /// Leave every object's `metadata.managedFields` out while decoding: what
-    /// factories do by default (unless [`FactoryOptions::keep_managed_fields`](crate::factory::FactoryOptions::keep_managed_fields))
-    /// removes after decoding, never decoded at all (a quarter of a typical object's bytes,
-    /// and the costliest part to decode: each entry's field set is JSON).
+    /// Leave every object's `metadata.managedFields` out while decoding, never decoding them
+    /// at all (a quarter of a typical object's bytes, and the costliest part to decode:
+    /// each entry's field set is JSON): what factories do unless told to
+    /// [`keep_managed_fields`](crate::factory::FactoryOptions::keep_managed_fields).
     #[must_use]
     pub fn without_managed_fields(mut self) -> Self {
         self.skip.managed_fields = true;
