@@ -177,7 +177,7 @@ impl<K, S: JsonStorage> Compact<K, S> {
     }
 }
 
-impl<K: DeserializeOwned + Resource, S: JsonStorage> Compact<K, S> {
+impl<K: DeserializeOwned + Resource + 'static, S: JsonStorage> Compact<K, S> {
     /// Decodes the whole object. Changes made through `meta_mut` (e.g. by a transform) are
     /// applied over the decoded metadata; `managedFields` come from the JSON.
     pub fn decode(&self) -> serde_json::Result<K> {

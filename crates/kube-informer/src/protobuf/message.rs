@@ -7,16 +7,24 @@ use kube_protobuf_schema as schema;
 
 use super::{
     DecodeError, de,
+    typed::Direct,
     wire::{RawValue, Reader},
 };
 
 /// A message of the schema (by index), read as `T`: what [`Compact`](crate::compact::Compact)
-/// decodes on demand.
-pub(crate) fn decode_message<T: DeserializeOwned>(
+/// decodes on demand. By the generated decoder when `T` is the message's k8s-openapi type
+/// (a `Compact<Pod>` decoding its `Pod`), else by the serde path (`serde_json::Value` for
+/// `json()`, the arrival check).
+pub(crate) fn decode_message<T: DeserializeOwned + 'static>(
     index: u16,
     bytes: &[u8],
 ) -> Result<T, DecodeError> {
-    de::decode(bytes, 0, schema::message(index), de::Skip::default())
+    let message = schema::message(index);
+    let direct = Direct::for_message(message.name);
+    if let Some(decoded) = direct.and_then(|d| d.decode::<T>(bytes, 0, de::Skip::default())) {
+        return decoded.map_err(|e| e.within(message.name));
+    }
+    de::decode(bytes, 0, message, de::Skip::default())
 }
 
 /// The `metadata` field of a message of the schema, read as `T` with `managedFields`
