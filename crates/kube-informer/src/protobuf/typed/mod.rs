@@ -128,6 +128,15 @@ pub(crate) trait Decode: Sized {
         Ok(())
     }
 
+    /// The value of a map entry that has none: what an empty message or string decodes to
+    /// (a number's zero for numbers).
+    fn absent(v: Val<'_>) -> Result<Option<Self>, DecodeError> {
+        Self::decode(Val {
+            raw: RawValue::Len(&[]),
+            ..v
+        })
+    }
+
     /// An optional field's occurrence: decoded, or merged into what is there.
     fn merge_option(slot: &mut Option<Self>, v: Val<'_>) -> Result<(), DecodeError> {
         match slot {
@@ -225,11 +234,7 @@ fn map_req<T: Decode>(slot: &mut BTreeMap<String, T>, v: Val<'_>) -> Result<(), 
         2 => opt(&mut value, v),
         _ => Ok(()),
     })?;
-    let zero = Val {
-        raw: RawValue::Len(&[]),
-        ..v
-    };
-    match value.map_or_else(|| T::decode(zero), |value| Ok(Some(value)))? {
+    match value.map_or_else(|| T::absent(v), |value| Ok(Some(value)))? {
         Some(value) => {
             slot.insert(key, value);
             Ok(())

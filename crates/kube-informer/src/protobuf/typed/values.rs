@@ -42,6 +42,10 @@ macro_rules! varint {
                 Ok(Some($convert))
             }
 
+            fn absent(_: Val<'_>) -> Result<Option<Self>, DecodeError> {
+                Ok(Some(Self::default()))
+            }
+
             fn extend(out: &mut Vec<Self>, v: Val<'_>) -> Result<(), DecodeError> {
                 let RawValue::Len(bytes) = v.raw else {
                     out.extend(Self::decode(v)?);
@@ -76,6 +80,10 @@ impl Decode for f64 {
             RawValue::Fixed32(bits) => Ok(Some(f64::from(f32::from_bits(bits)))),
             other => Err(v.wrong("a float", &other)),
         }
+    }
+
+    fn absent(_: Val<'_>) -> Result<Option<Self>, DecodeError> {
+        Ok(Some(0.0))
     }
 }
 
