@@ -13,13 +13,17 @@
 //! `kube::Error::Api`, an incomplete last line is skipped, a connection cut mid-body ends the
 //! stream (to be resumed) rather than failing it.
 
-use std::io;
+use std::{io, sync::Arc};
 
 use futures_util::{AsyncBufRead, AsyncBufReadExt, FutureExt, StreamExt, stream};
 use kube::{api::WatchEvent, core::Status};
 use serde::de::DeserializeOwned;
 
-use super::{WatchStream, decode_pool::DecodePool};
+use super::{
+    WatchStream,
+    batch::{Batch, Spares},
+    decode_pool::DecodePool,
+};
 use crate::protobuf::{self, ProtoKind};
 
 /// Lines decoded together, at most.
@@ -43,32 +47,46 @@ where
     K: DeserializeOwned + Send + 'static,
 {
     let pool = DecodePool::shared();
-    stream::unfold(Some((body, Vec::new(), None)), move |state| async move {
-        let (mut body, mut partial, mut failed) = state?;
-        if let Some(error) = failed.take() {
-            return Some((Err(error), None));
-        }
-        match next_batch(&mut body, &mut partial, &mut failed, format).await? {
-            // A read error ends the body: report it (or not) and stop reading.
-            Err(error) => Some((Err(error), None)),
-            lines => Some((lines, Some((body, partial, failed)))),
+    let spares = Arc::new(Spares::default());
+    let reading = Arc::clone(&spares);
+    stream::unfold(Some((body, Vec::new(), None)), move |state| {
+        let spares = Arc::clone(&reading);
+        async move {
+            let (mut body, mut partial, mut failed) = state?;
+            if let Some(error) = failed.take() {
+                return Some((Err(error), None));
+            }
+            let batch = spares.take();
+            match next_batch(&mut body, &mut partial, &mut failed, format, batch).await? {
+                // A read error ends the body: report it (or not) and stop reading.
+                Err(error) => Some((Err(error), None)),
+                lines => Some((lines, Some((body, partial, failed)))),
+            }
         }
     })
     .map(move |batch| {
         let decoded = batch.map(|lines| {
-            pool.run(move || match format {
-                Format::Json(skip) => decode_all::<K>(&lines, skip),
-                Format::Protobuf(kind) => decode_frames::<K>(&lines, kind),
+            pool.run(move || {
+                let events = match format {
+                    Format::Json(skip) => decode_all::<K>(&lines, skip),
+                    Format::Protobuf(kind) => decode_frames::<K>(&lines, kind),
+                };
+                (events, lines)
             })
         });
+        let spares = Arc::clone(&spares);
         async move {
             match decoded {
                 Err(error) => read_error(error).into_iter().collect(),
-                Ok(decoded) => decoded.await.unwrap_or_else(|e| {
-                    vec![Err(kube::Error::Service(
+                Ok(decoded) => match decoded.await {
+                    Ok((events, lines)) => {
+                        spares.give(lines);
+                        events
+                    }
+                    Err(e) => vec![Err(kube::Error::Service(
                         format!("decoding watch events failed: {e}").into(),
-                    ))]
-                }),
+                    ))],
+                },
             }
         }
     })
@@ -88,10 +106,10 @@ async fn next_batch<R: AsyncBufRead + Unpin>(
     partial: &mut Vec<u8>,
     failed: &mut Option<io::Error>,
     format: Format,
-) -> Option<io::Result<Vec<Vec<u8>>>> {
-    let mut items = Vec::new();
+    mut items: Batch,
+) -> Option<io::Result<Batch>> {
     // Items first, then an error (left for the next call when there are items).
-    let stop = |error, items: Vec<Vec<u8>>, failed: &mut Option<io::Error>| {
+    let stop = |error, items: Batch, failed: &mut Option<io::Error>| {
         if items.is_empty() {
             return Err(error);
         }
@@ -103,7 +121,9 @@ async fn next_batch<R: AsyncBufRead + Unpin>(
         if let Format::Protobuf(_) = format {
             match protobuf::split_frames(partial, protobuf::MAX_FRAME) {
                 Ok((complete, used)) => {
-                    items.extend(complete.into_iter().map(<[u8]>::to_vec));
+                    for frame in complete {
+                        items.push(frame);
+                    }
                     partial.drain(..used);
                 }
                 Err(error) => {
@@ -131,7 +151,8 @@ async fn next_batch<R: AsyncBufRead + Unpin>(
         if buf.is_empty() {
             // The end: a last line without its newline is decoded too (and skipped if cut).
             if matches!(format, Format::Json(_)) && !partial.is_empty() {
-                items.push(std::mem::take(partial));
+                items.push(partial);
+                partial.clear();
             }
             return (!items.is_empty()).then_some(Ok(items));
         }
@@ -144,12 +165,8 @@ async fn next_batch<R: AsyncBufRead + Unpin>(
                     if partial.is_empty() && line.iter().all(u8::is_ascii_whitespace) {
                         continue;
                     }
-                    if partial.is_empty() {
-                        items.push(line.to_vec());
-                    } else {
-                        partial.extend_from_slice(line);
-                        items.push(std::mem::take(partial));
-                    }
+                    items.push_parts(partial, line);
+                    partial.clear();
                 }
                 partial.extend_from_slice(&buf[start..]);
             }
@@ -161,7 +178,7 @@ async fn next_batch<R: AsyncBufRead + Unpin>(
 }
 
 fn decode_frames<K: DeserializeOwned + 'static>(
-    frames: &[Vec<u8>],
+    frames: &Batch,
     kind: ProtoKind,
 ) -> Vec<Result<WatchEvent<K>, kube::Error>> {
     frames
@@ -173,7 +190,7 @@ fn decode_frames<K: DeserializeOwned + 'static>(
 }
 
 fn decode_all<K: DeserializeOwned>(
-    lines: &[Vec<u8>],
+    lines: &Batch,
     skip_managed_fields: bool,
 ) -> Vec<Result<WatchEvent<K>, kube::Error>> {
     lines

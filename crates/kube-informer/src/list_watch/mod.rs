@@ -2,6 +2,7 @@
 //! [`kube::Api`] (typed k8s-openapi objects, `DynamicObject`, `PartialObjectMeta`) and open to
 //! any other source (tests, non-Kubernetes data).
 
+mod batch;
 mod decode;
 pub(crate) mod decode_pool;
 mod memory;
