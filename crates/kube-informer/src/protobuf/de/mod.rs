@@ -21,6 +21,7 @@ use serde::de::{self, DeserializeSeed, IntoDeserializer, SeqAccess};
 use kube_protobuf_schema::{Message, Ty};
 
 use self::value::One;
+pub(super) use self::value::utf8;
 use super::{
     DecodeError,
     wire::{RawValue, Reader},
@@ -70,7 +71,7 @@ pub(crate) struct Skip {
 
 /// How deep messages may nest (serde_json's limit too): a self-nesting message sent over
 /// and over is an error, not a stack overflow.
-const MAX_DEPTH: u16 = 128;
+pub(super) const MAX_DEPTH: u16 = 128;
 
 /// What every value carries down: what to skip, and how deep it is.
 #[derive(Clone, Copy, Debug)]

@@ -121,7 +121,7 @@ impl<'de> One<'de> {
     }
 }
 
-pub(super) fn utf8(bytes: &[u8], offset: usize) -> Result<&str, DecodeError> {
+pub(crate) fn utf8(bytes: &[u8], offset: usize) -> Result<&str, DecodeError> {
     std::str::from_utf8(bytes)
         .map_err(|e| DecodeError::at(offset, format!("a string is not UTF-8: {e}")))
 }

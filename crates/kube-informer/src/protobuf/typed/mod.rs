@@ -27,12 +27,9 @@ use std::collections::BTreeMap;
 
 use super::{
     DecodeError,
-    de::Skip,
+    de::{MAX_DEPTH, Skip},
     wire::{RawValue, Reader},
 };
-
-/// How deep messages may nest (the serde path's limit too).
-const MAX_DEPTH: u16 = 128;
 
 /// One field's value as found on the wire, with what decoding carries down.
 #[derive(Clone, Copy)]

@@ -14,12 +14,7 @@ use k8s_openapi::{
 };
 
 use super::{Decode, Val};
-use crate::protobuf::{DecodeError, wire::RawValue};
-
-fn utf8(bytes: &[u8], offset: usize) -> Result<&str, DecodeError> {
-    std::str::from_utf8(bytes)
-        .map_err(|e| DecodeError::at(offset, format!("a string is not UTF-8: {e}")))
-}
+use crate::protobuf::{DecodeError, de::utf8, wire::RawValue};
 
 impl Decode for String {
     fn decode(v: Val<'_>) -> Result<Option<Self>, DecodeError> {
