@@ -117,7 +117,9 @@ async fn read_your_writes_across_two_namespaces(backend: Backend) {
             .await
             .expect("a create");
         let at = mine.metadata.resource_version.clone().unwrap();
-        let hang_guard = std::time::Duration::from_secs(60);
+        // Well under the real server's one-minute bookmark period: a wait that only the
+        // next bookmark ends (the bug this scenario caught) fails instead of passing slowly.
+        let hang_guard = std::time::Duration::from_secs(20);
         tokio::time::timeout(hang_guard, store.wait_for_resource_version_in("ryw-b", &at))
             .await
             .expect("b's watch reached the write")
@@ -164,7 +166,7 @@ async fn read_your_writes_across_two_namespaces(backend: Backend) {
         .expect("a create");
         let at = written.metadata.resource_version.clone().unwrap();
         tokio::time::timeout(
-            std::time::Duration::from_secs(60),
+            std::time::Duration::from_secs(20),
             store.wait_for_resource_version(&at),
         )
         .await

@@ -49,7 +49,8 @@ impl Versions {
     }
 
     /// `namespace` (`None`: everything this cache holds) has reached `resource_version`;
-    /// whether the cache's version changed.
+    /// whether any version changed: the cache's, or only one namespace's (a wait for that
+    /// namespace must wake although the minimum stayed where it was).
     pub(super) fn reach(&mut self, namespace: Option<&str>, resource_version: &str) -> bool {
         if resource_version.is_empty() {
             return false;
@@ -61,26 +62,31 @@ impl Versions {
             resource_version.clone_into(&mut self.current);
             return true;
         };
+        let mut moved = false;
+        let mut set = |reached: &mut String| {
+            if reached != resource_version {
+                resource_version.clone_into(reached);
+                moved = true;
+            }
+        };
         match namespace {
             Some(ns) => match map.get_mut(ns) {
-                Some(reached) => resource_version.clone_into(reached),
+                Some(reached) => set(reached),
                 // Not a namespace this cache watches: nothing to say about its sequence.
                 None => return false,
             },
-            None => map
-                .values_mut()
-                .for_each(|reached| resource_version.clone_into(reached)),
+            None => map.values_mut().for_each(set),
         }
         let (minimum, opaque) = match minimum(map.values()) {
             Ok(minimum) => (minimum, None),
             Err(opaque) => (String::new(), Some(opaque)),
         };
         self.opaque = opaque;
-        if minimum == self.current {
-            return false;
+        if minimum != self.current {
+            self.current = minimum;
+            moved = true;
         }
-        self.current = minimum;
-        true
+        moved
     }
 }
 
@@ -269,7 +275,8 @@ mod tests {
     fn several_watches_report_the_minimum_once_each_has_one() {
         let mut v = Versions::default();
         v.track(["a".to_owned(), "b".to_owned()]);
-        assert!(!v.reach(Some("a"), "100"));
+        assert!(v.reach(Some("a"), "100"), "a moved (its waiters wake)");
+        assert!(!v.reach(Some("a"), "100"), "nothing moved");
         assert_eq!(v.current(), "", "b has reached nothing yet");
         assert!(v.reach(Some("b"), "95"));
         assert_eq!(v.current(), "95");
@@ -299,6 +306,28 @@ mod tests {
         assert!(
             matches!(&refused, Err(VersionError::NotComparable(v)) if v == "opaque-b"),
             "{refused:?}"
+        );
+    }
+
+    /// The watch of one namespace moves while another holds the minimum back: a wait for
+    /// that namespace wakes. (It slept until the next bookmark, a minute on a real server,
+    /// when only the minimum's moves woke waiters.)
+    #[tokio::test]
+    async fn a_wait_for_one_namespace_wakes_when_only_that_namespace_moves() {
+        use futures_util::FutureExt as _;
+        let store: Store<k8s_openapi::api::core::v1::ConfigMap> = Store::default();
+        store.track_namespaces(["a".to_owned(), "b".to_owned()]);
+        store.bookmark_in_namespace("a", "13");
+        store.bookmark_in_namespace("b", "13");
+        let wait = store.wait_for_resource_version_in("b", "14");
+        let mut wait = std::pin::pin!(wait);
+        assert!(wait.as_mut().now_or_never().is_none(), "b is at 13");
+        store.bookmark_in_namespace("b", "14");
+        assert_eq!(store.resource_version(), "13", "a holds the minimum back");
+        let woken = wait.as_mut().now_or_never();
+        assert!(
+            matches!(woken, Some(Ok(()))),
+            "b reached 14; the wait returns: {woken:?}"
         );
     }
 }
