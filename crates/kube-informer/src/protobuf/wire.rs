@@ -137,6 +137,17 @@ impl<'de> Reader<'de> {
     }
 
     fn varint(&mut self) -> Result<u64, DecodeError> {
+        // Most varints (tags, lengths under 128, small numbers) are one byte.
+        if let Some(&byte) = self.buf.get(self.pos)
+            && byte < 0x80
+        {
+            self.pos += 1;
+            return Ok(u64::from(byte));
+        }
+        self.long_varint()
+    }
+
+    fn long_varint(&mut self) -> Result<u64, DecodeError> {
         let at = self.offset();
         let mut value = 0u64;
         for shift in (0..70).step_by(7) {
