@@ -1,7 +1,9 @@
 //! One core decoding the same LIST of realistic pods (served by fake-apiserver, with their
 //! managed fields) into `Pod`s: JSON (serde_json) whole and with managed fields scanned
 //! past, protobuf by the serde path and by the generated decoder, each whole and with
-//! managed fields skipped (the factory's default). What `typed` costs per object, with nothing else around it.
+//! managed fields skipped (the factory's default); and the same pods kept as `Compact<Pod>`
+//! from each encoding. What `typed` and `compact` cost per object, with nothing else around
+//! them.
 //!
 //! `cargo bench -p kube-informer --bench decode`
 
@@ -12,7 +14,10 @@ use fake_apiserver::{FakeApiServer, Gvr, ServerConfig, fixtures::realistic_pod};
 use http_body_util::BodyExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::ObjectList;
-use kube_informer::protobuf::{ListBody, ProtoKind};
+use kube_informer::{
+    compact::Compact,
+    protobuf::{ListBody, ProtoKind},
+};
 
 const PODS: usize = 2_000;
 
@@ -97,6 +102,29 @@ fn decode(c: &mut Criterion) {
             b.iter(|| {
                 let list = ListBody::parse(black_box(&protobuf), kind).unwrap();
                 let pods: Vec<Pod> = list.items().unwrap();
+                assert_eq!(pods.len(), PODS);
+            })
+        });
+    }
+    // Compact objects: JSON kept as it came (parsed once to check it), protobuf kept as its
+    // message (checked on arrival without building anything).
+    group.bench_function("compact json", |b| {
+        b.iter(|| {
+            let list: ObjectList<Compact<Pod>> = serde_json::from_slice(black_box(&json)).unwrap();
+            assert_eq!(list.items.len(), PODS);
+        })
+    });
+    for (name, kind) in [
+        ("compact protobuf", kind),
+        (
+            "compact protobuf, no managedFields",
+            kind.without_managed_fields(),
+        ),
+    ] {
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                let list = ListBody::parse(black_box(&protobuf), kind).unwrap();
+                let pods: Vec<Compact<Pod>> = list.items().unwrap();
                 assert_eq!(pods.len(), PODS);
             })
         });

@@ -131,7 +131,7 @@ impl<K, S: JsonStorage> Compact<K, S> {
             true => Cow::Owned(crate::protobuf::without_managed_fields(index, bytes)?),
             false => Cow::Borrowed(bytes),
         };
-        crate::protobuf::decode_message::<serde::de::IgnoredAny>(index, &kept)?;
+        crate::protobuf::check_message(index, &kept)?;
         let meta = crate::protobuf::decode_metadata::<meta::LeanMeta>(index, &kept)?;
         Ok(Self {
             meta: meta.unwrap_or_default().into(),

@@ -14,7 +14,7 @@ use super::{
 /// A message of the schema (by index), read as `T`: what [`Compact`](crate::compact::Compact)
 /// decodes on demand. By the generated decoder when `T` is the message's k8s-openapi type
 /// (a `Compact<Pod>` decoding its `Pod`), else by the serde path (`serde_json::Value` for
-/// `json()`, the arrival check).
+/// `json()`).
 pub(crate) fn decode_message<T: DeserializeOwned + 'static>(
     index: u16,
     bytes: &[u8],
@@ -25,6 +25,27 @@ pub(crate) fn decode_message<T: DeserializeOwned + 'static>(
         return decoded.map_err(|e| e.within(message.name));
     }
     de::decode(bytes, 0, message, de::Skip::default())
+}
+
+/// Checks that a message of the schema (by index) decodes, so that decoding it later
+/// cannot fail: what [`Compact`](crate::compact::Compact) checks on arrival. The check
+/// builds nothing (`de::check`); only a refusal runs the decoder, whose error it returns.
+/// Debug builds run the decoder every time and assert that both agree (the fuzzer's
+/// referee).
+pub(crate) fn check_message(index: u16, bytes: &[u8]) -> Result<(), DecodeError> {
+    let message = schema::message(index);
+    let accepted = de::decodes(bytes, message, de::Skip::default());
+    if accepted && !cfg!(debug_assertions) {
+        return Ok(());
+    }
+    let decoded = de::decode::<serde::de::IgnoredAny>(bytes, 0, message, de::Skip::default());
+    debug_assert_eq!(
+        accepted,
+        decoded.is_ok(),
+        "the check and the decoder disagree on a {}: {decoded:?}",
+        message.name
+    );
+    decoded.map(drop)
 }
 
 /// The `metadata` field of a message of the schema, read as `T` with `managedFields`

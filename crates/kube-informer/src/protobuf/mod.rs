@@ -47,7 +47,7 @@ use kube_protobuf_schema as schema;
 
 pub(crate) use self::{
     de::RAW_MESSAGE,
-    message::{decode_message, decode_metadata, without_managed_fields},
+    message::{check_message, decode_message, decode_metadata, without_managed_fields},
 };
 pub use self::{
     error::DecodeError,

@@ -7,8 +7,10 @@
 //! This file holds the entry point ([`decode`]), what every value carries down (what to
 //! skip, how deep it is) and [`Compact`](crate::compact::Compact)'s raw hand-off; `value`
 //! reads one value, `fields` a message's fields, `repeated` repeated and map fields, and
-//! `raw_json` the JSON embedded in `RawExtension` and `FieldsV1`.
+//! `raw_json` the JSON embedded in `RawExtension` and `FieldsV1`; `check` finds whether a
+//! message decodes without decoding it.
 
+mod check;
 mod fields;
 mod raw_json;
 mod repeated;
@@ -20,6 +22,7 @@ use serde::de::{self, DeserializeSeed, IntoDeserializer, SeqAccess};
 
 use kube_protobuf_schema::{Message, Ty};
 
+pub(crate) use self::check::decodes;
 use self::value::One;
 pub(super) use self::value::utf8;
 use super::{
