@@ -4,30 +4,23 @@
 //! core decodes while the informer applies on another. Decoding a typed object costs far
 //! more than applying it; here the reflector's task only cuts the body into lines, and the
 //! lines that arrived together are decoded on the [decoding threads](super::decode_pool),
-//! up to one batch per thread at once, their order kept. A lone line (the steady state of
-//! a quiet watch) goes there too: every object a cache holds is allocated by the same few
-//! threads, which is what keeps the memory of a churning cache from growing (see
-//! `decode_pool`).
+//! up to one batch per thread at once, their order kept; the body is read ahead while
+//! batches decode (`decode_stream`). A lone line (the steady state of a quiet watch) goes
+//! there too: every object a cache holds is allocated by the same few threads, which is
+//! what keeps the memory of a churning cache from growing (see `decode_pool`).
 //!
 //! Lines are read as kube reads them: an error line (`Status`) becomes
 //! `kube::Error::Api`, an incomplete last line is skipped, a connection cut mid-body ends the
 //! stream (to be resumed) rather than failing it.
 
-use std::{io, sync::Arc};
+use std::io;
 
-use futures_util::{AsyncBufRead, AsyncBufReadExt, FutureExt, StreamExt, stream};
+use futures_util::{AsyncBufRead, StreamExt};
 use kube::{api::WatchEvent, core::Status};
 use serde::de::DeserializeOwned;
 
-use super::{
-    WatchStream,
-    batch::{Batch, Spares},
-    decode_pool::DecodePool,
-};
+use super::{WatchStream, batch::Batch, decode_stream::DecodeStream};
 use crate::protobuf::{self, ProtoKind};
-
-/// Lines decoded together, at most.
-const BATCH: usize = 64;
 
 /// How a watch body is laid out.
 #[derive(Clone, Copy, Debug)]
@@ -46,138 +39,10 @@ pub(super) fn decode_in_parallel<K>(
 where
     K: DeserializeOwned + Send + 'static,
 {
-    let pool = DecodePool::shared();
-    let spares = Arc::new(Spares::default());
-    let reading = Arc::clone(&spares);
-    stream::unfold(Some((body, Vec::new(), None)), move |state| {
-        let spares = Arc::clone(&reading);
-        async move {
-            let (mut body, mut partial, mut failed) = state?;
-            if let Some(error) = failed.take() {
-                return Some((Err(error), None));
-            }
-            let batch = spares.take();
-            match next_batch(&mut body, &mut partial, &mut failed, format, batch).await? {
-                // A read error ends the body: report it (or not) and stop reading.
-                Err(error) => Some((Err(error), None)),
-                lines => Some((lines, Some((body, partial, failed)))),
-            }
-        }
-    })
-    .map(move |batch| {
-        let decoded = batch.map(|lines| {
-            pool.run(move || {
-                let events = match format {
-                    Format::Json(skip) => decode_all::<K>(&lines, skip),
-                    Format::Protobuf(kind) => decode_frames::<K>(&lines, kind),
-                };
-                (events, lines)
-            })
-        });
-        let spares = Arc::clone(&spares);
-        async move {
-            match decoded {
-                Err(error) => read_error(error).into_iter().collect(),
-                Ok(decoded) => match decoded.await {
-                    Ok((events, lines)) => {
-                        spares.give(lines);
-                        events
-                    }
-                    Err(e) => vec![Err(kube::Error::Service(
-                        format!("decoding watch events failed: {e}").into(),
-                    ))],
-                },
-            }
-        }
-    })
-    .buffered(super::decoders())
-    .flat_map(stream::iter)
-    .boxed()
+    DecodeStream::new(body, format).boxed()
 }
 
-/// The complete lines (JSON) or frames (protobuf) that can be read, waiting only for the
-/// first (up to [`BATCH`]), or the read error; `None` at the end of the body. An error after
-/// some items is left in `failed`. A protobuf frame longer than [`protobuf::MAX_FRAME`] is
-/// an error before anything is allocated for it; a frame cut by the end of the body is
-/// dropped, as an incomplete last line is skipped (the watch is resumed from the last
-/// version either way).
-async fn next_batch<R: AsyncBufRead + Unpin>(
-    body: &mut R,
-    partial: &mut Vec<u8>,
-    failed: &mut Option<io::Error>,
-    format: Format,
-    mut items: Batch,
-) -> Option<io::Result<Batch>> {
-    // Items first, then an error (left for the next call when there are items).
-    let stop = |error, items: Batch, failed: &mut Option<io::Error>| {
-        if items.is_empty() {
-            return Err(error);
-        }
-        *failed = Some(error);
-        Ok(items)
-    };
-    loop {
-        // Frames complete already (or a wrong header) go first, before waiting for more.
-        if let Format::Protobuf(_) = format {
-            match protobuf::split_frames(partial, protobuf::MAX_FRAME) {
-                Ok((complete, used)) => {
-                    for frame in complete {
-                        items.push(frame);
-                    }
-                    partial.drain(..used);
-                }
-                Err(error) => {
-                    let error = io::Error::new(io::ErrorKind::InvalidData, error);
-                    return Some(stop(error, items, failed));
-                }
-            }
-        }
-        if items.len() >= BATCH {
-            return Some(Ok(items));
-        }
-        let read = if items.is_empty() {
-            body.fill_buf().await
-        } else {
-            // More only if it is there already: never hold items back to wait for others.
-            match body.fill_buf().now_or_never() {
-                Some(read) => read,
-                None => return Some(Ok(items)),
-            }
-        };
-        let buf = match read {
-            Ok(buf) => buf,
-            Err(error) => return Some(stop(error, items, failed)),
-        };
-        if buf.is_empty() {
-            // The end: a last line without its newline is decoded too (and skipped if cut).
-            if matches!(format, Format::Json(_)) && !partial.is_empty() {
-                items.push(partial);
-                partial.clear();
-            }
-            return (!items.is_empty()).then_some(Ok(items));
-        }
-        match format {
-            Format::Json(_) => {
-                let mut start = 0;
-                for end in memchr::memchr_iter(b'\n', buf) {
-                    let line = &buf[start..end];
-                    start = end + 1;
-                    if partial.is_empty() && line.iter().all(u8::is_ascii_whitespace) {
-                        continue;
-                    }
-                    items.push_parts(partial, line);
-                    partial.clear();
-                }
-                partial.extend_from_slice(&buf[start..]);
-            }
-            Format::Protobuf(_) => partial.extend_from_slice(buf),
-        }
-        let read = buf.len();
-        body.consume_unpin(read);
-    }
-}
-
-fn decode_frames<K: DeserializeOwned + 'static>(
+pub(super) fn decode_frames<K: DeserializeOwned + 'static>(
     frames: &Batch,
     kind: ProtoKind,
 ) -> Vec<Result<WatchEvent<K>, kube::Error>> {
@@ -189,7 +54,7 @@ fn decode_frames<K: DeserializeOwned + 'static>(
         .collect()
 }
 
-fn decode_all<K: DeserializeOwned>(
+pub(super) fn decode_all<K: DeserializeOwned>(
     lines: &Batch,
     skip_managed_fields: bool,
 ) -> Vec<Result<WatchEvent<K>, kube::Error>> {
@@ -279,7 +144,7 @@ impl UndecodableLine {
 
 /// A read error: a connection cut mid-body or a client timeout ends the stream quietly
 /// (the reflector resumes the watch), anything else is reported.
-fn read_error<K>(error: io::Error) -> Option<Result<WatchEvent<K>, kube::Error>> {
+pub(super) fn read_error<K>(error: io::Error) -> Option<Result<WatchEvent<K>, kube::Error>> {
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&error);
     for _ in 0..16 {
         let Some(current) = source else { break };
@@ -346,7 +211,7 @@ mod tests {
             Err(io::Error::new(error, "connection cut")),
             Ok(b"never read".to_vec()),
         ];
-        let body = stream::iter(chunks).into_async_read();
+        let body = futures_util::stream::iter(chunks).into_async_read();
         decode_in_parallel::<ConfigMap>(body, Format::Json(false))
             .map(|event| match event {
                 Ok(WatchEvent::Added(c)) => format!("added {}", c.metadata.name.unwrap()),

@@ -64,7 +64,7 @@ impl DecodePool {
         SHARED.get(super::decoding_threads())
     }
 
-    fn start(threads: usize) -> Self {
+    pub(super) fn start(threads: usize) -> Self {
         let (sender, receiver) = mpsc::channel::<Job>();
         let receiver = Arc::new(Mutex::new(receiver));
         let threads = (0..threads)

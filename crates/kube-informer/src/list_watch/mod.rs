@@ -5,6 +5,7 @@
 mod batch;
 mod decode;
 pub(crate) mod decode_pool;
+mod decode_stream;
 mod memory;
 mod page;
 mod request;
