@@ -405,3 +405,50 @@ async fn factory_metrics_and_reflector_names_do_not_depend_on_setter_order() {
     assert!(!text.contains("name=\"shared\""), "{text}");
     factory.shutdown().await;
 }
+
+/// A list served whole (a server without streaming lists, so the first LIST is at "0" and
+/// unpaged) is decoded in shares on the decoding threads: every object arrives once, the
+/// same over JSON and protobuf, from one LIST request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_whole_list_decoded_in_shares_is_every_object_once() {
+    const COUNT: usize = 2_500;
+    let server = FakeApiServer::start(ServerConfig::default().namespaces(["bulk"]))
+        .await
+        .unwrap();
+    server
+        .seed(
+            &Gvr::core("configmaps"),
+            (0..COUNT).map(|i| {
+                json!({"metadata": {"name": format!("cm-{i}"), "namespace": "bulk"},
+                       "data": {"i": i.to_string()}})
+            }),
+        )
+        .unwrap();
+    for protobuf in [false, true] {
+        server.clear_requests();
+        let options = FactoryOptions::default()
+            .protobuf(protobuf)
+            .reflector(ReflectorOptions::default().streaming_lists(false));
+        let factory = SharedInformerFactory::new(server.client().unwrap(), options);
+        let informer = factory.informer::<ConfigMap>();
+        factory.start();
+        factory
+            .wait_for_sync(Duration::from_secs(60))
+            .await
+            .unwrap();
+        let store = informer.store();
+        assert_eq!(store.len(), COUNT, "protobuf {protobuf}");
+        for i in [0, COUNT / 3, COUNT / 2, COUNT - 1] {
+            let cm = store.get_by_key(&format!("bulk/cm-{i}")).expect("cached");
+            assert_eq!(cm.data.as_ref().unwrap()["i"], i.to_string());
+        }
+        let lists: Vec<_> = server
+            .requests()
+            .into_iter()
+            .filter(|r| r.verb == Some(Verb::List))
+            .collect();
+        assert_eq!(lists.len(), 1, "one LIST: {lists:?}");
+        assert_eq!(lists[0].param("limit"), None, "served whole");
+        factory.shutdown().await;
+    }
+}

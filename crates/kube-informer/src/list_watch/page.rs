@@ -1,9 +1,13 @@
 //! One LIST page whose items can be decoded later, on another thread.
 
-use std::fmt;
+use std::{fmt, ops::Range, sync::Arc};
 
 use kube::api::{ListMeta, ObjectList};
 use serde::{Deserialize, de::DeserializeOwned};
+use serde_json::value::RawValue;
+
+use super::decode::from_json;
+use crate::protobuf::ProtoKind;
 
 /// One LIST page: its metadata (resourceVersion, continue token) at once, its items when
 /// [`ListPage::into_items`] is called.
@@ -19,9 +23,35 @@ pub struct ListPage<K> {
 
 enum Items<K> {
     Decoded(Vec<K>),
-    /// Decodes the response body's items.
-    Deferred(Box<dyn FnOnce() -> Result<Vec<K>, kube::Error> + Send>),
+    /// A body's items, still to decode.
+    Deferred(Box<dyn Deferred<K>>),
 }
+
+/// A body whose items are still to decode: whole, or in shares.
+trait Deferred<K>: Send {
+    fn decode(self: Box<Self>) -> Result<Vec<K>, kube::Error>;
+    /// Up to `parts` shares (see [`ListPage::into_parts`]); `None`: too few items to split.
+    fn split(&self, parts: usize) -> Option<Vec<Part<K>>>;
+}
+
+/// A JSON body's items (managed fields passed over when `skip`).
+struct JsonItems {
+    body: Arc<String>,
+    skip: bool,
+}
+
+/// A protobuf body's items.
+struct ProtobufItems {
+    body: bytes::Bytes,
+    kind: ProtoKind,
+}
+
+/// A share of a page's items, decoded by calling it (on a decoding thread).
+pub(crate) type Part<K> = Box<dyn FnOnce() -> Result<Vec<K>, kube::Error> + Send>;
+
+/// A page is split for several decoding threads only from this many items: a paged LIST's
+/// pages (500 items) already decode one per thread.
+const SPLIT_FROM: usize = 1000;
 
 impl<K> fmt::Debug for ListPage<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -42,9 +72,110 @@ impl<K> ListPage<K> {
     pub fn into_items(self) -> Result<Vec<K>, kube::Error> {
         match self.items {
             Items::Decoded(items) => Ok(items),
-            Items::Deferred(decode) => decode(),
+            Items::Deferred(items) => items.decode(),
         }
     }
+
+    /// The page's items in up to `parts` shares of consecutive items, to decode on as many
+    /// threads (concatenated in order, they are [`into_items`](Self::into_items)). A page
+    /// under [`SPLIT_FROM`] items is one share. Finding a JSON page's items scans its body
+    /// (without decoding it): call this on a decoding thread too. Anything wrong with the
+    /// body makes one share, whose decoding reports it.
+    pub(crate) fn into_parts(self, parts: usize) -> Vec<Part<K>>
+    where
+        K: Send + 'static,
+    {
+        if let Items::Deferred(items) = &self.items
+            && parts > 1
+            && let Some(shares) = items.split(parts)
+        {
+            return shares;
+        }
+        vec![Box::new(move || self.into_items())]
+    }
+}
+
+impl<K: DeserializeOwned + 'static> Deferred<K> for JsonItems {
+    fn decode(self: Box<Self>) -> Result<Vec<K>, kube::Error> {
+        from_json::<ItemsOnly<K>>(&self.body, self.skip)
+            .map(|list| list.items.unwrap_or_default())
+            .map_err(kube::Error::SerdeError)
+    }
+
+    fn split(&self, parts: usize) -> Option<Vec<Part<K>>> {
+        let ranges = json_items(&self.body).filter(|r| r.len() >= SPLIT_FROM)?;
+        let split = shares(ranges.len(), parts).map(|share| {
+            let (ranges, body, skip) = (ranges[share].to_vec(), Arc::clone(&self.body), self.skip);
+            Box::new(move || {
+                ranges
+                    .into_iter()
+                    .map(|range| from_json::<K>(&body[range], skip))
+                    .collect::<Result<Vec<K>, _>>()
+                    .map_err(kube::Error::SerdeError)
+            }) as Part<K>
+        });
+        Some(split.collect())
+    }
+}
+
+impl<K: DeserializeOwned + 'static> Deferred<K> for ProtobufItems {
+    fn decode(self: Box<Self>) -> Result<Vec<K>, kube::Error> {
+        crate::protobuf::ListBody::parse(&self.body, self.kind)
+            .and_then(|list| list.items())
+            .map_err(decode_error)
+    }
+
+    fn split(&self, parts: usize) -> Option<Vec<Part<K>>> {
+        let count = crate::protobuf::ListBody::parse(&self.body, self.kind)
+            .ok()?
+            .len();
+        if count < SPLIT_FROM {
+            return None;
+        }
+        let split = shares(count, parts).map(|share| {
+            let (body, kind) = (self.body.clone(), self.kind);
+            Box::new(move || {
+                crate::protobuf::ListBody::parse(&body, kind)
+                    .and_then(|list| list.items_in(share))
+                    .map_err(decode_error)
+            }) as Part<K>
+        });
+        Some(split.collect())
+    }
+}
+
+fn decode_error(e: crate::protobuf::DecodeError) -> kube::Error {
+    kube::Error::Service(Box::new(e))
+}
+
+/// `count` positions in `parts` ranges of consecutive positions, as even as can be.
+fn shares(count: usize, parts: usize) -> impl Iterator<Item = Range<usize>> {
+    let size = count.div_ceil(parts.max(1)).max(1);
+    (0..count)
+        .step_by(size)
+        .map(move |start| start..(start + size).min(count))
+}
+
+/// Where each item of a JSON list body is (byte ranges), found by a scan that decodes
+/// nothing; `None` if the body does not scan.
+fn json_items(body: &str) -> Option<Vec<Range<usize>>> {
+    #[derive(Deserialize)]
+    struct RawItems<'a> {
+        #[serde(borrow, default)]
+        items: Option<Vec<&'a RawValue>>,
+    }
+    let list: RawItems<'_> = serde_json::from_str(body).ok()?;
+    let start = body.as_ptr() as usize;
+    Some(
+        list.items
+            .unwrap_or_default()
+            .into_iter()
+            .map(|item| {
+                let at = item.get().as_ptr() as usize - start;
+                at..at + item.get().len()
+            })
+            .collect(),
+    )
 }
 
 impl<K> From<ObjectList<K>> for ListPage<K>
@@ -83,13 +214,12 @@ impl<K: DeserializeOwned + Clone + 'static> ListPage<K> {
         {
             Some(metadata) => Ok(Self {
                 metadata,
-                items: Items::Deferred(Box::new(move || {
-                    super::decode::from_json::<ItemsOnly<K>>(&body, skip_managed_fields)
-                        .map(|list| list.items.unwrap_or_default())
-                        .map_err(kube::Error::SerdeError)
+                items: Items::Deferred(Box::new(JsonItems {
+                    body: Arc::new(body),
+                    skip: skip_managed_fields,
                 })),
             }),
-            None => super::decode::from_json::<ObjectList<K>>(&body, skip_managed_fields)
+            None => from_json::<ObjectList<K>>(&body, skip_managed_fields)
                 .map(Self::from)
                 .map_err(kube::Error::SerdeError),
         }
@@ -103,17 +233,12 @@ impl<K: DeserializeOwned + Clone + 'static> ListPage<K> {
         body: bytes::Bytes,
         kind: crate::protobuf::ProtoKind,
     ) -> Result<Self, kube::Error> {
-        let decode_error = |e: crate::protobuf::DecodeError| kube::Error::Service(Box::new(e));
         let list = crate::protobuf::ListBody::parse(&body, kind).map_err(decode_error)?;
         let metadata = list.metadata.clone();
         drop(list);
         Ok(Self {
             metadata,
-            items: Items::Deferred(Box::new(move || {
-                crate::protobuf::ListBody::parse(&body, kind)
-                    .and_then(|list| list.items())
-                    .map_err(decode_error)
-            })),
+            items: Items::Deferred(Box::new(ProtobufItems { body, kind })),
         })
     }
 }
@@ -168,5 +293,90 @@ mod tests {
         let page = ListPage::<ConfigMap>::from_body(body.into()).unwrap();
         assert!(page.into_items().unwrap().is_empty());
         assert!(ListPage::<ConfigMap>::from_body("{".into()).is_err());
+    }
+
+    fn big_list(count: usize, bad: Option<usize>) -> String {
+        let items: Vec<String> = (0..count)
+            .map(|i| match Some(i) == bad {
+                true => r#"{"metadata":{"name":5}}"#.to_owned(),
+                false => format!(
+                    r#"{{"metadata":{{"name":"cm-{i}","managedFields":[{{"manager":"m"}}]}},"data":{{"k":"v{i}"}}}}"#
+                ),
+            })
+            .collect();
+        format!(
+            r#"{{"kind":"ConfigMapList","metadata":{{"resourceVersion":"9"}},"items":[{}]}}"#,
+            items.join(",")
+        )
+    }
+
+    fn decode_shares(
+        page: ListPage<ConfigMap>,
+        parts: usize,
+    ) -> (usize, Result<Vec<String>, String>) {
+        let shares = page.into_parts(parts);
+        let count = shares.len();
+        let mut names = Vec::new();
+        for share in shares {
+            match share() {
+                Ok(items) => names.extend(items.into_iter().map(|cm| cm.metadata.name.unwrap())),
+                Err(e) => return (count, Err(e.to_string())),
+            }
+        }
+        (count, Ok(names))
+    }
+
+    #[test]
+    fn a_large_page_decodes_in_shares_that_add_up_to_it_in_order() {
+        let body = big_list(2_500, None);
+        let whole: Vec<String> = ListPage::<ConfigMap>::from_body(body.clone())
+            .unwrap()
+            .into_items()
+            .unwrap()
+            .into_iter()
+            .map(|cm| cm.metadata.name.unwrap())
+            .collect();
+        assert_eq!(whole.len(), 2_500);
+        let (shares, names) = decode_shares(ListPage::from_body(body.clone()).unwrap(), 3);
+        assert_eq!((shares, names.unwrap()), (3, whole.clone()));
+        // Managed fields are passed over in every share, as in the whole page.
+        let page = ListPage::<ConfigMap>::from_body_without_managed_fields(body).unwrap();
+        for share in page.into_parts(2) {
+            assert!(
+                share()
+                    .unwrap()
+                    .iter()
+                    .all(|cm| cm.metadata.managed_fields.is_none())
+            );
+        }
+        // A small page, or one thread: one share.
+        let small = ListPage::<ConfigMap>::from_body(big_list(SPLIT_FROM - 1, None)).unwrap();
+        assert_eq!(decode_shares(small, 4).0, 1);
+        let one = ListPage::<ConfigMap>::from_body(big_list(2_000, None)).unwrap();
+        assert_eq!(decode_shares(one, 1).0, 1);
+        assert_eq!(shares_of(10, 3), [0..4, 4..8, 8..10]);
+        assert_eq!(shares_of(2, 4), [0..1, 1..2]);
+    }
+
+    fn shares_of(count: usize, parts: usize) -> Vec<Range<usize>> {
+        shares(count, parts).collect()
+    }
+
+    #[test]
+    fn a_bad_item_fails_its_share_and_a_body_that_does_not_scan_is_one_share() {
+        let page = ListPage::<ConfigMap>::from_body(big_list(2_000, Some(1_500))).unwrap();
+        let (shares, names) = decode_shares(page, 2);
+        assert_eq!(shares, 2);
+        assert!(
+            names.unwrap_err().contains("invalid type"),
+            "the decoder's own error"
+        );
+        // Cut short: the scan fails, so the whole page is one share, whose error it is.
+        let mut cut = big_list(2_000, None);
+        cut.truncate(cut.len() - 10);
+        let page = ListPage::<ConfigMap>::from_body(cut).unwrap();
+        let (shares, names) = decode_shares(page, 2);
+        assert_eq!(shares, 1);
+        assert!(names.is_err());
     }
 }

@@ -63,6 +63,21 @@ impl<'a> ListBody<'a> {
         self.items.is_empty()
     }
 
+    /// Decodes the items at `range` (positions in the list), in order: a share of a large
+    /// list, for one decoding thread.
+    ///
+    /// # Errors
+    /// The first item that does not decode.
+    pub(crate) fn items_in<K: DeserializeOwned + 'static>(
+        &self,
+        range: std::ops::Range<usize>,
+    ) -> Result<Vec<K>, DecodeError> {
+        self.items[range]
+            .iter()
+            .map(|(offset, object)| self.item.decode(object, *offset))
+            .collect()
+    }
+
     /// Decodes the items, in order.
     ///
     /// # Errors

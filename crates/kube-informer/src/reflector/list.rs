@@ -124,7 +124,8 @@ where
     ///
     /// Pages are fetched one after the other (each needs the previous one's continue
     /// token) but decoded on the decoding threads, up to one page per thread at a time,
-    /// so fetching and decoding overlap and pages decode in parallel.
+    /// so fetching and decoding overlap and pages decode in parallel; an unpaged list's one
+    /// page is decoded in shares, one per thread.
     async fn list_all(&self, resource_version: &str) -> Result<(Vec<Arc<K>>, String), ListFailure> {
         // Only a consistent ("") list is paged. A list at "0" or at a version is served
         // whole from the API server's cache (which ignores a limit), and kube drops
@@ -148,11 +149,24 @@ where
                     list_rv
                         .get_or_insert(page.metadata.resource_version.clone().unwrap_or_default());
                     let next = page.metadata.continue_.clone().filter(|c| !c.is_empty());
-                    decoding.push_back(if page.is_decoded() {
-                        Decoding::Ready(page.into_items())
+                    if page.is_decoded() {
+                        decoding.push_back(Decoding::Ready(page.into_items()));
+                    } else if params.limit.is_none() {
+                        // The whole list in one page (a list from the cache at "0", or the
+                        // fallback after an expired continue token): in shares, one per
+                        // decoding thread, as a paged list's pages would be.
+                        let shares = pool.run(move || page.into_parts(parallel)).await;
+                        let shares = shares.map_err(|e| {
+                            kube::Error::Service(format!("splitting a LIST failed: {e}").into())
+                        })?;
+                        for share in shares {
+                            decoding.push_back(Decoding::Pooled(pool.run(share).boxed()));
+                        }
                     } else {
-                        Decoding::Pooled(pool.run(move || page.into_items()).boxed())
-                    });
+                        decoding.push_back(Decoding::Pooled(
+                            pool.run(move || page.into_items()).boxed(),
+                        ));
+                    }
                     while let Some(front) = (decoding.len() >= parallel
                         || (next.is_none() && !decoding.is_empty()))
                     .then(|| decoding.pop_front())
