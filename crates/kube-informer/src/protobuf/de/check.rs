@@ -22,6 +22,7 @@ use kube_protobuf_schema::{self as schema, Message, Rep, Shape, Ty};
 
 use super::{
     MANAGED_FIELDS, MAX_DEPTH, OBJECT_META, Skip,
+    fields::is_zero,
     raw_json::{check_skippable, raw_json_of},
 };
 use crate::protobuf::wire::{RawField, RawValue, Reader};
@@ -168,14 +169,6 @@ fn fields(message: &'static Message, buf: &[u8], depth: u16, skip: Skip) -> Chec
         }
     }
     Ok(())
-}
-
-fn is_zero(raw: &RawValue<'_>) -> bool {
-    match raw {
-        RawValue::Varint(v) | RawValue::Fixed64(v) => *v == 0,
-        RawValue::Fixed32(v) => *v == 0,
-        RawValue::Len(bytes) => bytes.is_empty(),
-    }
 }
 
 /// One occurrence of a repeated or map field (`Run`, `Entries`): a packed run of numbers,

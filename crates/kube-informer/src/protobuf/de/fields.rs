@@ -42,7 +42,8 @@ impl<'de> Fields<'de> {
     }
 }
 
-fn is_zero(raw: &RawValue<'_>) -> bool {
+/// Whether a value is its type's zero (what JSON omits for `omit_zero` fields).
+pub(super) fn is_zero(raw: &RawValue<'_>) -> bool {
     match raw {
         RawValue::Varint(v) | RawValue::Fixed64(v) => *v == 0,
         RawValue::Fixed32(v) => *v == 0,
