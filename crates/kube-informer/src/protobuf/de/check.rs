@@ -24,6 +24,8 @@ use super::{
     MANAGED_FIELDS, MAX_DEPTH, OBJECT_META, Skip,
     fields::is_zero,
     raw_json::{check_skippable, raw_json_of},
+    repeated::{packable, zero},
+    value::timestamp,
 };
 use crate::protobuf::wire::{RawField, RawValue, Reader};
 
@@ -90,25 +92,10 @@ fn message_value(message: &'static Message, raw: RawValue<'_>, depth: u16, skip:
             Ok(())
         }
         Shape::Time | Shape::MicroTime => {
-            let mut reader = Reader::new(len(raw)?, 0);
-            let (mut seconds, mut nanos) = (None, 0i32);
-            while let Some(field) = reader.next_field()? {
-                match (field.number, field.value) {
-                    (1, RawValue::Varint(v)) => seconds = Some(v as i64),
-                    (2, RawValue::Varint(v)) => nanos = v as u32 as i32,
-                    _ => {}
-                }
-            }
-            let Some(seconds) = seconds else {
-                return Ok(()); // a zero time: null
-            };
-            let nanos = match message.shape {
-                Shape::MicroTime => nanos - nanos % 1000,
-                _ => 0,
-            };
-            jiff::Timestamp::new(seconds, nanos)
+            let micro = message.shape == Shape::MicroTime;
+            timestamp(len(raw)?, 0, micro)
                 .map(drop)
-                .map_err(|_| Refused)
+                .map_err(Refused::from)
         }
         // A quantity's string (field 1); an int-or-string's (field 3).
         Shape::Quantity => strings(len(raw)?, 1),
@@ -174,7 +161,6 @@ fn fields(message: &'static Message, buf: &[u8], depth: u16, skip: Skip) -> Chec
 /// One occurrence of a repeated or map field (`Run`, `Entries`): a packed run of numbers,
 /// one element, or a map entry (key at 1, value at 2, an absent value being the zero).
 fn element(ty: Ty, rep: Rep, raw: RawValue<'_>, depth: u16, skip: Skip) -> Checked {
-    let numeric = !matches!(ty, Ty::Str | Ty::Bytes | Ty::Message(_));
     match (rep, raw) {
         (Rep::Map, raw) => {
             let mut reader = Reader::new(len(raw)?, 0);
@@ -186,13 +172,9 @@ fn element(ty: Ty, rep: Rep, raw: RawValue<'_>, depth: u16, skip: Skip) -> Check
                     _ => {}
                 }
             }
-            let zero = match ty {
-                Ty::Str | Ty::Bytes | Ty::Message(_) => RawValue::Len(&[]),
-                _ => RawValue::Varint(0),
-            };
-            value(ty, found.unwrap_or(zero), depth, skip)
+            value(ty, found.unwrap_or(zero(ty)), depth, skip)
         }
-        (Rep::Repeated, RawValue::Len(bytes)) if numeric => {
+        (Rep::Repeated, RawValue::Len(bytes)) if packable(ty) => {
             let mut packed = Reader::new(bytes, 0);
             while !packed.is_empty() {
                 value(ty, packed.next_packed(ty)?, depth, skip)?;

@@ -28,6 +28,20 @@ pub(super) fn run<'de>(
     Ok((start, count))
 }
 
+/// Whether a repeated `ty` may come packed (one length-delimited run of numbers).
+pub(super) fn packable(ty: Ty) -> bool {
+    !matches!(ty, Ty::Str | Ty::Bytes | Ty::Message(_))
+}
+
+/// What a map entry without a value holds: the zero value (an empty string or message,
+/// or 0).
+pub(super) fn zero(ty: Ty) -> RawValue<'static> {
+    match ty {
+        Ty::Str | Ty::Bytes | Ty::Message(_) => RawValue::Len(&[]),
+        _ => RawValue::Varint(0),
+    }
+}
+
 /// The consecutive occurrences of a repeated or map field.
 pub(super) struct Run<'de> {
     reader: Reader<'de>,
@@ -68,8 +82,7 @@ impl<'de> Run<'de> {
                 return Ok(None);
             };
             let offset = value_offset(&self.reader, &raw.value, self.reader.offset());
-            let numeric = !matches!(self.field.ty, Ty::Str | Ty::Bytes | Ty::Message(_));
-            if numeric
+            if packable(self.field.ty)
                 && self.field.rep == Rep::Repeated
                 && let RawValue::Len(bytes) = raw.value
             {
@@ -169,13 +182,8 @@ impl<'de> MapAccess<'de> for Entries<'de> {
                 _ => {}
             }
         }
-        // An absent value is the zero value: an empty string or message, or 0.
-        let zero = match self.run.field.ty {
-            Ty::Str | Ty::Bytes | Ty::Message(_) => RawValue::Len(&[]),
-            _ => RawValue::Varint(0),
-        };
-        let ctx = self.run.ctx;
-        self.value = Some(value.unwrap_or(One::new(self.run.field.ty, zero, entry.offset, ctx)));
+        let (ty, ctx) = (self.run.field.ty, self.run.ctx);
+        self.value = Some(value.unwrap_or(One::new(ty, zero(ty), entry.offset, ctx)));
         seed.deserialize(de::value::BorrowedStrDeserializer::new(key))
             .map(Some)
     }

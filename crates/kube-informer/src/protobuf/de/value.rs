@@ -76,34 +76,16 @@ impl<'de> One<'de> {
 
     /// A time's seconds and nanoseconds; `None` when zero (an empty message).
     fn seconds_nanos(&self) -> Result<Option<(i64, i32)>, DecodeError> {
-        let mut reader = Reader::new(self.bytes()?, self.offset);
-        let (mut seconds, mut nanos) = (None, 0);
-        while let Some(field) = reader.next_field()? {
-            match (field.number, field.value) {
-                (1, RawValue::Varint(v)) => seconds = Some(v as i64),
-                (2, RawValue::Varint(v)) => nanos = v as u32 as i32,
-                _ => {}
-            }
-        }
-        Ok(seconds.map(|s| (s, nanos)))
+        seconds_nanos(self.bytes()?, self.offset)
     }
 
     fn time(&self, micro: bool) -> Result<Option<String>, DecodeError> {
-        let Some((seconds, nanos)) = self.seconds_nanos()? else {
-            return Ok(None);
-        };
-        let nanos = if micro { nanos - nanos % 1000 } else { 0 };
-        let at = jiff::Timestamp::new(seconds, nanos).map_err(|e| {
-            DecodeError::at(
-                self.offset,
-                format!("a time out of range ({seconds} s): {e}"),
-            )
-        })?;
-        Ok(Some(if micro {
-            format!("{at:.6}")
-        } else {
-            format!("{at:.0}")
-        }))
+        Ok(
+            timestamp(self.bytes()?, self.offset, micro)?.map(|at| match micro {
+                true => format!("{at:.6}"),
+                false => format!("{at:.0}"),
+            }),
+        )
     }
 
     /// The single string field `number` of this message (`""` when absent).
@@ -119,6 +101,37 @@ impl<'de> One<'de> {
         }
         Ok(found)
     }
+}
+
+/// A time message's seconds and nanoseconds (fields 1 and 2 of `bytes`, at `offset` in
+/// the body); `None` when zero (no seconds).
+fn seconds_nanos(bytes: &[u8], offset: usize) -> Result<Option<(i64, i32)>, DecodeError> {
+    let mut reader = Reader::new(bytes, offset);
+    let (mut seconds, mut nanos) = (None, 0);
+    while let Some(field) = reader.next_field()? {
+        match (field.number, field.value) {
+            (1, RawValue::Varint(v)) => seconds = Some(v as i64),
+            (2, RawValue::Varint(v)) => nanos = v as u32 as i32,
+            _ => {}
+        }
+    }
+    Ok(seconds.map(|s| (s, nanos)))
+}
+
+/// A time message as JSON has it: to the second, or to the microsecond (`micro`, a
+/// `MicroTime`); `None` when zero, an error when out of range.
+pub(super) fn timestamp(
+    bytes: &[u8],
+    offset: usize,
+    micro: bool,
+) -> Result<Option<jiff::Timestamp>, DecodeError> {
+    let Some((seconds, nanos)) = seconds_nanos(bytes, offset)? else {
+        return Ok(None);
+    };
+    let nanos = if micro { nanos - nanos % 1000 } else { 0 };
+    jiff::Timestamp::new(seconds, nanos)
+        .map(Some)
+        .map_err(|e| DecodeError::at(offset, format!("a time out of range ({seconds} s): {e}")))
 }
 
 pub(crate) fn utf8(bytes: &[u8], offset: usize) -> Result<&str, DecodeError> {
