@@ -40,10 +40,11 @@ struct JsonItems {
     skip: bool,
 }
 
-/// A protobuf body's items.
+/// A protobuf body's `count` items.
 struct ProtobufItems {
     body: bytes::Bytes,
     kind: ProtoKind,
+    count: usize,
 }
 
 /// A share of a page's items, decoded by calling it (on a decoding thread).
@@ -126,13 +127,10 @@ impl<K: DeserializeOwned + 'static> Deferred<K> for ProtobufItems {
     }
 
     fn split(&self, parts: usize) -> Option<Vec<Part<K>>> {
-        let count = crate::protobuf::ListBody::parse(&self.body, self.kind)
-            .ok()?
-            .len();
-        if count < SPLIT_FROM {
+        if self.count < SPLIT_FROM {
             return None;
         }
-        let split = shares(count, parts).map(|share| {
+        let split = shares(self.count, parts).map(|share| {
             let (body, kind) = (self.body.clone(), self.kind);
             Box::new(move || {
                 crate::protobuf::ListBody::parse(&body, kind)
@@ -234,11 +232,11 @@ impl<K: DeserializeOwned + Clone + 'static> ListPage<K> {
         kind: crate::protobuf::ProtoKind,
     ) -> Result<Self, kube::Error> {
         let list = crate::protobuf::ListBody::parse(&body, kind).map_err(decode_error)?;
-        let metadata = list.metadata.clone();
+        let (metadata, count) = (list.metadata.clone(), list.len());
         drop(list);
         Ok(Self {
             metadata,
-            items: Items::Deferred(Box::new(ProtobufItems { body, kind })),
+            items: Items::Deferred(Box::new(ProtobufItems { body, kind, count })),
         })
     }
 }

@@ -83,9 +83,6 @@ impl<'a> ListBody<'a> {
     /// # Errors
     /// The first item that does not decode.
     pub fn items<K: DeserializeOwned + 'static>(&self) -> Result<Vec<K>, DecodeError> {
-        self.items
-            .iter()
-            .map(|(offset, object)| self.item.decode(object, *offset))
-            .collect()
+        self.items_in(0..self.len())
     }
 }
