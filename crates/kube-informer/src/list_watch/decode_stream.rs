@@ -87,26 +87,19 @@ where
     /// [`BATCH`] items or the body has nothing more for now (its waker then registered).
     fn read_ahead(&mut self, cx: &mut Context<'_>) {
         while self.next.len() < BATCH {
-            let Some(body) = &mut self.body else {
-                return;
-            };
-            // Frames complete already (or a wrong header) go first, before reading more.
+            // Frames complete already (or a wrong header) go first, before reading more
+            // (an ended body has none: `end` empties `partial`).
             if let Format::Protobuf(_) = self.format {
-                match protobuf::split_frames(&self.partial, protobuf::MAX_FRAME) {
-                    Ok((complete, used)) => {
-                        for frame in complete {
-                            self.next.push(frame);
-                        }
-                        self.partial.drain(..used);
-                    }
-                    Err(error) => {
-                        return self.end(Some(io::Error::new(io::ErrorKind::InvalidData, error)));
-                    }
+                if let Err(error) = self.take_frames() {
+                    return self.end(Some(error));
                 }
                 if self.next.len() >= BATCH {
                     return;
                 }
             }
+            let Some(body) = &mut self.body else {
+                return;
+            };
             let buf = match Pin::new(&mut *body).poll_fill_buf(cx) {
                 Poll::Pending => return,
                 Poll::Ready(Err(error)) => return self.end(Some(error)),
@@ -122,11 +115,7 @@ where
                     }
                     Format::Json(_) => None,
                     // What is left is a frame cut short, or a header already wrong.
-                    Format::Protobuf(_) => {
-                        protobuf::split_frames(&self.partial, protobuf::MAX_FRAME)
-                            .err()
-                            .map(|e| io::Error::new(io::ErrorKind::InvalidData, e))
-                    }
+                    Format::Protobuf(_) => self.take_frames().err(),
                 };
                 return self.end(error);
             }
@@ -149,6 +138,18 @@ where
             let read = buf.len();
             Pin::new(&mut *body).consume(read);
         }
+    }
+
+    /// Moves the complete protobuf frames at the start of `partial` into `next`; a frame
+    /// header claiming too much is an error.
+    fn take_frames(&mut self) -> io::Result<()> {
+        let (complete, used) = protobuf::split_frames(&self.partial, protobuf::MAX_FRAME)
+            .map_err(|error| io::Error::new(io::ErrorKind::InvalidData, error))?;
+        for frame in complete {
+            self.next.push(frame);
+        }
+        self.partial.drain(..used);
+        Ok(())
     }
 
     /// The body is done: at its end (`None`) or with a read error, reported in turn.
