@@ -1,12 +1,13 @@
-//! Workqueue throughput: add + get + done with 1 and 8 workers, and `add_after` with 100k
-//! items waiting on the timer.
+//! Workqueue throughput: add + get + done with 1 and 8 workers, `add_after` with 100k
+//! items waiting on the timer, and fairness between groups on and off at 1, 8 and 64
+//! workers (100k `namespace/name` keys over 100 namespaces).
 //!
 //! `cargo bench --bench workqueue`
 
-use std::time::Duration;
+use std::{borrow::Cow, sync::Arc, time::Duration};
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
-use kube_informer::workqueue::{DelayingQueue, Queue};
+use kube_informer::workqueue::{DelayingQueue, Queue, QueueConfig};
 
 const ITEMS: u32 = 100_000;
 
@@ -35,6 +36,63 @@ async fn add_get_done(workers: usize) {
         total += h.await.unwrap();
     }
     assert_eq!(total, ITEMS);
+}
+
+/// `workers` tasks drain `keys`, added by the caller, from a queue fair by namespace or not.
+async fn fair_add_get_done(keys: &[Arc<str>], workers: usize, fair: bool) {
+    let mut config = QueueConfig::default();
+    if fair {
+        config =
+            config.fair_by(|key: &Arc<str>| Cow::Borrowed(key.split('/').next().unwrap_or("")));
+    }
+    let q: Queue<Arc<str>> = Queue::new(config);
+    let handles: Vec<_> = (0..workers)
+        .map(|_| {
+            let q = q.clone();
+            tokio::spawn(async move {
+                let mut n = 0usize;
+                while let Some(item) = q.get().await {
+                    drop(item);
+                    n += 1;
+                }
+                n
+            })
+        })
+        .collect();
+    for key in keys {
+        q.add(key.clone());
+    }
+    q.shut_down_with_drain().await;
+    let mut total = 0;
+    for h in handles {
+        total += h.await.unwrap();
+    }
+    assert_eq!(total, keys.len());
+}
+
+fn fairness(c: &mut Criterion) {
+    let keys: Vec<Arc<str>> = (0..ITEMS)
+        .map(|i| Arc::from(format!("ns-{}/object-{i}", i % 100)))
+        .collect();
+    let mut g = c.benchmark_group("workqueue_fairness");
+    g.throughput(Throughput::Elements(u64::from(ITEMS)));
+    g.sample_size(20);
+    let single = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let multi = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .build()
+        .unwrap();
+    for workers in [1, 8, 64] {
+        let runtime = if workers == 1 { &single } else { &multi };
+        for (fair, label) in [(false, "off"), (true, "on")] {
+            g.bench_function(format!("{workers}_workers_fair_{label}"), |b| {
+                b.iter(|| runtime.block_on(fair_add_get_done(&keys, workers, fair)))
+            });
+        }
+    }
+    g.finish();
 }
 
 fn workqueue(c: &mut Criterion) {
@@ -75,5 +133,5 @@ fn workqueue(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, workqueue);
+criterion_group!(benches, workqueue, fairness);
 criterion_main!(benches);

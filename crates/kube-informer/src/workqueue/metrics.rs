@@ -9,9 +9,18 @@
 //! | `workqueue_unfinished_work_seconds` | gauge | summed age of the items being processed now |
 //! | `workqueue_longest_running_processor_seconds` | gauge | age of the oldest item being processed now |
 //! | `workqueue_retries_total` | counter | delayed and rate-limited re-adds |
+//! | `workqueue_workers` | gauge | workers taking items, when [scaled](super::WorkerScaling) |
+//! | `workqueue_worker_changes_total` | counter | scalings, by `direction` (`up`, `down`) |
+//! | `workqueue_group_depth` | gauge | items queued, per fairness `group` |
+//! | `workqueue_group_in_flight` | gauge | items held by workers, per fairness `group` |
+//! | `workqueue_group_longest_wait_seconds` | gauge | wait of a group's oldest queued item |
 //!
-//! Each carries a `name` label (the queue's name). The two in-flight gauges are computed when
-//! the registry is scraped, so they are exact and need no background ticker.
+//! Each carries a `name` label (the queue's name). The in-flight and per-group gauges are
+//! computed when the registry is scraped, so they are exact and need no background ticker.
+//! The per-group gauges exist for queues [fair by a group](super::QueueConfig::fair_by):
+//! the [`TOP_GROUPS`] groups with the most items queued and held are named, the rest are
+//! summed into one group named `other` (its wait is their longest), so a queue fair by
+//! namespace in a cluster of thousands of namespaces exports at most 11 series per gauge.
 
 use std::{
     collections::HashMap,
@@ -33,12 +42,27 @@ use prometheus_client::{
 };
 use tokio::time::Instant;
 
-use super::{QueueItem, queue::Shared};
+use super::{QueueItem, fair::GroupStats, queue::Shared};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct QueueName {
     name: String,
 }
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Scaled {
+    name: String,
+    direction: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct GroupLabel {
+    name: String,
+    group: String,
+}
+
+/// How many fairness groups per queue the per-group gauges name (the rest are `other`).
+pub const TOP_GROUPS: usize = 10;
 
 type HistogramFamily = Family<QueueName, Histogram, fn() -> Histogram>;
 
@@ -66,6 +90,8 @@ pub struct WorkqueueMetrics {
     queue_duration: HistogramFamily,
     work_duration: HistogramFamily,
     retries: Family<QueueName, Counter>,
+    workers: Family<QueueName, Gauge>,
+    worker_changes: Family<Scaled, Counter>,
     in_flight: Arc<InFlight>,
 }
 
@@ -89,6 +115,8 @@ impl WorkqueueMetrics {
             queue_duration: Family::new_with_constructor(latency_histogram),
             work_duration: Family::new_with_constructor(latency_histogram),
             retries: Family::default(),
+            workers: Family::default(),
+            worker_changes: Family::default(),
             in_flight: Arc::default(),
         };
         registry.register(
@@ -116,6 +144,16 @@ impl WorkqueueMetrics {
             "Total number of retries handled by the workqueue",
             metrics.retries.clone(),
         );
+        registry.register(
+            "workqueue_workers",
+            "Workers taking items from the workqueue now (when their number is scaled)",
+            metrics.workers.clone(),
+        );
+        registry.register(
+            "workqueue_worker_changes",
+            "Total number of changes of the workqueue's worker count, by direction",
+            metrics.worker_changes.clone(),
+        );
         registry.register_collector(Box::new(metrics.in_flight.clone()));
         metrics
     }
@@ -130,6 +168,15 @@ impl WorkqueueMetrics {
             queue_duration: self.queue_duration.get_or_create(&label).clone(),
             work_duration: self.work_duration.get_or_create(&label).clone(),
             retries: self.retries.get_or_create(&label).clone(),
+            workers: self.workers.get_or_create(&label).clone(),
+            scaled: [true, false].map(|up| {
+                let direction = if up { "up" } else { "down" };
+                let name = name.to_owned();
+                (self
+                    .worker_changes
+                    .get_or_create(&Scaled { name, direction }))
+                .clone()
+            }),
             added_at: HashMap::default(),
             started_at: HashMap::default(),
         }
@@ -148,6 +195,9 @@ pub(super) struct Recorder<T> {
     queue_duration: Histogram,
     work_duration: Histogram,
     retries: Counter,
+    workers: Gauge,
+    /// Changes up, then down.
+    scaled: [Counter; 2],
     added_at: HashMap<T, Instant, foldhash::fast::RandomState>,
     started_at: HashMap<T, Instant, foldhash::fast::RandomState>,
 }
@@ -180,6 +230,11 @@ impl<T: QueueItem> Recorder<T> {
         self.retries.inc();
     }
 
+    pub(super) fn scaled(&self, workers: usize, up: bool) {
+        self.workers.set(i64::try_from(workers).unwrap_or(i64::MAX));
+        self.scaled[usize::from(!up)].inc();
+    }
+
     pub(super) fn in_flight_seconds(&self) -> Vec<f64> {
         let now = Instant::now();
         let ages = self.started_at.values();
@@ -187,15 +242,49 @@ impl<T: QueueItem> Recorder<T> {
     }
 }
 
-/// A queue whose in-flight items can be aged at scrape time.
+/// A queue whose in-flight items can be aged, and groups measured, at scrape time.
 pub(super) trait InFlightSource: Send + Sync {
     fn in_flight_seconds(&self) -> Vec<f64>;
+    /// Its fairness groups (none when it is not fair).
+    fn groups(&self) -> Vec<GroupStats>;
 }
 
 impl<T: QueueItem> InFlightSource for Shared<T> {
     fn in_flight_seconds(&self) -> Vec<f64> {
         Shared::in_flight_seconds(self)
     }
+
+    fn groups(&self) -> Vec<GroupStats> {
+        Shared::group_stats(self)
+    }
+}
+
+/// The [`TOP_GROUPS`] busiest groups, and the rest summed as `other`.
+fn top_groups(mut groups: Vec<GroupStats>) -> Vec<GroupStats> {
+    if groups.len() <= TOP_GROUPS {
+        return groups;
+    }
+    groups.sort_by(|a, b| {
+        let load = |g: &GroupStats| (g.depth + g.in_flight, g.longest_wait);
+        load(b).cmp(&load(a))
+    });
+    let rest = groups.split_off(TOP_GROUPS);
+    let other = rest.into_iter().fold(
+        GroupStats {
+            name: "other".to_owned(),
+            depth: 0,
+            in_flight: 0,
+            longest_wait: None,
+        },
+        |sum, g| GroupStats {
+            depth: sum.depth + g.depth,
+            in_flight: sum.in_flight + g.in_flight,
+            longest_wait: sum.longest_wait.max(g.longest_wait),
+            ..sum
+        },
+    );
+    groups.push(other);
+    groups
 }
 
 /// Computes the in-flight gauges of every live queue on each scrape.
@@ -212,14 +301,18 @@ impl std::fmt::Debug for InFlight {
 
 impl Collector for InFlight {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let ages: Vec<(QueueName, Vec<f64>)> = {
+        type Ages = Vec<(QueueName, Vec<f64>)>;
+        type Groups = Vec<(String, Vec<GroupStats>)>;
+        let (ages, groups): (Ages, Groups) = {
             let mut queues = self.queues.lock();
             queues.retain(|(_, queue)| queue.strong_count() > 0);
             let live = queues.iter().filter_map(|(name, queue)| {
                 let label = QueueName { name: name.clone() };
-                queue.upgrade().map(|q| (label, q.in_flight_seconds()))
+                let queue = queue.upgrade()?;
+                let groups = (name.clone(), top_groups(queue.groups()));
+                Some(((label, queue.in_flight_seconds()), groups))
             });
-            live.collect()
+            live.unzip()
         };
         type Summary = fn(&[f64]) -> f64;
         let gauges: [(&str, &str, Summary); 2] = [
@@ -238,6 +331,36 @@ impl Collector for InFlight {
             let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
             for (label, ages) in &ages {
                 ConstGauge::new(value(ages)).encode(family.encode_family(label)?)?;
+            }
+        }
+        type Measure = fn(&GroupStats) -> f64;
+        let per_group: [(&str, &str, Measure); 3] = [
+            (
+                "workqueue_group_depth",
+                "Items waiting in the workqueue, per fairness group",
+                |g| g.depth as f64,
+            ),
+            (
+                "workqueue_group_in_flight",
+                "Items of the fairness group held by workers now",
+                |g| g.in_flight as f64,
+            ),
+            (
+                "workqueue_group_longest_wait_seconds",
+                "How many seconds the fairness group's oldest queued item has waited",
+                |g| g.longest_wait.map_or(0.0, |w| w.as_secs_f64()),
+            ),
+        ];
+        for (metric, help, value) in per_group {
+            let mut family = encoder.encode_descriptor(metric, help, None, MetricType::Gauge)?;
+            for (name, groups) in &groups {
+                for g in groups {
+                    let label = GroupLabel {
+                        name: name.clone(),
+                        group: g.name.clone(),
+                    };
+                    ConstGauge::new(value(g)).encode(family.encode_family(&label)?)?;
+                }
             }
         }
         Ok(())

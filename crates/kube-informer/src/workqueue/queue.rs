@@ -2,7 +2,7 @@
 //! guard. The state is plain data behind a mutex that is never held across an `.await`.
 
 use std::{
-    collections::{HashSet, VecDeque},
+    collections::{HashMap, HashSet},
     fmt,
     ops::Deref,
     sync::Arc,
@@ -13,10 +13,13 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 
 use super::{
-    QueueConfig, QueueItem, RateLimiter, default_controller_rate_limiter, delaying::Delays,
+    QueueConfig, QueueItem, RateLimiter, default_controller_rate_limiter,
+    delaying::Delays,
+    fair::{FRONT, GroupId, LOW, Lines},
 };
 
 type Set<T> = HashSet<T, foldhash::fast::RandomState>;
+type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 /// A fair, de-duplicating work queue (client-go's `workqueue.Interface`).
 ///
@@ -49,25 +52,22 @@ pub(super) struct Shared<T: QueueItem> {
     item_ready: Notify,
     /// Wakes `shut_down_with_drain` when the processing set empties.
     idle: Notify,
+    /// Wakes [`Shared::closed`] on shutdown.
+    closing: Notify,
     pub(super) delays: Delays<T>,
     pub(super) limiter: Box<dyn RateLimiter<T>>,
     pub(super) name: Option<String>,
 }
 
-struct State<T> {
-    /// Items to hand out first, in order.
-    queue: VecDeque<T>,
-    /// Items to hand out once `queue` is empty ([`Queue::add_low_priority`]), in order.
-    /// An entry whose item is not in `low_set` was promoted or handed out: it is skipped.
-    low: VecDeque<T>,
-    /// The items waiting in `low`: never one being processed.
-    low_set: Set<T>,
-    /// Items added at low priority while being processed: queued in `low` when done.
+struct State<T: QueueItem> {
+    /// The queued items: two lanes, each split into fairness groups (`fair.rs`).
+    lines: Lines<T>,
+    /// Items added at low priority while being processed: queued in the low lane when done.
     low_later: Set<T>,
     /// Items that need processing: queued, or added again while being processed.
     dirty: Set<T>,
-    /// Items handed to a worker and not yet done.
-    processing: Set<T>,
+    /// Items handed to a worker and not yet done, with the group they were handed out from.
+    processing: Map<T, GroupId>,
     shutting_down: bool,
     /// A `shut_down_with_drain` is waiting (until a plain `shut_down` forces it to return).
     draining: bool,
@@ -82,14 +82,16 @@ impl<T: QueueItem> Shared<T> {
             (Some(metrics), Some(name)) => Some(metrics.recorder(name)),
             _ => None,
         };
+        #[cfg(feature = "metrics")]
+        let timed = metrics.is_some();
+        #[cfg(not(feature = "metrics"))]
+        let timed = false;
         let shared = Arc::new(Self {
             state: Mutex::new(State {
-                queue: VecDeque::new(),
-                low: VecDeque::new(),
-                low_set: Set::default(),
+                lines: Lines::new(config.group_of, config.group_limit, timed),
                 low_later: Set::default(),
                 dirty: Set::default(),
-                processing: Set::default(),
+                processing: Map::default(),
                 shutting_down: false,
                 draining: false,
                 #[cfg(feature = "metrics")]
@@ -97,6 +99,7 @@ impl<T: QueueItem> Shared<T> {
             }),
             item_ready: Notify::new(),
             idle: Notify::new(),
+            closing: Notify::new(),
             delays: Delays::new(),
             limiter: config
                 .rate_limiter
@@ -118,9 +121,8 @@ impl<T: QueueItem> Shared<T> {
         if state.dirty.contains(&item) {
             // (The emptiness checks keep a queue that never uses low priority from hashing
             // the item again.)
-            if !state.low_set.is_empty() && state.low_set.remove(&item) {
-                // Waiting at low priority: it moves to the front line.
-                state.queue.push_back(item);
+            if state.lines.promote(&item) {
+                // Waiting at low priority: it moves to the front lane.
                 drop(state);
                 self.item_ready.notify_one();
             } else if !state.low_later.is_empty() {
@@ -133,7 +135,7 @@ impl<T: QueueItem> Shared<T> {
             // Queued again when the worker holding it is done.
             return;
         }
-        state.queue.push_back(item);
+        state.lines.push(item, FRONT);
         drop(state);
         self.item_ready.notify_one();
     }
@@ -148,8 +150,7 @@ impl<T: QueueItem> Shared<T> {
             state.low_later.insert(item);
             return;
         }
-        state.low_set.insert(item.clone());
-        state.low.push_back(item);
+        state.lines.push(item, LOW);
         drop(state);
         self.item_ready.notify_one();
     }
@@ -161,22 +162,28 @@ impl<T: QueueItem> Shared<T> {
             notified.as_mut().enable();
             {
                 let mut state = self.state.lock();
-                if let Some(item) = state.pop() {
+                if let Some((item, group)) = state.lines.pop() {
                     #[cfg(feature = "metrics")]
                     if let Some(m) = &mut state.metrics {
                         m.taken(&item);
                     }
                     state.dirty.remove(&item);
-                    state.processing.insert(item.clone());
-                    let more = !state.queue.is_empty() || !state.low_set.is_empty();
+                    state.processing.insert(item.clone(), group);
+                    let more = state.lines.may_pop();
+                    let last = state.shutting_down && state.lines.len() == 0;
                     drop(state);
                     if more {
                         // Several adds may have left a single wake-up: pass it on.
                         self.item_ready.notify_one();
+                    } else if last {
+                        // The last item after shutdown: `get`s that waited for a capped
+                        // group's items return `None` now.
+                        self.item_ready.notify_waiters();
                     }
                     return Some(WorkItem::new(self.clone(), item));
                 }
-                if state.shutting_down {
+                // (Items of groups at their in-flight cap wait for a `done`, even now.)
+                if state.shutting_down && state.lines.len() == 0 {
                     return None;
                 }
             }
@@ -190,20 +197,31 @@ impl<T: QueueItem> Shared<T> {
         if let Some(m) = &mut state.metrics {
             m.done(item);
         }
-        state.processing.remove(item);
+        let unparked = match state.processing.remove(item) {
+            Some(group) => state.lines.done(group),
+            None => false,
+        };
         if state.dirty.contains(item) {
-            if !state.low_later.is_empty() && state.low_later.remove(item) {
-                state.low_set.insert(item.clone());
-                state.low.push_back(item.clone());
-            } else {
-                state.queue.push_back(item.clone());
-            }
+            let low = !state.low_later.is_empty() && state.low_later.remove(item);
+            state
+                .lines
+                .push(item.clone(), if low { LOW } else { FRONT });
+            drop(state);
+            self.item_ready.notify_one();
+        } else if unparked {
+            // Its group was at its cap: one of its queued items can go now.
             drop(state);
             self.item_ready.notify_one();
         } else if state.processing.is_empty() {
             drop(state);
             self.idle.notify_waiters();
         }
+    }
+
+    /// How many fairness groups are kept (in use or idle).
+    #[cfg(test)]
+    pub(super) fn group_count(&self) -> usize {
+        self.state.lock().lines.group_count()
     }
 
     pub(super) fn is_shutting_down(&self) -> bool {
@@ -218,8 +236,46 @@ impl<T: QueueItem> Shared<T> {
         }
         self.item_ready.notify_waiters();
         self.idle.notify_waiters();
+        self.closing.notify_waiters();
         self.delays.stop();
     }
+
+    /// Resolves once the queue is shut down.
+    pub(super) async fn closed(&self) {
+        loop {
+            let closing = self.closing.notified();
+            let mut closing = std::pin::pin!(closing);
+            closing.as_mut().enable();
+            if self.is_shutting_down() {
+                return;
+            }
+            closing.await;
+        }
+    }
+
+    /// From now on, queued items carry the time they were queued (for [`Self::load`]).
+    pub(super) fn time_waits(&self) {
+        self.state.lock().lines.timed = true;
+    }
+
+    /// How long the oldest queued item has waited (once [timed](Self::time_waits)), how many
+    /// items are queued and how many held.
+    pub(super) fn load(&self, now: tokio::time::Instant) -> (Option<Duration>, usize, usize) {
+        let state = self.state.lock();
+        let lines = &state.lines;
+        (lines.longest_wait(now), lines.len(), state.processing.len())
+    }
+
+    /// Records a change of the number of workers (scaled up or down) in the metrics.
+    #[cfg(feature = "metrics")]
+    pub(super) fn scaled(&self, workers: usize, up: bool) {
+        if let Some(m) = &self.state.lock().metrics {
+            m.scaled(workers, up);
+        }
+    }
+
+    #[cfg(not(feature = "metrics"))]
+    pub(super) fn scaled(&self, _workers: usize, _up: bool) {}
 
     #[cfg(feature = "metrics")]
     pub(super) fn retried(&self) {
@@ -230,6 +286,16 @@ impl<T: QueueItem> Shared<T> {
 
     #[cfg(not(feature = "metrics"))]
     pub(super) fn retried(&self) {}
+
+    /// The fairness groups with items queued or held (none when the queue is not fair).
+    #[cfg(feature = "metrics")]
+    pub(super) fn group_stats(&self) -> Vec<super::fair::GroupStats> {
+        let state = self.state.lock();
+        if !state.lines.is_fair() {
+            return Vec::new();
+        }
+        state.lines.stats(tokio::time::Instant::now())
+    }
 
     /// Seconds each in-flight item has been processed for (for the unfinished-work metrics).
     #[cfg(feature = "metrics")]
@@ -251,20 +317,7 @@ impl<T: QueueItem> State<T> {
             m.added(item);
         }
         self.dirty.insert(item.clone());
-        self.processing.contains(item)
-    }
-
-    /// The next item to hand out: the front line first, then low priority.
-    fn pop(&mut self) -> Option<T> {
-        if let Some(item) = self.queue.pop_front() {
-            return Some(item);
-        }
-        while let Some(item) = self.low.pop_front() {
-            if self.low_set.remove(&item) {
-                return Some(item);
-            }
-        }
-        None
+        self.processing.contains_key(item)
     }
 }
 
@@ -324,8 +377,7 @@ impl<T: QueueItem> Queue<T> {
 
     /// How many items are queued (not counting those being processed).
     pub fn len(&self) -> usize {
-        let state = self.shared.state.lock();
-        state.queue.len() + state.low_set.len()
+        self.shared.state.lock().lines.len()
     }
 
     /// Whether nothing is queued.
@@ -394,17 +446,13 @@ impl<T: QueueItem> fmt::Debug for Queue<T> {
         let state = self.shared.state.lock();
         f.debug_struct("Queue")
             .field("name", &self.shared.name)
-            .field("queued", &state.queue.len())
-            .field("low_priority", &state.low_set.len())
+            .field("queued", &(state.lines.len() - state.lines.low_len()))
+            .field("low_priority", &state.lines.low_len())
             .field("processing", &state.processing.len())
             .field("shutting_down", &state.shutting_down)
             .finish()
     }
 }
-
-// `WorkItem` stays in this file, beside the queue it releases into: moved to a module of
-// its own, the `workqueue` benchmark with 8 workers on 2 threads took 19.3 → 35.8 ms
-// (its drop, which calls `done`, was compiled apart from it), measured back to back.
 
 // `WorkItem` stays in this file, beside the queue it releases into: moved to a module of
 // its own, the `workqueue` benchmark with 8 workers on 2 threads went from 19.3 to 35.8 ms

@@ -56,3 +56,58 @@ async fn metrics_follow_client_gos_names_and_meanings() {
         "dropped queues leave the in-flight gauges"
     );
 }
+
+/// Per fairness group: depth, in flight and the oldest item's wait, for the ten busiest
+/// groups by name and the rest as `other`; and the worker count of scaled workers.
+#[cfg(feature = "metrics")]
+#[tokio::test(start_paused = true)]
+async fn per_group_gauges_name_the_busiest_groups_and_sum_the_rest() {
+    use std::borrow::Cow;
+
+    use prometheus_client::{encoding::text::encode, registry::Registry};
+
+    let mut registry = Registry::default();
+    let metrics = crate::metrics::Metrics::register(&mut registry);
+    let config = QueueConfig::default()
+        .name("tenants")
+        .metrics(&metrics)
+        .fair_by(|key: &String| Cow::Borrowed(key.split_once('/').map_or("", |(ns, _)| ns)));
+    let q = RateLimitingQueue::new(config);
+    // Tenant i queues 20 - i items: tenants 0..=9 are the busiest ten, 10..=14 the rest.
+    for tenant in 0..15 {
+        for i in 0..(20 - tenant) {
+            q.add(format!("t{tenant:02}/{i}"));
+        }
+        sleep(1000).await;
+    }
+    let held = take(&q).await; // t00's first: t00 has 19 queued, 1 held
+    let mut text = String::new();
+    encode(&mut text, &registry).unwrap();
+    for expected in [
+        r#"workqueue_group_depth{name="tenants",group="t00"} 19"#,
+        r#"workqueue_group_in_flight{name="tenants",group="t00"} 1"#,
+        r#"workqueue_group_longest_wait_seconds{name="tenants",group="t00"} 15.0"#,
+        r#"workqueue_group_depth{name="tenants",group="t09"} 11"#,
+        // t10..t14: 10 + 9 + 8 + 7 + 6 queued; the oldest of them queued 5 s ago.
+        r#"workqueue_group_depth{name="tenants",group="other"} 40"#,
+        r#"workqueue_group_longest_wait_seconds{name="tenants",group="other"} 5.0"#,
+    ] {
+        assert!(text.contains(expected), "missing {expected:?} in\n{text}");
+    }
+    assert!(
+        !text.contains(r#"group="t10""#),
+        "past the top ten: in other"
+    );
+    drop(held);
+
+    let workers = Workers::spawn_scaled(&q, WorkerScaling::new(3, 6), |_: String| async {
+        Requeue::Never
+    });
+    let mut text = String::new();
+    encode(&mut text, &registry).unwrap();
+    assert!(
+        text.contains(r#"workqueue_workers{name="tenants"} 3"#),
+        "{text}"
+    );
+    drop(workers);
+}

@@ -3,6 +3,8 @@
 //! (`rate_limiting.rs`), a model property (`model.rs`) and the metrics (`metrics.rs`).
 
 mod delaying;
+mod fair_model;
+mod fairness;
 #[cfg(feature = "metrics")]
 mod metrics;
 mod model;

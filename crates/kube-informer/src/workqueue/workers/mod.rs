@@ -32,9 +32,13 @@
 use std::{future::Future, panic::AssertUnwindSafe, sync::Arc, time::Duration};
 
 use futures_util::FutureExt;
-use tokio::task::JoinSet;
+use tokio::{sync::watch, task::JoinSet};
 
-use super::{QueueItem, RateLimitingQueue};
+use self::scaling::Gate;
+pub use self::scaling::WorkerScaling;
+use super::{QueueItem, RateLimitingQueue, WorkItem};
+
+mod scaling;
 
 /// What the queue does with an item after a worker processed it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,6 +59,8 @@ pub enum Requeue {
 pub struct Workers<T: QueueItem> {
     queue: RateLimitingQueue<T>,
     tasks: JoinSet<()>,
+    /// The active count, when scaled.
+    active: Option<watch::Receiver<usize>>,
 }
 
 impl<T: QueueItem> Workers<T> {
@@ -70,41 +76,73 @@ impl<T: QueueItem> Workers<T> {
         let process = Arc::new(process);
         let mut tasks = JoinSet::new();
         for _ in 0..count.max(1) {
-            let (queue, process) = (queue.clone(), process.clone());
-            tasks.spawn(async move {
-                while let Some(item) = queue.get().await {
-                    let key = item.item().clone();
-                    let outcome =
-                        match std::panic::catch_unwind(AssertUnwindSafe(|| process(key.clone()))) {
-                            Ok(future) => AssertUnwindSafe(future).catch_unwind().await,
-                            Err(panic) => Err(panic),
-                        };
-                    let requeue = outcome.unwrap_or_else(|panic| {
-                        tracing::error!(
-                            queue = queue.name().unwrap_or("workqueue"),
-                            "a worker's function panicked: {}; retrying the item with backoff",
-                            panic_message(panic.as_ref())
-                        );
-                        Requeue::RateLimited
-                    });
-                    match requeue {
-                        Requeue::Never => item.forget(),
-                        Requeue::After(delay) => {
-                            queue.forget(&key);
-                            item.requeue_after(delay);
-                        }
-                        Requeue::RateLimited => item.requeue_rate_limited(),
-                    }
-                }
-            });
+            tasks.spawn(work(queue.clone(), process.clone(), None));
         }
         Self {
             queue: queue.clone(),
             tasks,
+            active: None,
         }
     }
 
-    /// How many workers are still running.
+    /// Starts workers whose number follows the work, between `scaling`'s floor and ceiling
+    /// (see [`WorkerScaling`]); otherwise as [`spawn`](Self::spawn). Every worker up to the
+    /// ceiling is a task from the start, owned by this value; only the active ones take
+    /// items.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use kube_informer::workqueue::{QueueConfig, RateLimitingQueue, Requeue, WorkerScaling, Workers};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let queue = RateLimitingQueue::new(QueueConfig::default().name("configs"));
+    /// let scaling = WorkerScaling::new(2, 32).target_wait(Duration::from_millis(500));
+    /// let mut workers = Workers::spawn_scaled(&queue, scaling, |key: String| async move {
+    ///     Requeue::Never
+    /// });
+    /// assert_eq!(workers.active(), 2);
+    /// assert!(workers.drain(Some(Duration::from_secs(30))).await);
+    /// # }
+    /// ```
+    pub fn spawn_scaled<F, Fut>(
+        queue: &RateLimitingQueue<T>,
+        scaling: WorkerScaling,
+        process: F,
+    ) -> Self
+    where
+        F: Fn(T) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Requeue> + Send + 'static,
+    {
+        queue.shared.time_waits();
+        let (active, receiver) = watch::channel(scaling.floor());
+        queue.shared.scaled(scaling.floor(), true);
+        let process = Arc::new(process);
+        let mut tasks = JoinSet::new();
+        for index in 0..scaling.ceiling() {
+            let gate = Gate {
+                index,
+                active: receiver.clone(),
+            };
+            tasks.spawn(work(queue.clone(), process.clone(), Some(gate)));
+        }
+        tasks.spawn(scaling::supervise(queue.clone(), scaling, active));
+        Self {
+            queue: queue.clone(),
+            tasks,
+            active: Some(receiver),
+        }
+    }
+
+    /// How many workers take items now (fixed unless [scaled](Self::spawn_scaled)).
+    pub fn active(&self) -> usize {
+        match &self.active {
+            Some(active) => *active.borrow(),
+            None => self.tasks.len(),
+        }
+    }
+
+    /// How many worker tasks are still running (with [scaling](Self::spawn_scaled): every
+    /// worker up to the ceiling, and the supervisor).
     pub fn running(&self) -> usize {
         self.tasks.len()
     }
@@ -153,6 +191,65 @@ impl<T: QueueItem> Drop for Workers<T> {
     }
 }
 
+/// One worker: takes items (while active, when gated) and processes them until the queue
+/// is shut down and empty.
+async fn work<T, F, Fut>(queue: RateLimitingQueue<T>, process: Arc<F>, mut gate: Option<Gate>)
+where
+    T: QueueItem,
+    F: Fn(T) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Requeue> + Send + 'static,
+{
+    loop {
+        let item = match &mut gate {
+            None => queue.get().await,
+            Some(gate) => {
+                if !gate.open(&queue).await {
+                    return;
+                }
+                tokio::select! {
+                    biased;
+                    item = queue.get() => item,
+                    () = gate.retired() => continue,
+                }
+            }
+        };
+        let Some(item) = item else {
+            return;
+        };
+        process_one(&queue, &*process, item).await;
+    }
+}
+
+/// Calls `process` with `item` (a panic is one backoff) and applies its answer.
+async fn process_one<T, F, Fut>(queue: &RateLimitingQueue<T>, process: &F, item: WorkItem<T>)
+where
+    T: QueueItem,
+    F: Fn(T) -> Fut,
+    Fut: Future<Output = Requeue>,
+{
+    let key = item.item().clone();
+    let outcome = match std::panic::catch_unwind(AssertUnwindSafe(|| process(key.clone()))) {
+        Ok(future) => AssertUnwindSafe(future).catch_unwind().await,
+        Err(panic) => Err(panic),
+    };
+    let requeue = outcome.unwrap_or_else(|panic| {
+        tracing::error!(
+            queue = queue.name().unwrap_or("workqueue"),
+            "a worker's function panicked: {}; retrying the item with backoff",
+            panic_message(panic.as_ref())
+        );
+        Requeue::RateLimited
+    });
+    match requeue {
+        Requeue::Never => item.forget(),
+        Requeue::After(delay) => {
+            queue.forget(&key);
+            item.requeue_after(delay);
+        }
+        Requeue::RateLimited => item.requeue_rate_limited(),
+    }
+}
+
 /// The message of a caught panic. The crate's `util` has the same seven lines; this copy
 /// keeps the work queue free of imports from the rest of the crate (usable on its own).
 fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
@@ -163,5 +260,7 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "a panic without a message".to_owned())
 }
 
+#[cfg(test)]
+mod scaling_tests;
 #[cfg(test)]
 mod tests;

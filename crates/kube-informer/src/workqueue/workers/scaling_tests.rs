@@ -1,0 +1,131 @@
+//! Workers that follow the work: they grow while items wait past the target, never past
+//! the ceiling, shrink to the floor when idle, lose nothing, and stop with their owner.
+
+use std::{
+    collections::BTreeMap,
+    sync::atomic::{AtomicUsize, Ordering},
+};
+
+use parking_lot::Mutex;
+
+use super::*;
+use crate::workqueue::QueueConfig;
+
+struct Run {
+    queue: RateLimitingQueue<u32>,
+    workers: Workers<u32>,
+    /// Most reconciles at once.
+    most: Arc<AtomicUsize>,
+    /// Each item's reconciles.
+    seen: Arc<Mutex<BTreeMap<u32, usize>>>,
+    /// Every change of the worker count.
+    changes: Arc<Mutex<Vec<usize>>>,
+}
+
+/// Scaled workers (1 to 8) over a queue; each item takes 100 ms.
+fn start() -> Run {
+    let queue = RateLimitingQueue::new(QueueConfig::default().name("scaled"));
+    let (most, running) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let seen = Arc::new(Mutex::new(BTreeMap::new()));
+    let changes = Arc::new(Mutex::new(Vec::new()));
+    let scaling = WorkerScaling::new(1, 8)
+        .target_wait(Duration::from_millis(200))
+        .check_every(Duration::from_millis(50))
+        .scale_down_after(Duration::from_secs(1))
+        .on_change({
+            let changes = changes.clone();
+            move |n| changes.lock().push(n)
+        });
+    let workers = Workers::spawn_scaled(&queue, scaling, {
+        let (most, running, seen) = (most.clone(), running.clone(), seen.clone());
+        move |item: u32| {
+            let (most, running, seen) = (most.clone(), running.clone(), seen.clone());
+            async move {
+                *seen.lock().entry(item).or_default() += 1;
+                let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                most.fetch_max(now, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                running.fetch_sub(1, Ordering::SeqCst);
+                Requeue::Never
+            }
+        }
+    });
+    Run {
+        queue,
+        workers,
+        most,
+        seen,
+        changes,
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn workers_grow_with_the_wait_up_to_the_ceiling_and_shrink_to_the_floor_when_idle() {
+    let mut run = start();
+    assert_eq!(run.workers.active(), 1);
+    for i in 0..400 {
+        run.queue.add(i);
+    }
+    // One worker would take 40 s; eight take 5 s and a little.
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    assert!(run.queue.is_empty(), "the backlog is gone");
+    assert_eq!(
+        run.most.load(Ordering::SeqCst),
+        8,
+        "grew to the ceiling, no further"
+    );
+    let grown = run.changes.lock().clone();
+    assert_eq!(
+        grown[..3],
+        [2, 4, 8],
+        "doubling while items waited past the target"
+    );
+    // Idle: one worker retired per second of quiet, down to the floor.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert_eq!(run.workers.active(), 1);
+    assert_eq!(*run.changes.lock(), [2, 4, 8, 7, 6, 5, 4, 3, 2, 1]);
+    // Still working at the floor, and every item reconciled exactly once.
+    run.queue.add(1_000);
+    assert!(run.workers.drain(None).await);
+    let seen = run.seen.lock();
+    assert_eq!(seen.len(), 401);
+    assert!(seen.values().all(|&n| n == 1), "each item once");
+    assert_eq!(
+        run.workers.running(),
+        0,
+        "every task, supervisor included, ended"
+    );
+}
+
+/// A retired worker finishes what it holds; a drain ends parked workers and the supervisor
+/// at once, and finishes the queue with the active ones.
+#[tokio::test(start_paused = true)]
+async fn a_drain_finishes_the_queue_and_ends_every_worker_active_or_not() {
+    let mut run = start();
+    for i in 0..50 {
+        run.queue.add(i);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(run.workers.active() > 1, "grew");
+    assert!(run.workers.drain(Some(Duration::from_secs(60))).await);
+    assert_eq!(run.seen.lock().len(), 50, "the whole queue, none lost");
+    assert_eq!(run.workers.running(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn abort_and_drop_stop_scaled_workers() {
+    let mut run = start();
+    for i in 0..50 {
+        run.queue.add(i);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    run.workers.abort().await;
+    assert_eq!(run.workers.running(), 0);
+    let run = start();
+    let queue = run.queue.clone();
+    drop(run);
+    assert!(
+        queue.is_shutting_down(),
+        "dropping the workers shuts their queue"
+    );
+}
