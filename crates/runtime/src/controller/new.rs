@@ -2,7 +2,7 @@
 //! (`dynamic`, `dynamic_with`), each reading its shared informer through
 //! [`read`](super::read::read), as its relations do.
 
-use std::{sync::Arc, time::Duration};
+use std::{borrow::Cow, sync::Arc, time::Duration};
 
 use kube::{
     Resource,
@@ -10,13 +10,14 @@ use kube::{
     discovery::Scope,
 };
 use kube_informer::{
+    ObjectKey,
     factory::{FactoryScope as _, InformerSpec, SharedInformerFactory},
     informer::SharedIndexInformer,
     workqueue::RateLimitingQueue,
 };
 
 use super::{
-    Controller, ControllerOptions, Expectations, Watchable, own_writes,
+    Controller, ControllerOptions, Expectations, Fairness, Watchable, own_writes,
     read::{Dynamic, Typed, read},
     relations,
 };
@@ -128,10 +129,22 @@ where
         let metrics = options.metrics.clone();
         let name = options.name.clone();
         let read_your_writes = options.read_your_writes;
-        let mut config = kube_informer::workqueue::QueueConfig::default().name(name.clone());
+        let mut config = kube_informer::workqueue::QueueConfig::default()
+            .name(name.clone())
+            .max_in_flight_per_group(options.group_limit);
         if let Some(metrics) = &metrics {
             config = config.metrics(metrics.core());
         }
+        config = match &options.fairness {
+            Fairness::ByNamespace => {
+                config.fair_by(|key: &ObjectKey| Cow::Borrowed(key.namespace().unwrap_or("")))
+            }
+            Fairness::By(group_of) => {
+                let group_of = group_of.clone();
+                config.fair_by(move |key: &ObjectKey| group_of(key))
+            }
+            Fairness::Off => config,
+        };
         let queue = RateLimitingQueue::new(config);
         let enqueue = relations::Enqueue {
             queue: queue.clone(),

@@ -1,6 +1,60 @@
 //! [`ControllerOptions`]: how a controller's workers run.
 
-use std::time::Duration;
+use std::{borrow::Cow, fmt, sync::Arc, time::Duration};
+
+use kube_informer::{ObjectKey, workqueue::WorkerScaling};
+
+/// Names the fairness group of a key (see [`Fairness::by`]).
+pub type GroupOf = Arc<dyn for<'a> Fn(&'a ObjectKey) -> Cow<'a, str> + Send + Sync>;
+
+/// How a controller's queue shares its workers between groups of keys (see
+/// [`ControllerOptions::fairness`]).
+#[derive(Clone, Default)]
+pub enum Fairness {
+    /// Namespaces take turns (the default): one namespace's backlog holds back another
+    /// namespace's change by at most one reconcile per namespace with work queued.
+    /// Cluster-scoped objects are one group.
+    #[default]
+    ByNamespace,
+    /// The groups this function names take turns: a tenant, a team, a cluster. It gets the
+    /// key only; read the cache (captured in the closure) for labels.
+    By(GroupOf),
+    /// One line, first come first served (as controller-runtime's queue).
+    Off,
+}
+
+impl Fairness {
+    /// Groups named by `group_of`.
+    ///
+    /// ```
+    /// use std::borrow::Cow;
+    /// use kube_informer_runtime::controller::{ControllerOptions, Fairness};
+    ///
+    /// // Namespaces are "<tenant>-<env>": the tenant is the group.
+    /// let fairness = Fairness::by(|key| {
+    ///     let ns = key.namespace().unwrap_or("");
+    ///     Cow::Borrowed(ns.split_once('-').map_or(ns, |(tenant, _)| tenant))
+    /// });
+    /// let options = ControllerOptions::default().fairness(fairness);
+    /// # let _ = options;
+    /// ```
+    pub fn by<F>(group_of: F) -> Self
+    where
+        F: for<'a> Fn(&'a ObjectKey) -> Cow<'a, str> + Send + Sync + 'static,
+    {
+        Self::By(Arc::new(group_of))
+    }
+}
+
+impl fmt::Debug for Fairness {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::ByNamespace => "ByNamespace",
+            Self::By(_) => "By(..)",
+            Self::Off => "Off",
+        })
+    }
+}
 
 /// Settings of a [`Controller`](super::Controller).
 ///
@@ -27,6 +81,9 @@ pub struct ControllerOptions {
     pub(crate) debounce: Option<Duration>,
     pub(crate) prioritize: bool,
     pub(crate) read_your_writes: Option<Duration>,
+    pub(crate) fairness: Fairness,
+    pub(crate) group_limit: Option<usize>,
+    pub(crate) scaling: Option<WorkerScaling>,
 }
 
 impl Default for ControllerOptions {
@@ -42,15 +99,63 @@ impl Default for ControllerOptions {
             debounce: None,
             prioritize: true,
             read_your_writes: Some(Duration::from_secs(5)),
+            fairness: Fairness::default(),
+            group_limit: None,
+            scaling: None,
         }
     }
 }
 
 impl ControllerOptions {
-    /// How many keys are reconciled at once (default 2; at least 1).
+    /// How many keys are reconciled at once (default 2; at least 1). Replaces a
+    /// [`worker_scaling`](Self::worker_scaling).
     #[must_use]
     pub fn workers(mut self, workers: usize) -> Self {
         self.workers = workers.max(1);
+        self.scaling = None;
+        self
+    }
+
+    /// Workers that follow the work: between the scaling's floor and ceiling, doubled while
+    /// the oldest queued key waits past its target, one retired per quiet period (see
+    /// [`WorkerScaling`]). Each change is logged and sets
+    /// `controller_runtime_max_concurrent_reconciles`. Replaces [`workers`](Self::workers).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use kube_informer::workqueue::WorkerScaling;
+    /// use kube_informer_runtime::controller::ControllerOptions;
+    ///
+    /// let scaling = WorkerScaling::new(2, 32).target_wait(Duration::from_secs(2));
+    /// let options = ControllerOptions::default().worker_scaling(scaling);
+    /// # let _ = options;
+    /// ```
+    #[must_use]
+    pub fn worker_scaling(mut self, scaling: WorkerScaling) -> Self {
+        self.workers = scaling.floor();
+        self.scaling = Some(scaling);
+        self
+    }
+
+    /// How the workers are shared between groups of keys (default
+    /// [`Fairness::ByNamespace`]): groups with queued keys take turns, one reconcile each,
+    /// so while a group waits no other group is reconciled twice. A tenant that creates
+    /// 10,000 objects delays another tenant's one change by one reconcile per group with
+    /// work, not by 10,000. Live changes still go before
+    /// [backlog](Self::prioritize_live_changes), in every group. See
+    /// [fairness](super#fairness-between-namespaces).
+    #[must_use]
+    pub fn fairness(mut self, fairness: Fairness) -> Self {
+        self.fairness = fairness;
+        self
+    }
+
+    /// At most `limit` keys of one [fairness](Self::fairness) group reconciled at once
+    /// (default `None`: no limit), so one tenant's slow reconciles cannot take every
+    /// worker; its other keys wait while the other groups use the rest.
+    #[must_use]
+    pub fn max_in_flight_per_group(mut self, limit: Option<usize>) -> Self {
+        self.group_limit = limit;
         self
     }
 

@@ -182,7 +182,19 @@ where
             own_writes: self.own_writes.clone(),
         };
         let count = self.options.workers;
-        let mut workers = Workers::spawn(&self.queue, count, move |key| worker.call(key));
+        let process = move |key| worker.call(key);
+        let mut workers = match self.options.scaling.clone() {
+            None => Workers::spawn(&self.queue, count, process),
+            Some(scaling) => {
+                let (metrics, name) = (self.metrics.clone(), self.name.clone());
+                let scaling = scaling.on_change(move |workers| {
+                    if let Some(metrics) = &metrics {
+                        metrics.set_workers(&name, workers);
+                    }
+                });
+                Workers::spawn_scaled(&self.queue, scaling, process)
+            }
+        };
         tokio::select! {
             () = graceful.cancelled() => {
                 tokio::select! {

@@ -85,10 +85,17 @@ impl WorkerScaling {
         self
     }
 
-    /// Called with the new count after each change (a controller updates its gauges).
+    /// Called with the new count after each change (a controller updates its gauges);
+    /// called again, it adds a callback (each runs, in the order given).
     #[must_use]
     pub fn on_change(mut self, notify: impl Fn(usize) + Send + Sync + 'static) -> Self {
-        self.on_change = Some(Arc::new(notify));
+        self.on_change = Some(match self.on_change.take() {
+            None => Arc::new(notify),
+            Some(first) => Arc::new(move |workers| {
+                first(workers);
+                notify(workers);
+            }),
+        });
         self
     }
 
