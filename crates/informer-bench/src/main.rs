@@ -13,6 +13,7 @@
 mod clients;
 #[cfg(feature = "decoders")]
 mod decoders;
+mod fairness;
 mod measure;
 mod orchestrate;
 mod protobuf;
@@ -117,6 +118,25 @@ enum Command {
         #[arg(long, value_name = "DIR", conflicts_with = "save")]
         from: Option<std::path::PathBuf>,
     },
+    /// A controller shared by tenants: one namespace's burst against the others' single
+    /// changes, fairness off and on: the burst's throughput and the quiet changes' latency
+    Fairness {
+        /// ConfigMaps the bulk tenant creates at once
+        #[arg(long, default_value_t = 5_000)]
+        burst: usize,
+        /// Quiet tenants (namespaces), each changing one object in turn
+        #[arg(long, default_value_t = 20)]
+        quiet: usize,
+        /// Milliseconds between two quiet changes
+        #[arg(long, default_value_t = 50)]
+        period_ms: u64,
+        /// Milliseconds each reconcile takes
+        #[arg(long, default_value_t = 5)]
+        work_ms: u64,
+        /// Worker counts to measure
+        #[arg(long, value_delimiter = ',', default_value = "1,8,64")]
+        workers: Vec<usize>,
+    },
     /// serde_json against simd-json and sonic-rs on the same pods
     #[cfg(feature = "decoders")]
     Decoders {
@@ -166,6 +186,19 @@ fn main() {
             Some(dir) => protobuf::measure_saved(&dir, pods),
             None => protobuf::run(pods, save.as_deref()),
         },
+        Some(Command::Fairness {
+            burst,
+            quiet,
+            period_ms,
+            work_ms,
+            workers,
+        }) => fairness::run(&fairness::Plan {
+            burst,
+            quiet: quiet.max(1),
+            period: std::time::Duration::from_millis(period_ms),
+            work: std::time::Duration::from_millis(work_ms),
+            workers,
+        }),
         #[cfg(feature = "decoders")]
         Some(Command::Decoders { events }) => decoders::run(events),
         None => orchestrate::run(&plan(cli.plan)),
