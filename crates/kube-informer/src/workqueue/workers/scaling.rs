@@ -15,7 +15,17 @@ use tokio::{sync::watch, time::Instant};
 
 use super::super::{QueueItem, RateLimitingQueue};
 
-/// Workers that grow with the queue's wait and shrink when idle: see [the module](self).
+/// Workers that follow the work, between a floor and a ceiling
+/// ([`Workers::spawn_scaled`](super::Workers::spawn_scaled)).
+///
+/// Every worker up to the ceiling is a task from the start, owned by the `Workers` value
+/// (drained, aborted, dropped with it); only the first *active* ones take items. A
+/// supervisor task looks at the queue every [`check_every`](Self::check_every): when the
+/// oldest queued item has waited longer than [`target_wait`](Self::target_wait) it doubles
+/// the active count (up to the ceiling); when the queue has been empty with a worker idle
+/// for [`scale_down_after`](Self::scale_down_after) it retires one (down to the floor). A
+/// retired worker finishes the item it holds first. Each change is logged and counted
+/// (`workqueue_workers`, `workqueue_worker_changes_total`).
 ///
 /// ```
 /// use std::time::Duration;
