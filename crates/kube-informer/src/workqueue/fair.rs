@@ -41,7 +41,7 @@ pub(super) struct Lines<T> {
     /// At most this many items of one group held by workers at once.
     limit: Option<usize>,
     /// Whether entries carry the time they were queued (for waits: metrics, scaling).
-    pub(super) timed: bool,
+    timed: bool,
     /// How many groups have nothing queued or held (kept for reuse, up to [`IDLE_GROUPS`]).
     idle: usize,
 }
@@ -99,6 +99,20 @@ impl<T: QueueItem> Lines<T> {
 
     pub(super) fn low_len(&self) -> usize {
         self.low_set.len()
+    }
+
+    /// From now on entries carry the time they were queued; those queued before count as
+    /// queued `now` (so every entry has its time, in step with its lane).
+    pub(super) fn time_from(&mut self, now: Instant) {
+        if std::mem::replace(&mut self.timed, true) {
+            return;
+        }
+        for group in self.groups.iter_mut().flatten() {
+            for lane in [FRONT, LOW] {
+                let missing = group.lanes[lane].len() - group.stamps[lane].len();
+                group.stamps[lane].extend(std::iter::repeat_n(now, missing));
+            }
+        }
     }
 
     /// Whether the queue splits its items into groups.

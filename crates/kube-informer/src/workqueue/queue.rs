@@ -255,7 +255,10 @@ impl<T: QueueItem> Shared<T> {
 
     /// From now on, queued items carry the time they were queued (for [`Self::load`]).
     pub(super) fn time_waits(&self) {
-        self.state.lock().lines.timed = true;
+        self.state
+            .lock()
+            .lines
+            .time_from(tokio::time::Instant::now());
     }
 
     /// How long the oldest queued item has waited (once [timed](Self::time_waits)), how many

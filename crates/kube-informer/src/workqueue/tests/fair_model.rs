@@ -156,13 +156,7 @@ impl Model {
 #[tokio::test(start_paused = true)]
 async fn random_schedules_keep_every_guarantee_of_the_fair_queue() {
     for seed in 1..=400u64 {
-        let mut rng = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        let mut next = move || {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng
-        };
+        let mut next = seeded(seed);
         let cap = [None, Some(1), Some(2)][(next() % 3) as usize];
         let config = QueueConfig::default()
             .rate_limiter(Fixed)

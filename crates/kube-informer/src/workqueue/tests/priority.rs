@@ -43,13 +43,7 @@ async fn random_priorities_never_hand_out_a_held_item_and_lose_no_add() {
     use futures_util::FutureExt;
     for seed in 1..=300u64 {
         let q: Queue<u8> = Queue::default();
-        let mut rng = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        let mut next = move || {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng
-        };
+        let mut next = seeded(seed);
         let mut held: HashMap<u8, WorkItem<u8>> = HashMap::new();
         // Items added since they were last handed out: each must come out once more.
         let mut owed: std::collections::HashSet<u8> = std::collections::HashSet::new();

@@ -22,9 +22,10 @@ struct Run {
     changes: Arc<Mutex<Vec<usize>>>,
 }
 
-/// Scaled workers (1 to 8) over a queue; each item takes 100 ms.
-fn start() -> Run {
+/// Scaled workers (1 to 8) over a queue holding `queued` items already; each takes 100 ms.
+fn start(queued: u32) -> Run {
     let queue = RateLimitingQueue::new(QueueConfig::default().name("scaled"));
+    (0..queued).for_each(|i| queue.add(i));
     let (most, running) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let seen = Arc::new(Mutex::new(BTreeMap::new()));
     let changes = Arc::new(Mutex::new(Vec::new()));
@@ -61,7 +62,7 @@ fn start() -> Run {
 
 #[tokio::test(start_paused = true)]
 async fn workers_grow_with_the_wait_up_to_the_ceiling_and_shrink_to_the_floor_when_idle() {
-    let mut run = start();
+    let mut run = start(0);
     assert_eq!(run.workers.active(), 1);
     for i in 0..400 {
         run.queue.add(i);
@@ -101,7 +102,7 @@ async fn workers_grow_with_the_wait_up_to_the_ceiling_and_shrink_to_the_floor_wh
 /// at once, and finishes the queue with the active ones.
 #[tokio::test(start_paused = true)]
 async fn a_drain_finishes_the_queue_and_ends_every_worker_active_or_not() {
-    let mut run = start();
+    let mut run = start(0);
     for i in 0..50 {
         run.queue.add(i);
     }
@@ -114,18 +115,29 @@ async fn a_drain_finishes_the_queue_and_ends_every_worker_active_or_not() {
 
 #[tokio::test(start_paused = true)]
 async fn abort_and_drop_stop_scaled_workers() {
-    let mut run = start();
+    let mut run = start(0);
     for i in 0..50 {
         run.queue.add(i);
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
     run.workers.abort().await;
     assert_eq!(run.workers.running(), 0);
-    let run = start();
+    let run = start(0);
     let queue = run.queue.clone();
     drop(run);
     assert!(
         queue.is_shutting_down(),
         "dropping the workers shuts their queue"
     );
+}
+
+/// Items queued before the workers started (an informer's first list) count as waiting
+/// from the start: the workers grow for them too.
+#[tokio::test(start_paused = true)]
+async fn a_backlog_queued_before_the_workers_started_makes_them_grow() {
+    let mut run = start(200);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(run.changes.lock()[..3], [2, 4, 8]);
+    assert!(run.workers.drain(None).await);
+    assert_eq!(run.seen.lock().len(), 200);
 }
