@@ -146,8 +146,9 @@ async fn once(plan: &Plan, workers: usize, fair: bool) -> Result<Outcome, String
     let burst = (0..plan.burst).map(|i| {
         json!({"metadata": {"name": format!("cm-{i:06}"), "namespace": BULK}, "data": {"i": i.to_string()}})
     });
-    server
-        .seed(&Gvr::core("configmaps"), burst)
+    // Seeding is synchronous: off the runtime's worker, or the tasks queued on that worker
+    // (the controller's) stall until it returns.
+    tokio::task::block_in_place(|| server.seed(&Gvr::core("configmaps"), burst))
         .map_err(|e| e.to_string())?;
     // The quiet tenants change one object each, in turn, until the burst is reconciled.
     let mut change = 0usize;
