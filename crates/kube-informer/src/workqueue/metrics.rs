@@ -230,9 +230,13 @@ impl<T: QueueItem> Recorder<T> {
         self.retries.inc();
     }
 
-    pub(super) fn scaled(&self, workers: usize, up: bool) {
+    /// The worker count is `workers` now: after a change up or down (`Some(up)`, counted),
+    /// or as the workers start (`None`).
+    pub(super) fn scaled(&self, workers: usize, up: Option<bool>) {
         self.workers.set(i64::try_from(workers).unwrap_or(i64::MAX));
-        self.scaled[usize::from(!up)].inc();
+        if let Some(up) = up {
+            self.scaled[usize::from(!up)].inc();
+        }
     }
 
     pub(super) fn in_flight_seconds(&self) -> Vec<f64> {

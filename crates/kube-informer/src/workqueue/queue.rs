@@ -269,16 +269,17 @@ impl<T: QueueItem> Shared<T> {
         (lines.longest_wait(now), lines.len(), state.processing.len())
     }
 
-    /// Records a change of the number of workers (scaled up or down) in the metrics.
+    /// Records the number of workers in the metrics: after a change up or down
+    /// (`Some(up)`), or as they start (`None`).
     #[cfg(feature = "metrics")]
-    pub(super) fn scaled(&self, workers: usize, up: bool) {
+    pub(super) fn scaled(&self, workers: usize, up: Option<bool>) {
         if let Some(m) = &self.state.lock().metrics {
             m.scaled(workers, up);
         }
     }
 
     #[cfg(not(feature = "metrics"))]
-    pub(super) fn scaled(&self, _workers: usize, _up: bool) {}
+    pub(super) fn scaled(&self, _workers: usize, _up: Option<bool>) {}
 
     #[cfg(feature = "metrics")]
     pub(super) fn retried(&self) {

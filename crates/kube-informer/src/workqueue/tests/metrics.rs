@@ -109,5 +109,8 @@ async fn per_group_gauges_name_the_busiest_groups_and_sum_the_rest() {
         text.contains(r#"workqueue_workers{name="tenants"} 3"#),
         "{text}"
     );
+    // Starting is not a change.
+    let no_change = r#"workqueue_worker_changes_total{name="tenants",direction="up"} 0"#;
+    assert!(text.contains(no_change), "{text}");
     drop(workers);
 }

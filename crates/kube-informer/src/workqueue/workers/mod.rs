@@ -115,7 +115,7 @@ impl<T: QueueItem> Workers<T> {
     {
         queue.shared.time_waits();
         let (active, receiver) = watch::channel(scaling.floor());
-        queue.shared.scaled(scaling.floor(), true);
+        queue.shared.scaled(scaling.floor(), None);
         let process = Arc::new(process);
         let mut tasks = JoinSet::new();
         for index in 0..scaling.ceiling() {

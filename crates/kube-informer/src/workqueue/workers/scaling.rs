@@ -189,7 +189,7 @@ pub(super) async fn supervise<T: QueueItem>(
             continue;
         }
         active.send_replace(next);
-        queue.shared.scaled(next, next > workers);
+        queue.shared.scaled(next, Some(next > workers));
         if let Some(notify) = &scaling.on_change {
             notify(next);
         }
