@@ -3,6 +3,11 @@
 //! they go, the lone change is among the next two reconciles (two namespaces queued: the
 //! bound of docs `controller#fairness-between-namespaces`), where a first-come queue puts
 //! it behind the whole burst. Verdicts count reconciles, never time.
+//!
+//! One worker, so the order reconciles start in is the order the queue hands keys out.
+//! (With two, a worker handed the lone key can be descheduled before its reconcile starts
+//! while the other runs three of the burst: seen on fake-apiserver, a race of the
+//! observation, not of the queue.)
 
 use std::{sync::Arc, time::Duration};
 
@@ -23,7 +28,7 @@ use tokio_util::sync::CancellationToken;
 const BURST: &str = "rt-fair-burst";
 const LONE: &str = "rt-fair-lone";
 const OBJECTS: usize = 2_000;
-const WORKERS: usize = 2;
+const WORKERS: usize = 1;
 
 fn config_map(name: &str) -> ConfigMap {
     serde_json::from_value(json!({"metadata": {"name": name, "labels": {"app": "fair"}}})).unwrap()
@@ -99,7 +104,7 @@ async fn a_lone_change_is_not_queued_behind_another_namespaces_burst(backend: Ba
         .await
         .unwrap();
 
-    // Every key queued (the two workers hold a burst key each), then the gate opens.
+    // Every key queued (the worker holds a burst key), then the gate opens.
     let queued = OBJECTS + 1 - WORKERS;
     eventually(&format!("{name}: {queued} keys queued"), || {
         queue.len() == queued && started.lock().len() == WORKERS
