@@ -88,7 +88,7 @@ impl<T: QueueItem> Lines<T> {
         };
         // Without a group function every item is in group 0, made here and kept.
         if lines.group_of.is_none() {
-            lines.group(None);
+            lines.make_group("".into());
         }
         lines
     }
@@ -120,21 +120,24 @@ impl<T: QueueItem> Lines<T> {
         self.group_of.is_some()
     }
 
-    /// The group `item` belongs to now (`None`: the group of unfair queues), made if new.
-    fn group(&mut self, item: Option<&T>) -> GroupId {
-        let name = match (&self.group_of, item) {
-            (Some(group_of), Some(item)) => group_of(item),
-            (None, Some(_)) => return 0,
-            (_, None) => Cow::Borrowed(""),
+    /// The group `item` belongs to now, made if new.
+    fn group(&mut self, item: &T) -> GroupId {
+        let Some(group_of) = &self.group_of else {
+            return 0;
         };
-        if let Some(&id) = self.ids.get(name.as_ref()) {
-            let group = self.slot(id);
-            if std::mem::take(&mut group.idle) {
-                self.idle -= 1;
-            }
-            return id;
+        let name = group_of(item);
+        let Some(&id) = self.ids.get(name.as_ref()) else {
+            return self.make_group(name.into());
+        };
+        let group = self.slot(id);
+        if std::mem::take(&mut group.idle) {
+            self.idle -= 1;
         }
-        let name: Box<str> = name.into();
+        id
+    }
+
+    /// A new, empty group named `name`, in a free slot if there is one.
+    fn make_group(&mut self, name: Box<str>) -> GroupId {
         let group = Group {
             name: name.clone(),
             lanes: [VecDeque::new(), VecDeque::new()],
@@ -159,7 +162,7 @@ impl<T: QueueItem> Lines<T> {
 
     /// Queues `item` (not queued yet) in `lane` of its group.
     pub(super) fn push(&mut self, item: T, lane: usize) {
-        let id = self.group(Some(&item));
+        let id = self.group(&item);
         if lane == LOW {
             self.low_set.insert(item.clone());
         }

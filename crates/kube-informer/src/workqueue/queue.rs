@@ -11,6 +11,7 @@ use std::{
 
 use parking_lot::Mutex;
 use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 
 use super::{
     QueueConfig, QueueItem, RateLimiter, default_controller_rate_limiter,
@@ -52,8 +53,8 @@ pub(super) struct Shared<T: QueueItem> {
     item_ready: Notify,
     /// Wakes `shut_down_with_drain` when the processing set empties.
     idle: Notify,
-    /// Wakes [`Shared::closed`] on shutdown.
-    closing: Notify,
+    /// Cancelled on shutdown ([`Shared::closed`]).
+    closing: CancellationToken,
     pub(super) delays: Delays<T>,
     pub(super) limiter: Box<dyn RateLimiter<T>>,
     pub(super) name: Option<String>,
@@ -99,7 +100,7 @@ impl<T: QueueItem> Shared<T> {
             }),
             item_ready: Notify::new(),
             idle: Notify::new(),
-            closing: Notify::new(),
+            closing: CancellationToken::new(),
             delays: Delays::new(),
             limiter: config
                 .rate_limiter
@@ -201,15 +202,15 @@ impl<T: QueueItem> Shared<T> {
             Some(group) => state.lines.done(group),
             None => false,
         };
-        if state.dirty.contains(item) {
+        let requeued = state.dirty.contains(item);
+        if requeued {
             let low = !state.low_later.is_empty() && state.low_later.remove(item);
             state
                 .lines
                 .push(item.clone(), if low { LOW } else { FRONT });
-            drop(state);
-            self.item_ready.notify_one();
-        } else if unparked {
-            // Its group was at its cap: one of its queued items can go now.
+        }
+        // Queued again, or its group was at its cap: a worker can take an item now.
+        if requeued || unparked {
             drop(state);
             self.item_ready.notify_one();
         } else if state.processing.is_empty() {
@@ -236,21 +237,13 @@ impl<T: QueueItem> Shared<T> {
         }
         self.item_ready.notify_waiters();
         self.idle.notify_waiters();
-        self.closing.notify_waiters();
+        self.closing.cancel();
         self.delays.stop();
     }
 
     /// Resolves once the queue is shut down.
     pub(super) async fn closed(&self) {
-        loop {
-            let closing = self.closing.notified();
-            let mut closing = std::pin::pin!(closing);
-            closing.as_mut().enable();
-            if self.is_shutting_down() {
-                return;
-            }
-            closing.await;
-        }
+        self.closing.cancelled().await;
     }
 
     /// From now on, queued items carry the time they were queued (for [`Self::load`]).
