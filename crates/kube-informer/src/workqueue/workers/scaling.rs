@@ -191,7 +191,15 @@ pub(super) async fn supervise<T: QueueItem>(
         active.send_replace(next);
         queue.shared.scaled(next, Some(next > workers));
         if let Some(notify) = &scaling.on_change {
-            notify(next);
+            // The caller's code: a panic is logged, and the scaling goes on.
+            let called = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| notify(next)));
+            if let Err(panic) = called {
+                tracing::error!(
+                    queue = name,
+                    "the worker scaling's on_change callback panicked: {}",
+                    super::panic_message(panic.as_ref())
+                );
+            }
         }
         if next > workers {
             tracing::info!(

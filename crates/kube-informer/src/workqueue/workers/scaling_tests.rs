@@ -141,3 +141,26 @@ async fn a_backlog_queued_before_the_workers_started_makes_them_grow() {
     assert!(run.workers.drain(None).await);
     assert_eq!(run.seen.lock().len(), 200);
 }
+
+/// The caller's `on_change` panicking is logged; the supervisor goes on scaling.
+#[tokio::test(start_paused = true)]
+async fn a_panicking_on_change_callback_does_not_stop_the_scaling() {
+    let queue = RateLimitingQueue::new(QueueConfig::default().name("panicky"));
+    (0..200).for_each(|i| queue.add(i));
+    let scaling = WorkerScaling::new(1, 8)
+        .target_wait(Duration::from_millis(200))
+        .check_every(Duration::from_millis(50))
+        .on_change(|_| panic!("a dashboard hook failed"));
+    let mut workers = Workers::spawn_scaled(&queue, scaling, |_: u32| async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        Requeue::Never
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(workers.active(), 8, "grew past the first change's panic");
+    assert_eq!(
+        workers.running(),
+        9,
+        "every worker and the supervisor still run"
+    );
+    assert!(workers.drain(None).await);
+}
