@@ -125,7 +125,18 @@ impl<T: QueueItem> Lines<T> {
         let Some(group_of) = &self.group_of else {
             return 0;
         };
-        let name = group_of(item);
+        // The caller's code, called under the queue's lock after the item was marked
+        // dirty: a panic must not leave it dirty and unqueued (lost). It goes to the group
+        // named "" instead, and the panic is logged.
+        let name = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| group_of(item)));
+        let name = name.unwrap_or_else(|panic| {
+            tracing::error!(
+                "a work queue's fairness group function panicked: {}; the item is queued in \
+                 the group named \"\"",
+                super::workers::panic_message(panic.as_ref())
+            );
+            Cow::Borrowed("")
+        });
         let Some(&id) = self.ids.get(name.as_ref()) else {
             return self.make_group(name.into());
         };

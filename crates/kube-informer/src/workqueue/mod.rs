@@ -132,6 +132,10 @@ impl<T: QueueItem> QueueConfig<T> {
     /// ([`Queue::add_low_priority`]), the order is as without groups. The cost: one call
     /// of `group_of` and one hash of the group's name per add.
     ///
+    /// `group_of` runs under the queue's lock: keep it quick, and never block or await in
+    /// it. If it panics, the panic is logged and the item goes to the group named `""`
+    /// (nothing is lost).
+    ///
     /// ```
     /// use std::borrow::Cow;
     /// use kube_informer::workqueue::{Queue, QueueConfig};

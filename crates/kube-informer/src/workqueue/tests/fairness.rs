@@ -199,3 +199,20 @@ async fn a_shut_down_queue_still_hands_out_a_capped_group_s_items_as_others_fini
     assert_eq!(take(&q).await.item(), "a/2");
     assert!(q.get().await.is_none());
 }
+
+/// A group function that panics (the caller's code) loses nothing: the item is queued in
+/// the group named "", and the queue goes on.
+#[tokio::test]
+async fn a_panicking_group_function_queues_the_item_in_the_unnamed_group() {
+    let config = QueueConfig::default().fair_by(|key: &String| {
+        assert!(!key.starts_with("bad/"), "no group for {key}");
+        by_namespace(key)
+    });
+    let q = Queue::new(config);
+    q.add("bad/1".to_owned());
+    q.add("a/1".to_owned());
+    assert_eq!(q.len(), 2);
+    assert_eq!(order(&q, 2).await, ["bad/1", "a/1"]);
+    q.add("bad/1".to_owned()); // added again after it was handed out: queued again
+    assert_eq!(take(&q).await.item(), "bad/1");
+}

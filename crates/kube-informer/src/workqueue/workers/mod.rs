@@ -252,7 +252,7 @@ where
 
 /// The message of a caught panic. The crate's `util` has the same seven lines; this copy
 /// keeps the work queue free of imports from the rest of the crate (usable on its own).
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+pub(super) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     panic
         .downcast_ref::<&str>()
         .map(|s| (*s).to_owned())
