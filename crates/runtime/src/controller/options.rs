@@ -17,7 +17,9 @@ pub enum Fairness {
     #[default]
     ByNamespace,
     /// The groups this function names take turns: a tenant, a team, a cluster. It gets the
-    /// key only; read the cache (captured in the closure) for labels.
+    /// key only; read the cache (captured in the closure) for labels. It runs under the
+    /// queue's lock on every add: keep it quick and never block in it. A panic in it is
+    /// logged and puts the key in the group named `""`.
     By(GroupOf),
     /// One line, first come first served (as controller-runtime's queue).
     Off,
