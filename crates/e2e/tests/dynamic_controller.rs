@@ -2,12 +2,13 @@
 //! type (`Controller::dynamic` over an `ApiResource`) reconciles its objects as
 //! `DynamicObject`s, a typed child reconciles its dynamic owner (also when the child's
 //! owner reference still names an older version of the custom resource), a deletion
-//! arrives as `Gone`; and a typed controller owns dynamic children (`owns_dynamic`).
+//! arrives as `Gone`; a typed controller owns dynamic children (`owns_dynamic`); and the
+//! dynamic controller's Events about its objects are accepted, naming the custom kind.
 
 use std::sync::Arc;
 
 use e2e::{Backend, BackendOptions, both, ensure_namespace, eventually};
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::{core::v1::ConfigMap, events::v1::Event};
 use kube::{
     Api,
     api::{
@@ -19,6 +20,7 @@ use kube_informer::factory::{FactoryOptions, SharedInformerFactory};
 use kube_informer_runtime::{
     CancellationToken,
     controller::{Action, Cached, Controller, ControllerOptions, Relation},
+    events::{EventType, NewEvent, Recorder, Reporter},
 };
 use parking_lot::Mutex;
 use serde_json::{Value, json};
@@ -37,19 +39,28 @@ fn widgets() -> ApiResource {
 /// deleted one.
 type Log = Arc<Mutex<Vec<String>>>;
 
+/// The widget controller's context: what it saw, and where it records Events.
+struct Widgets {
+    log: Log,
+    recorder: Recorder,
+    resource: ApiResource,
+}
+
 async fn reconcile_widget(
     widget: Cached<DynamicObject>,
-    log: Arc<Log>,
+    ctx: Arc<Widgets>,
 ) -> Result<Action, kube::Error> {
     let entry = match &widget {
-        Cached::Present(w) => format!(
-            "{}={}",
-            w.metadata.name.as_deref().unwrap_or_default(),
-            w.data["spec"]["size"]
-        ),
+        Cached::Present(w) => {
+            let size = &w.data["spec"]["size"];
+            let event =
+                NewEvent::new(EventType::Normal, "Sized", "Reconcile").note(format!("size {size}"));
+            ctx.recorder.publish_dynamic(&**w, &ctx.resource, event);
+            format!("{}={size}", w.metadata.name.as_deref().unwrap_or_default())
+        }
         Cached::Gone(key) => format!("gone:{}", key.name()),
     };
-    log.lock().push(entry);
+    ctx.log.lock().push(entry);
     Ok(Action::Done)
 }
 
@@ -88,10 +99,16 @@ async fn a_dynamic_controller_reconciles_custom_resources_and_their_children(bac
             .owns_dynamic(&resource, Scope::Namespaced, Relation::new());
     let cancel = CancellationToken::new();
     let mut running = JoinSet::new();
+    let recorder = Recorder::new(client.clone(), Reporter::new("example.com/widgets", "e2e"));
+    let widgets = Widgets {
+        log: widget_log.clone(),
+        recorder: recorder.clone(),
+        resource: resource.clone(),
+    };
     running.spawn(widget_controller.run(
         reconcile_widget,
         |_, _, _| Action::Retry,
-        Arc::new(widget_log.clone()),
+        Arc::new(widgets),
         cancel.clone(),
     ));
     running.spawn(parent_controller.run(
@@ -114,6 +131,36 @@ async fn a_dynamic_controller_reconciles_custom_resources_and_their_children(bac
         seen(&widget_log, "w1=1")
     })
     .await;
+    // Its Event names the custom kind and the object, as `kubectl describe widget w1` finds it.
+    let events: Api<Event> = Api::namespaced(client.clone(), NS);
+    let uid = w1.metadata.uid.clone();
+    let about_w1 = |e: &Event| {
+        e.regarding.as_ref().is_some_and(|r| {
+            (
+                r.kind.as_deref(),
+                r.api_version.as_deref(),
+                r.name.as_deref(),
+            ) == (Some("Widget"), Some("example.com/v1"), Some("w1"))
+                && r.uid == uid
+        })
+    };
+    let mut recorded = None;
+    for _ in 0..600 {
+        let list = events.list(&Default::default()).await.unwrap();
+        recorded = list.items.into_iter().find(about_w1);
+        if recorded.is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let recorded = recorded.unwrap_or_else(|| panic!("{name}: no Event about w1"));
+    assert_eq!(recorded.reason.as_deref(), Some("Sized"));
+    assert_eq!(recorded.note.as_deref(), Some("size 1"));
+    assert_eq!(
+        recorded.reporting_controller.as_deref(),
+        Some("example.com/widgets")
+    );
+
     let patch = json!({"spec": {"size": 2}});
     api.patch("w1", &PatchParams::default(), &Patch::Merge(&patch))
         .await

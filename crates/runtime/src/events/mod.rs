@@ -33,7 +33,7 @@ use k8s_openapi::{
     apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta},
     jiff::Timestamp,
 };
-use kube::{Resource, ResourceExt};
+use kube::Resource;
 use parking_lot::Mutex;
 use tokio::{sync::mpsc, time::Instant};
 
@@ -122,9 +122,27 @@ impl NewEvent {
 
 /// A reference to `obj`, for [`NewEvent::related`].
 pub fn reference<K: Resource<DynamicType = ()>>(obj: &K) -> ObjectReference {
+    reference_of(obj, &())
+}
+
+/// A reference to `obj` of the kind `dyntype` names: a
+/// [`DynamicObject`](kube::api::DynamicObject)'s [`ApiResource`](kube::api::ApiResource),
+/// as a dynamic controller knows it.
+///
+/// ```
+/// use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+/// use kube_informer_runtime::events::reference_of;
+///
+/// let widgets = ApiResource::from_gvk(&GroupVersionKind::gvk("example.com", "v1", "Widget"));
+/// let widget = DynamicObject::new("w1", &widgets).within("shop");
+/// let reference = reference_of(&widget, &widgets);
+/// assert_eq!(reference.api_version.as_deref(), Some("example.com/v1"));
+/// assert_eq!(reference.kind.as_deref(), Some("Widget"));
+/// ```
+pub fn reference_of<K: Resource>(obj: &K, dyntype: &K::DynamicType) -> ObjectReference {
     ObjectReference {
-        api_version: Some(K::api_version(&()).into_owned()),
-        kind: Some(K::kind(&()).into_owned()),
+        api_version: Some(K::api_version(dyntype).into_owned()),
+        kind: Some(K::kind(dyntype).into_owned()),
         name: obj.meta().name.clone(),
         namespace: obj.meta().namespace.clone(),
         uid: obj.meta().uid.clone(),
@@ -187,10 +205,48 @@ impl Recorder {
     /// Publishes `event` about `regarding`; never waits. Dropped (and logged) when the
     /// queue is full or the object has used up its share (the spam filter).
     pub fn publish<K: Resource<DynamicType = ()>>(&self, regarding: &K, event: NewEvent) {
+        self.publish_about(reference(regarding), event);
+    }
+
+    /// [`publish`](Self::publish) for an object whose kind is known at run time: a dynamic
+    /// controller's [`DynamicObject`](kube::api::DynamicObject) with its
+    /// [`ApiResource`](kube::api::ApiResource) (see [`reference_of`]).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// use std::sync::Arc;
+    /// use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+    /// use kube_informer_runtime::events::{EventType, MemoryEvents, NewEvent, Recorder, Reporter};
+    ///
+    /// let sink = Arc::new(MemoryEvents::default());
+    /// let recorder = Recorder::new(sink.clone(), Reporter::new("example.com/widgets", "pod-a"));
+    /// let widgets = ApiResource::from_gvk(&GroupVersionKind::gvk("example.com", "v1", "Widget"));
+    /// let widget = DynamicObject::new("w1", &widgets).within("shop");
+    /// recorder.publish_dynamic(&widget, &widgets, NewEvent::new(EventType::Normal, "Synced", "Reconcile"));
+    /// # for _ in 0..10 { tokio::task::yield_now().await; }
+    /// # assert_eq!(sink.writes().len(), 1);
+    /// # }
+    /// ```
+    pub fn publish_dynamic<K: Resource>(
+        &self,
+        regarding: &K,
+        dyntype: &K::DynamicType,
+        event: NewEvent,
+    ) {
+        self.publish_about(reference_of(regarding, dyntype), event);
+    }
+
+    /// [`publish`](Self::publish) about the object `regarding` refers to.
+    pub fn publish_about(&self, regarding: ObjectReference, event: NewEvent) {
         let now = Timestamp::now();
-        let name = format!("{}.{:x}", regarding.name_any(), now.as_nanosecond());
+        let name = format!(
+            "{}.{:x}",
+            regarding.name.as_deref().unwrap_or_default(),
+            now.as_nanosecond()
+        );
         let namespace = regarding
-            .namespace()
+            .namespace
+            .clone()
             .unwrap_or_else(|| "default".to_owned());
         let event = Event {
             metadata: ObjectMeta {
@@ -209,7 +265,7 @@ impl Recorder {
             reason: Some(event.reason),
             action: Some(event.action),
             note: event.note,
-            regarding: Some(reference(regarding)),
+            regarding: Some(regarding),
             related: event.related,
             reporting_controller: Some(self.reporter.controller.clone()),
             reporting_instance: Some(self.reporter.instance.clone()),
