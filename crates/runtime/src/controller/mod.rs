@@ -24,7 +24,8 @@
 //!
 //! An error (or a panic, or a [`reconcile_timeout`](ControllerOptions::reconcile_timeout))
 //! is logged once, with the error, and retried with the key's exponential backoff (5 ms
-//! doubling, capped at 1000 s) forever by default — a failing key is never silently
+//! doubling, capped at 1000 s, unless [`backoff`](ControllerOptions::backoff) says
+//! otherwise) forever by default — a failing key is never silently
 //! dropped. An error the error policy answers with [`Action::Done`] is terminal: not
 //! retried until the object changes, and counted in
 //! `controller_runtime_terminal_reconcile_errors_total`.
@@ -244,6 +245,12 @@ where
     /// The controller's name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// Whether it runs on every replica, not only the leader
+    /// ([`ControllerOptions::runs_on_every_replica`]).
+    pub fn runs_on_every_replica(&self) -> bool {
+        self.options.every_replica
     }
 
     /// The queue of keys to reconcile: add keys yourself, or look at its depth.

@@ -135,6 +135,9 @@ where
         if let Some(metrics) = &metrics {
             config = config.metrics(metrics.core());
         }
+        if let Some(make) = &options.rate_limiter {
+            config = config.rate_limiter(make.make());
+        }
         config = match &options.fairness {
             Fairness::ByNamespace => {
                 config.fair_by(|key: &ObjectKey| Cow::Borrowed(key.namespace().unwrap_or("")))

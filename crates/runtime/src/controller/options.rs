@@ -2,7 +2,13 @@
 
 use std::{borrow::Cow, fmt, sync::Arc, time::Duration};
 
-use kube_informer::{ObjectKey, workqueue::WorkerScaling};
+use kube_informer::{
+    ObjectKey,
+    workqueue::{
+        BucketRateLimiter, ItemExponentialFailureRateLimiter, MaxOfRateLimiter, RateLimiter,
+        WorkerScaling,
+    },
+};
 
 /// Names the fairness group of a key (see [`Fairness::by`]).
 pub type GroupOf = Arc<dyn for<'a> Fn(&'a ObjectKey) -> Cow<'a, str> + Send + Sync>;
@@ -58,6 +64,22 @@ impl fmt::Debug for Fairness {
     }
 }
 
+/// Makes a controller's rate limiter (see [`ControllerOptions::rate_limiter`]).
+#[derive(Clone)]
+pub(crate) struct MakeLimiter(Arc<dyn Fn() -> Box<dyn RateLimiter<ObjectKey>> + Send + Sync>);
+
+impl MakeLimiter {
+    pub(crate) fn make(&self) -> Box<dyn RateLimiter<ObjectKey>> {
+        (self.0)()
+    }
+}
+
+impl fmt::Debug for MakeLimiter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("MakeLimiter(..)")
+    }
+}
+
 /// Settings of a [`Controller`](super::Controller).
 ///
 /// ```
@@ -86,6 +108,8 @@ pub struct ControllerOptions {
     pub(crate) fairness: Fairness,
     pub(crate) group_limit: Option<usize>,
     pub(crate) scaling: Option<WorkerScaling>,
+    pub(crate) rate_limiter: Option<MakeLimiter>,
+    pub(crate) every_replica: bool,
 }
 
 impl Default for ControllerOptions {
@@ -104,6 +128,8 @@ impl Default for ControllerOptions {
             fairness: Fairness::default(),
             group_limit: None,
             scaling: None,
+            rate_limiter: None,
+            every_replica: false,
         }
     }
 }
@@ -163,11 +189,76 @@ impl ControllerOptions {
 
     /// How many times in a row a failing key is retried before it is given up until its
     /// next change (a terminal error, logged with the last error and counted). Default
-    /// `None`: retried forever, with the queue's per-key backoff capped at 1000 s, as
-    /// controller-runtime does — a failing key is never silently dropped.
+    /// `None`: retried forever, with the per-key [backoff](Self::backoff) (5 ms doubling to
+    /// 1000 s by default), as controller-runtime does — a failing key is never silently
+    /// dropped.
     #[must_use]
     pub fn max_retries(mut self, retries: Option<u32>) -> Self {
         self.max_retries = retries;
+        self
+    }
+
+    /// How long a failing key waits before its retry: `base` after the first failure,
+    /// doubled after each further one, never more than `max` (default 5 ms to 1000 s,
+    /// client-go's and controller-runtime's). A success, or a change given up after
+    /// [`max_retries`](Self::max_retries), starts the key over at `base`. Retries of all keys
+    /// together stay under 10 a second with bursts of 100, as by default. Replaces a
+    /// [`rate_limiter`](Self::rate_limiter).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use kube_informer_runtime::controller::ControllerOptions;
+    ///
+    /// // A cloud API that throttles: start at 2 s, never wait more than 5 minutes.
+    /// let options = ControllerOptions::default()
+    ///     .backoff(Duration::from_secs(2), Duration::from_secs(300));
+    /// # let _ = options;
+    /// ```
+    #[must_use]
+    pub fn backoff(self, base: Duration, max: Duration) -> Self {
+        self.rate_limiter(move || {
+            MaxOfRateLimiter::new(vec![
+                Box::new(ItemExponentialFailureRateLimiter::new(base, max.max(base))),
+                Box::new(BucketRateLimiter::new(10.0, 100)),
+            ])
+        })
+    }
+
+    /// The rate limiter of the controller's retries (`Action::Retry`, errors, timeouts),
+    /// made by `make` when the controller is built (controller-runtime's
+    /// `Options.RateLimiter`). Replaces a [`backoff`](Self::backoff). `RequeueAfter` and
+    /// changes are not limited by it.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use kube_informer::workqueue::ItemFastSlowRateLimiter;
+    /// use kube_informer_runtime::controller::ControllerOptions;
+    ///
+    /// // Five quick retries 1 s apart, then once a minute.
+    /// let options = ControllerOptions::default().rate_limiter(|| {
+    ///     ItemFastSlowRateLimiter::new(Duration::from_secs(1), Duration::from_secs(60), 5)
+    /// });
+    /// # let _ = options;
+    /// ```
+    #[must_use]
+    pub fn rate_limiter<F, R>(mut self, make: F) -> Self
+    where
+        F: Fn() -> R + Send + Sync + 'static,
+        R: RateLimiter<ObjectKey> + 'static,
+    {
+        self.rate_limiter = Some(MakeLimiter(Arc::new(move || Box::new(make()))));
+        self
+    }
+
+    /// Run on every replica, not only on the elected leader (default `false`): for a
+    /// controller that warms a cache, reports each replica's own status or serves reads,
+    /// under a [`Manager`](crate::manager::Manager) with
+    /// [leader election](crate::ManagerOptions::leader_election). Its reconciles run on
+    /// all replicas at once, so it must not make writes that another replica's reconcile
+    /// of the same object would fight. Without election every controller runs anyway.
+    #[must_use]
+    pub fn runs_on_every_replica(mut self, every: bool) -> Self {
+        self.every_replica = every;
         self
     }
 

@@ -89,7 +89,9 @@ impl Manager {
     }
 
     /// Runs `controller` with `reconcile`, `error_policy` and `ctx` (only while leading,
-    /// when elected). Each controller needs its own name
+    /// when elected, unless it
+    /// [runs on every replica](crate::controller::ControllerOptions::runs_on_every_replica)).
+    /// Each controller needs its own name
     /// ([`ControllerOptions::name`]): a second one of a name makes
     /// [`run_until`](Manager::run_until) refuse to start with
     /// [`ManagerError::DuplicateController`](super::ManagerError::DuplicateController).
@@ -107,6 +109,7 @@ impl Manager {
         P: Fn(&Cached<K>, &R::Error, &Ctx) -> Action + Send + Sync + 'static,
     {
         let name = controller.name().to_owned();
+        let leader_only = !controller.runs_on_every_replica();
         if !self.controller_names.insert(name.clone()) {
             tracing::error!(controller = %name, "a second controller of this name: the manager will refuse to run");
             self.duplicate_controller
@@ -117,7 +120,7 @@ impl Manager {
             .extend(controller.declared_writes().permissions());
         self.runnables.push(Runnable {
             name,
-            leader_only: true,
+            leader_only,
             start: Box::new(move |stop: Stop| {
                 Box::pin(async move {
                     controller

@@ -9,7 +9,9 @@
 //!   workqueue, informer, reflector and `leader_election_master_status` metrics), each
 //!   with `?verbose`, plus your own checks ([`add_healthz_check`](Manager::add_healthz_check),
 //!   [`add_readyz_check`](Manager::add_readyz_check)).
-//! - With leader election, controllers run only while this replica leads.
+//! - With leader election, controllers run only while this replica leads (those that
+//!   [run on every replica](crate::controller::ControllerOptions::runs_on_every_replica)
+//!   run on all).
 //!
 //! # The guarantee, and its limits
 //!
