@@ -6,7 +6,9 @@
 //! ([`workqueue::QueueConfig::metrics`](crate::workqueue::QueueConfig::metrics)). The metric names and labels are client-go's, listed in
 //! [`informer::InformerMetrics`](crate::informer::InformerMetrics),
 //! [`reflector::ReflectorMetrics`](crate::reflector::ReflectorMetrics) and
-//! [`workqueue::WorkqueueMetrics`](crate::workqueue::WorkqueueMetrics).
+//! [`workqueue::WorkqueueMetrics`](crate::workqueue::WorkqueueMetrics), plus
+//! `informer_decode_backlog`: LIST pages and watch batches waiting for a decoding thread
+//! ([`decode_backlog`](crate::list_watch::decode_backlog)).
 //!
 //! [`FactoryOptions::metrics`]: crate::FactoryOptions::metrics
 //!
@@ -14,7 +16,12 @@
 //! the informer, the reflector and the work queue know their own metrics, not the bundle,
 //! so none of them imports this module (the work queue stays a leaf).
 
-use prometheus_client::registry::Registry;
+use prometheus_client::{
+    collector::Collector,
+    encoding::{DescriptorEncoder, EncodeMetric},
+    metrics::gauge::ConstGauge,
+    registry::Registry,
+};
 
 use crate::{
     informer::{InformerMetrics, InformerOptions},
@@ -44,11 +51,31 @@ pub struct Metrics {
 impl Metrics {
     /// Creates every metric and registers it in `registry`.
     pub fn register(registry: &mut Registry) -> Self {
+        registry.register_collector(Box::new(DecodeBacklog));
         Self {
             informers: InformerMetrics::register(registry),
             reflectors: ReflectorMetrics::register(registry),
             workqueues: WorkqueueMetrics::register(registry),
         }
+    }
+}
+
+/// `informer_decode_backlog`: the process's [decode backlog](crate::list_watch::decode_backlog),
+/// read at scrape time.
+#[derive(Debug)]
+struct DecodeBacklog;
+
+impl Collector for DecodeBacklog {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let backlog = crate::list_watch::decode_backlog();
+        let gauge = ConstGauge::new(i64::try_from(backlog).unwrap_or(i64::MAX));
+        let metric = encoder.encode_descriptor(
+            "informer_decode_backlog",
+            "LIST pages and watch batches waiting for a decoding thread",
+            None,
+            gauge.metric_type(),
+        )?;
+        gauge.encode(metric)
     }
 }
 

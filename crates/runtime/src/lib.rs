@@ -94,6 +94,7 @@ pub mod finalizer;
 pub mod leader_election;
 pub mod lease;
 pub mod manager;
+pub mod process_metrics;
 pub mod rbac;
 pub mod reconcile;
 pub mod rest_metrics;

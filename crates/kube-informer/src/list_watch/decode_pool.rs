@@ -22,7 +22,11 @@
 
 use std::{
     panic::{AssertUnwindSafe, catch_unwind},
-    sync::{Arc, Weak, mpsc},
+    sync::{
+        Arc, Weak,
+        atomic::{AtomicUsize, Ordering},
+        mpsc,
+    },
     thread::JoinHandle,
 };
 
@@ -39,6 +43,8 @@ pub(crate) struct DecodeFailed;
 pub(crate) struct DecodePool {
     jobs: Option<mpsc::Sender<Job>>,
     threads: Vec<JoinHandle<()>>,
+    /// Jobs sent that no thread has started yet.
+    waiting: Arc<AtomicUsize>,
 }
 
 /// A pool shared while anyone holds it.
@@ -57,6 +63,30 @@ impl Shared {
 }
 
 static SHARED: Shared = Shared(Mutex::new(Weak::new()));
+
+/// Batches waiting for a thread of the process's pool now (see
+/// [`decode_backlog`](super::decode_backlog)).
+pub(super) fn waiting() -> usize {
+    let pool = SHARED.0.lock().upgrade();
+    pool.map_or(0, |pool| pool.waiting())
+}
+
+/// One batch counted in its pool's backlog while it lives: until a thread starts it, or
+/// it is dropped unrun (the pool stopped).
+struct Waiting(Arc<AtomicUsize>);
+
+impl Waiting {
+    fn new(count: &Arc<AtomicUsize>) -> Self {
+        count.fetch_add(1, Ordering::Relaxed);
+        Self(count.clone())
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
 
 impl DecodePool {
     /// The process's pool, started if nobody holds it.
@@ -80,7 +110,13 @@ impl DecodePool {
         Self {
             jobs: Some(sender),
             threads,
+            waiting: Arc::default(),
         }
+    }
+
+    /// Jobs sent that no thread has started yet.
+    pub(super) fn waiting(&self) -> usize {
+        self.waiting.load(Ordering::Relaxed)
     }
 
     /// Runs `decode` on one of the pool's threads; the result arrives when it is done.
@@ -99,7 +135,15 @@ impl DecodePool {
             let _ = done.send(decode());
         });
         let unsent = match &self.jobs {
-            Some(jobs) if !self.threads.is_empty() => jobs.send(job).err().map(|e| e.0),
+            Some(jobs) if !self.threads.is_empty() => {
+                // Counted until a thread starts it, or it is dropped unrun (pool stopped).
+                let waiting = Waiting::new(&self.waiting);
+                let job: Job = Box::new(move || {
+                    drop(waiting);
+                    job();
+                });
+                jobs.send(job).err().map(|e| e.0)
+            }
             _ => Some(job),
         };
         if let Some(job) = unsent {
@@ -147,6 +191,41 @@ mod tests {
     use futures_util::FutureExt;
 
     use super::*;
+
+    /// Jobs behind a busy thread are the backlog until one starts them; a pool stopped with
+    /// jobs still queued leaves none counted.
+    #[tokio::test]
+    async fn the_backlog_counts_jobs_no_thread_has_started() {
+        let pool = DecodePool::start(1);
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let (started, on_thread) = std::sync::mpsc::channel::<()>();
+        let busy = pool.run(move || {
+            started.send(()).unwrap();
+            held.recv().unwrap();
+        });
+        on_thread.recv().unwrap();
+        assert_eq!(pool.waiting(), 0, "the running job is not waiting");
+        let queued: Vec<_> = (0..3).map(|i| pool.run(move || i)).collect();
+        assert_eq!(pool.waiting(), 3);
+        release.send(()).unwrap();
+        busy.await.unwrap();
+        assert_eq!(futures_util::future::join_all(queued).await.len(), 3);
+        assert_eq!(pool.waiting(), 0);
+        // Stopped with jobs still queued: however they end, none stays counted.
+        let count = pool.waiting.clone();
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let (started, on_thread) = std::sync::mpsc::channel::<()>();
+        let _busy = pool.run(move || {
+            started.send(()).unwrap();
+            let _ = held.recv();
+        });
+        on_thread.recv().unwrap();
+        let _unrun: Vec<_> = (0..2).map(|i| pool.run(move || i)).collect();
+        assert_eq!(count.load(Ordering::Relaxed), 2);
+        drop(release);
+        drop(pool);
+        assert_eq!(count.load(Ordering::Relaxed), 0);
+    }
 
     #[tokio::test]
     async fn jobs_run_on_the_pool_and_a_panic_costs_only_its_job() {

@@ -50,6 +50,14 @@ pub fn set_decoding_threads(threads: usize) -> Result<(), usize> {
         .map_err(|_| decoding_threads())
 }
 
+/// LIST pages and watch batches read and waiting for a decoding thread, in the whole
+/// process (`informer_decode_backlog` in the [metrics](crate::metrics)). Near zero when the
+/// threads keep up; a backlog that stays high means decoding is the bottleneck: more
+/// [decoding threads](set_decoding_threads), or protobuf.
+pub fn decode_backlog() -> usize {
+    decode_pool::waiting()
+}
+
 /// The decoding threads (see [`set_decoding_threads`]); 0 decodes in place.
 pub(crate) fn decoding_threads() -> usize {
     *DECODING_THREADS

@@ -8,6 +8,7 @@
 //! | `reflector_watches_total` | counter | name | watches opened (streaming lists included) |
 //! | `reflector_watch_restarts_total` | counter | name, reason | why watches ended: `closed`, `gone`, `too_large`, `error`, `idle` |
 //! | `reflector_last_resource_version` | gauge | name | the last synced resourceVersion (when numeric) |
+//! | `reflector_last_sync_timestamp_seconds` | gauge | name | when the cache was last known in step with the server (a LIST, a watch event or bookmark), in Unix seconds: its age is `time() - reflector_last_sync_timestamp_seconds` |
 //! | `reflector_held_back_seconds_total` | counter | name | time spent not reading the watch because the informer's queue was full (backpressure) |
 //! | `reflector_failures_total` | counter | name, cause | every failure reported to the error handler: the server's status code (`429`, `503`, ...) or `connection`, `timeout`, `idle`, `early_end`, ... |
 
@@ -53,6 +54,7 @@ pub struct ReflectorMetrics {
     watches: Family<Name, Counter>,
     watch_restarts: Family<NameReason, Counter>,
     last_resource_version: Family<Name, Gauge>,
+    last_sync: Family<Name, Gauge<f64, AtomicU64>>,
     failures: Family<NameCause, Counter>,
     held_back: Family<Name, Counter<f64, AtomicU64>>,
 }
@@ -79,6 +81,7 @@ impl ReflectorMetrics {
             watches: Family::default(),
             watch_restarts: Family::default(),
             last_resource_version: Family::default(),
+            last_sync: Family::default(),
             failures: Family::default(),
             held_back: Family::default(),
         };
@@ -103,6 +106,11 @@ impl ReflectorMetrics {
             "reflector_last_resource_version",
             "The last synced resourceVersion",
             m.last_resource_version.clone(),
+        );
+        registry.register(
+            "reflector_last_sync_timestamp_seconds",
+            "When the cache was last known in step with the server, in Unix seconds",
+            m.last_sync.clone(),
         );
         registry.register(
             "reflector_held_back_seconds",
@@ -159,11 +167,31 @@ impl ReflectorMetrics {
         self.failures.get_or_create(&label).inc();
     }
 
-    pub(super) fn synced(&self, name: &str, resource_version: &str) {
-        if let Ok(rv) = resource_version.parse::<i64>() {
-            self.last_resource_version
-                .get_or_create(&Self::name(name))
-                .set(rv);
+    /// The reflector `name`'s sync gauges, looked up once: they are set on every event.
+    pub(super) fn sync_gauges(&self, name: &str) -> SyncGauges {
+        let label = Self::name(name);
+        SyncGauges {
+            resource_version: self.last_resource_version.get_or_create(&label).clone(),
+            at: self.last_sync.get_or_create(&label).clone(),
         }
+    }
+}
+
+/// One reflector's `reflector_last_resource_version` and
+/// `reflector_last_sync_timestamp_seconds`.
+#[derive(Clone)]
+pub(super) struct SyncGauges {
+    resource_version: Gauge,
+    at: Gauge<f64, AtomicU64>,
+}
+
+impl SyncGauges {
+    /// The cache is in step with the server at `resource_version`, now.
+    pub(super) fn synced(&self, resource_version: &str) {
+        if let Ok(rv) = resource_version.parse::<i64>() {
+            self.resource_version.set(rv);
+        }
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+        self.at.set(now.map_or(0.0, |d| d.as_secs_f64()));
     }
 }

@@ -108,6 +108,8 @@ pub struct Reflector<K, L> {
     options: ReflectorOptions,
     name: String,
     shared: Arc<Shared>,
+    #[cfg(feature = "metrics")]
+    sync_gauges: Option<metrics::SyncGauges>,
 }
 
 struct Shared {
@@ -167,6 +169,8 @@ where
         Self {
             lw,
             sink,
+            #[cfg(feature = "metrics")]
+            sync_gauges: options.metrics.as_ref().map(|m| m.sync_gauges(&name)),
             options,
             name,
             shared,
@@ -299,7 +303,9 @@ where
 
     fn set_synced(&self, run: &mut Run, resource_version: String) {
         #[cfg(feature = "metrics")]
-        self.metric(|m, name| m.synced(name, &resource_version));
+        if let Some(gauges) = &self.sync_gauges {
+            gauges.synced(&resource_version);
+        }
         *self.shared.last_sync_resource_version.lock() = resource_version.clone();
         run.resource_version = resource_version;
     }

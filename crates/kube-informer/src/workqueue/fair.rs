@@ -63,6 +63,7 @@ struct Group<T> {
 }
 
 /// One group's state at a scrape (for the per-group metrics).
+#[cfg_attr(not(feature = "metrics"), allow(dead_code))]
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct GroupStats {
     pub(super) name: String,
@@ -116,6 +117,7 @@ impl<T: QueueItem> Lines<T> {
     }
 
     /// Whether the queue splits its items into groups.
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
     pub(super) fn is_fair(&self) -> bool {
         self.group_of.is_some()
     }
@@ -276,6 +278,7 @@ impl<T: QueueItem> Lines<T> {
     }
 
     /// Each group with items queued or held, for the per-group metrics.
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
     pub(super) fn stats(&self, now: Instant) -> Vec<GroupStats> {
         let groups = self.groups.iter().flatten();
         let stats = groups.map(|group| GroupStats {

@@ -3,6 +3,7 @@
 //! | metric | type | meaning |
 //! |---|---|---|
 //! | `workqueue_depth` | gauge | items waiting in the queue |
+//! | `workqueue_lane_depth` | gauge | items waiting, by `lane`: `live` (changes) and `backlog` (initial lists, resyncs: [`add_low_priority`](super::Queue::add_low_priority)) |
 //! | `workqueue_adds_total` | counter | items added |
 //! | `workqueue_queue_duration_seconds` | histogram | time an item waited before a worker took it |
 //! | `workqueue_work_duration_seconds` | histogram | time a worker held an item |
@@ -53,6 +54,12 @@ struct QueueName {
 struct Scaled {
     name: String,
     direction: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LaneLabel {
+    name: String,
+    lane: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -251,6 +258,8 @@ pub(super) trait InFlightSource: Send + Sync {
     fn in_flight_seconds(&self) -> Vec<f64>;
     /// Its fairness groups (none when it is not fair).
     fn groups(&self) -> Vec<GroupStats>;
+    /// Items queued in the live lane and in the backlog lane.
+    fn lanes(&self) -> [usize; 2];
 }
 
 impl<T: QueueItem> InFlightSource for Shared<T> {
@@ -260,6 +269,10 @@ impl<T: QueueItem> InFlightSource for Shared<T> {
 
     fn groups(&self) -> Vec<GroupStats> {
         Shared::group_stats(self)
+    }
+
+    fn lanes(&self) -> [usize; 2] {
+        Shared::lanes(self)
     }
 }
 
@@ -306,18 +319,36 @@ impl std::fmt::Debug for InFlight {
 impl Collector for InFlight {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         type Ages = Vec<(QueueName, Vec<f64>)>;
-        type Groups = Vec<(String, Vec<GroupStats>)>;
+        type Groups = Vec<(String, Vec<GroupStats>, [usize; 2])>;
         let (ages, groups): (Ages, Groups) = {
             let mut queues = self.queues.lock();
             queues.retain(|(_, queue)| queue.strong_count() > 0);
             let live = queues.iter().filter_map(|(name, queue)| {
                 let label = QueueName { name: name.clone() };
                 let queue = queue.upgrade()?;
-                let groups = (name.clone(), top_groups(queue.groups()));
+                let groups = (name.clone(), top_groups(queue.groups()), queue.lanes());
                 Some(((label, queue.in_flight_seconds()), groups))
             });
             live.unzip()
         };
+        {
+            let mut family = encoder.encode_descriptor(
+                "workqueue_lane_depth",
+                "Items waiting in the workqueue, by lane: live changes, then backlog",
+                None,
+                MetricType::Gauge,
+            )?;
+            for (name, _, lanes) in &groups {
+                for (lane, depth) in ["live", "backlog"].into_iter().zip(lanes) {
+                    let label = LaneLabel {
+                        name: name.clone(),
+                        lane,
+                    };
+                    let depth = i64::try_from(*depth).unwrap_or(i64::MAX);
+                    ConstGauge::new(depth).encode(family.encode_family(&label)?)?;
+                }
+            }
+        }
         type Summary = fn(&[f64]) -> f64;
         let gauges: [(&str, &str, Summary); 2] = [
             (
@@ -357,7 +388,7 @@ impl Collector for InFlight {
         ];
         for (metric, help, value) in per_group {
             let mut family = encoder.encode_descriptor(metric, help, None, MetricType::Gauge)?;
-            for (name, groups) in &groups {
+            for (name, groups, _) in &groups {
                 for g in groups {
                     let label = GroupLabel {
                         name: name.clone(),

@@ -294,6 +294,14 @@ impl<T: QueueItem> Shared<T> {
         state.lines.stats(tokio::time::Instant::now())
     }
 
+    /// Items queued in the live lane and in the backlog lane.
+    #[cfg(feature = "metrics")]
+    pub(super) fn lanes(&self) -> [usize; 2] {
+        let state = self.state.lock();
+        let low = state.lines.low_len();
+        [state.lines.len() - low, low]
+    }
+
     /// Seconds each in-flight item has been processed for (for the unfinished-work metrics).
     #[cfg(feature = "metrics")]
     pub(super) fn in_flight_seconds(&self) -> Vec<f64> {

@@ -5,8 +5,9 @@
 //!   only after the caches it reads have synced.
 //! - `/healthz` (the process: tasks alive, the elector not starved), `/readyz` (caches
 //!   synced and their watches healthy, not shutting down — a synced standby is ready, so
-//!   rolling updates work), `/metrics` (controller-runtime's reconcile metrics, client-go's
-//!   workqueue, informer, reflector and `leader_election_master_status` metrics), each
+//!   rolling updates work), `/metrics` (controller-runtime's reconcile, webhook and
+//!   certificate-watcher metrics, client-go's workqueue, informer, reflector, `rest_client_*`
+//!   and `leader_election_master_status` metrics, and the `process_*` metrics), each
 //!   with `?verbose`, plus your own checks ([`add_healthz_check`](Manager::add_healthz_check),
 //!   [`add_readyz_check`](Manager::add_readyz_check)).
 //! - With leader election, controllers run only while this replica leads (those that
@@ -54,6 +55,7 @@
 //! ```
 
 mod controllers;
+mod error;
 mod health;
 mod options;
 mod rbac;
@@ -76,11 +78,11 @@ use tokio_util::sync::CancellationToken;
 use self::health::Check;
 #[cfg(feature = "tls")]
 pub use self::secure_metrics::SecureMetrics;
-pub use self::{options::ManagerOptions, run::shutdown_signals};
+pub use self::{error::ManagerError, options::ManagerOptions, run::shutdown_signals};
 use crate::{
     controller::ControllerMetrics,
     events::{Recorder, Reporter},
-    leader_election::{ConfigError, LeaderElector},
+    leader_election::LeaderElector,
 };
 
 /// The two ways a runnable is asked to stop: `graceful` (finish what is in flight) and
@@ -97,51 +99,6 @@ struct Runnable {
     name: String,
     leader_only: bool,
     start: Start,
-}
-
-/// Why a manager stopped, other than being asked to.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ManagerError {
-    /// The endpoints' address could not be bound.
-    #[error("binding the health and metrics endpoints on {addr}: {source}")]
-    Bind {
-        /// The address.
-        addr: SocketAddr,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The secure metrics endpoint's certificate could not be read.
-    #[cfg(feature = "tls")]
-    #[error("secure metrics certificate: {0}")]
-    MetricsCertificate(#[source] crate::tls::TlsError),
-    /// The leader election settings are not safe.
-    #[error(transparent)]
-    LeaderElection(#[from] ConfigError),
-    /// This replica lost leadership: its controllers were stopped at once. Restart the
-    /// process to campaign again (as controller-runtime does).
-    #[error("leadership lost; controllers stopped")]
-    LeadershipLost,
-    /// Two controllers were added under one name: their metric series, work queue names
-    /// and logs would be one and the same, so the manager refuses to start (as
-    /// controller-runtime refuses a second controller of a name).
-    #[error(
-        "two controllers are named {name:?}: their metrics, queues and logs would collide; \
-         give each its own ControllerOptions::name"
-    )]
-    DuplicateController {
-        /// The name added twice.
-        name: String,
-    },
-    /// A controller or task stopped with an error.
-    #[error("{name} stopped: {why}")]
-    Runnable {
-        /// Which one.
-        name: String,
-        /// Why.
-        why: String,
-    },
 }
 
 /// The factory, the controllers, the endpoints, the election: one process's runtime.
@@ -208,11 +165,48 @@ impl Manager {
     /// metrics. The endpoints' address is bound by [`run`](Self::run) (see
     /// [`endpoints`](Self::endpoints)).
     pub async fn new(client: kube::Client, options: ManagerOptions) -> Result<Self, ManagerError> {
+        Self::with_host(client, "", options).await
+    }
+
+    /// A manager with a client made from `config` (as [`new`](Self::new)), whose requests
+    /// are counted in `rest_client_*` with the API server's `host` label.
+    ///
+    /// ```no_run
+    /// # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+    /// use kube_informer_runtime::manager::{Manager, ManagerOptions};
+    ///
+    /// let config = kube::Config::infer().await?;
+    /// let manager = Manager::from_config(config, ManagerOptions::default()).await?;
+    /// # let _ = manager; Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`ManagerError::Client`] when the configuration gives no client (e.g. HTTPS without
+    /// a TLS feature of `kube`), and [`new`](Self::new)'s.
+    pub async fn from_config(
+        config: kube::Config,
+        options: ManagerOptions,
+    ) -> Result<Self, ManagerError> {
+        let host = crate::rest_metrics::RestClientMetrics::host_of(&config);
+        let client = kube::Client::try_from(config).map_err(ManagerError::Client)?;
+        Self::with_host(client, &host, options).await
+    }
+
+    async fn with_host(
+        client: kube::Client,
+        host: &str,
+        options: ManagerOptions,
+    ) -> Result<Self, ManagerError> {
         let mut registry = Registry::default();
         // Every request the manager and what it runs send is counted.
-        let client =
-            crate::rest_metrics::RestClientMetrics::register(&mut registry).instrument(client);
+        let client = crate::rest_metrics::RestClientMetrics::register(&mut registry)
+            .instrument_host(client, host);
         let core_metrics = Metrics::register(&mut registry);
+        crate::process_metrics::register(&mut registry);
+        #[cfg(feature = "tls")]
+        crate::tls::register_metrics(&mut registry);
+        #[cfg(feature = "webhook")]
+        crate::webhook::register_metrics(&mut registry);
         let controller_metrics = ControllerMetrics::register(&mut registry, &core_metrics);
         let factory = SharedInformerFactory::new(
             client.clone(),

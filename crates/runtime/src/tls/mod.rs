@@ -9,6 +9,8 @@
 //! contents change (checked every [`reload_every`](ServingCert::reload_every), 10 s by
 //! default). New connections get the new certificate; a change that does not parse (a half
 //! written file, a key that does not match) is logged and the previous certificate stays.
+//! Reads and failed reads are counted in `certwatcher_read_certificate_total` and
+//! `certwatcher_read_certificate_errors_total` ([`register_metrics`]).
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -27,7 +29,10 @@ use std::{
     time::Duration,
 };
 
+mod metrics;
 pub(crate) mod serve;
+
+pub use self::metrics::register_metrics;
 
 use parking_lot::RwLock;
 use rustls::{
@@ -88,8 +93,10 @@ impl ServingCert {
     /// A file that cannot be read, holds no certificate or key, or a key that does not
     /// match the certificate.
     pub fn load(&self) -> Result<CertWatcher, TlsError> {
-        let files = read_files(self)?;
-        let key = certified_key(self, &files)?;
+        let (files, key) = metrics::read(
+            read_files(self).and_then(|files| Ok((certified_key(self, &files)?, files))),
+        )
+        .map(|(key, files)| (files, key))?;
         Ok(CertWatcher {
             source: self.clone(),
             current: Arc::new(RwLock::new((files, Arc::new(key)))),
@@ -165,6 +172,10 @@ impl CertWatcher {
     /// # Errors
     /// As [`ServingCert::load`]; the certificate in use does not change.
     pub fn check(&self) -> Result<Reload, TlsError> {
+        metrics::read(self.reread())
+    }
+
+    fn reread(&self) -> Result<Reload, TlsError> {
         let files = read_files(&self.source)?;
         if self.current.read().0 == files {
             return Ok(Reload::Unchanged);

@@ -28,6 +28,27 @@ impl Routes {
             let message = format!("no webhook at {path}; served: {}\n", known.join(", "));
             return plain(StatusCode::NOT_FOUND, message);
         };
+        // Counted in flight until answered, or until the connection drops the future.
+        let serving = super::metrics::Serving::start(&path);
+        let response = Self::answer_route(
+            &path,
+            route.as_ref(),
+            request,
+            timeout,
+            self.max_request_bytes,
+        )
+        .await;
+        serving.answered(response.status().as_u16());
+        response
+    }
+
+    async fn answer_route(
+        path: &str,
+        route: &dyn Route,
+        request: Request<Incoming>,
+        timeout: Duration,
+        limit: usize,
+    ) -> Response<Full<Bytes>> {
         if request.method() != Method::POST {
             let message = format!("{path} takes POST, not {}\n", request.method());
             return plain(StatusCode::METHOD_NOT_ALLOWED, message);
@@ -41,7 +62,6 @@ impl Routes {
             .and_then(|v| v.to_str().ok())
             .unwrap_or("")
             .to_owned();
-        let limit = self.max_request_bytes;
         let declared = request
             .headers()
             .get(header::CONTENT_LENGTH)

@@ -66,6 +66,7 @@ mod admission;
 mod conversion;
 mod deadline;
 mod http;
+mod metrics;
 
 use std::{
     collections::HashMap, fmt::Display, future::Future, net::SocketAddr, panic::AssertUnwindSafe,
@@ -85,8 +86,11 @@ use serde::{Serialize, de::DeserializeOwned};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-pub use self::admission::{Allowed, Denied};
 use self::{admission::AdmissionRoute, conversion::ConversionRoute, http::Routes};
+pub use self::{
+    admission::{Allowed, Denied},
+    metrics::register_metrics,
+};
 use crate::{
     tls::{CertWatcher, ServingCert, TlsError},
     util::panic_message,
