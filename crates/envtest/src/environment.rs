@@ -9,6 +9,7 @@ use crate::apiserver::{AUDIT_POLICY, ApiServerFiles, ApiServerLauncher};
 use crate::audit::{AuditEvent, read_audit_log, requests};
 use crate::etcd::start_etcd;
 use crate::kubeconfig::{Endpoint, to_file_contents};
+use crate::manifests::LocalWebhooks;
 use crate::pki::Pki;
 use crate::process::{Process, free_port, lost_port_race};
 use crate::proxy::Proxy;
@@ -56,6 +57,7 @@ pub struct Environment {
     etcd_url: String,
     kubeconfig_path: PathBuf,
     audit_log: Option<PathBuf>,
+    pub(crate) local_webhooks: LocalWebhooks,
     dir: TempDir,
 }
 
@@ -117,13 +119,15 @@ impl Environment {
         };
         let proxy = Proxy::start(launcher.port(), &pki.ca_pem, &pki.token).await?;
         let kubeconfig_path = dir.write("kubeconfig", &to_file_contents(&endpoint.kubeconfig))?;
+        let webhook_certs = dir.create_subdir("webhook-certs")?;
+        let local_webhooks = LocalWebhooks::new(free_port()?, webhook_certs)?;
         tracing::info!(
             url = endpoint.url,
             dir = %dir.path().display(),
             elapsed = ?started.elapsed(),
             "envtest environment started"
         );
-        Ok(Environment {
+        let env = Environment {
             apiserver: Some(apiserver),
             terminated: Vec::new(),
             etcd: etcd.process,
@@ -137,8 +141,17 @@ impl Environment {
             etcd_url: etcd.url,
             kubeconfig_path,
             audit_log: files.audit.map(|(_, log)| log),
+            local_webhooks,
             dir,
-        })
+        };
+        // On an error the environment is dropped: both processes stop, the folder goes.
+        for path in &options.crds {
+            env.install_crds(path).await?;
+        }
+        for path in &options.webhooks {
+            env.install_webhooks(path).await?;
+        }
+        Ok(env)
     }
 
     /// For tests: [`start`](Self::start), or `Ok(None)` after a prominent SKIPPED banner on

@@ -120,6 +120,25 @@ pub enum Error {
         port: u16,
     },
 
+    /// A manifest file could not be used: not found, not YAML or JSON, or an object of a
+    /// kind that path does not install.
+    #[error("manifest {}: {reason}", path.display())]
+    Manifest {
+        /// The file or folder.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// A manifest's object could not be installed, or was not served in time.
+    #[error("installing {what}: {reason}")]
+    Install {
+        /// The object and the file it came from.
+        what: String,
+        /// The API server's answer, or what was still missing.
+        reason: String,
+    },
+
     /// A certificate or key could not be generated.
     #[error("generating the {what}: {source}")]
     Certificate {

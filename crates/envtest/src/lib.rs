@@ -97,10 +97,12 @@
 //! # Compared with the other envtests
 //!
 //! - controller-runtime's `pkg/envtest` (Go) is the model: same binaries, same
-//!   `KUBEBUILDER_ASSETS`, same idea of flags. It also installs CRDs and webhooks and can
-//!   attach to an existing cluster; this crate does neither (create CRDs through the client).
-//!   It adds what informer tests need: the audit log parsed, restarts on the same port, and
-//!   network partitions.
+//!   `KUBEBUILDER_ASSETS`, same idea of flags. Both install an operator's CRDs and webhook
+//!   configurations from files ([`EnvironmentOptions::crds`], [`EnvironmentOptions::webhooks`]),
+//!   wait until the CRDs are served, and point the webhooks at a local server
+//!   ([`Environment::local_webhooks`]). It can also attach to an existing cluster; this
+//!   crate cannot. It adds what informer tests need: the audit log parsed, restarts on the
+//!   same port, and network partitions.
 //! - kube-rs's `envtest` crate wraps controller-runtime's Go code through cgo, so building it
 //!   needs a Go toolchain; this crate is plain Rust and needs only the two binaries at run
 //!   time.
@@ -125,6 +127,7 @@ mod faults;
 #[cfg(feature = "install")]
 mod install;
 mod kubeconfig;
+mod manifests;
 mod options;
 mod pki;
 mod process;
@@ -137,6 +140,7 @@ pub use environment::Environment;
 pub use error::{Error, LogTail};
 #[cfg(feature = "install")]
 pub use install::{InstallError, Installer, NetworkTimeouts, RELEASE_INDEX};
+pub use manifests::{LocalWebhooks, Manifest};
 pub use options::EnvironmentOptions;
 pub use pki::ServingCerts;
 pub use proxy::{Proxy, TcpProxy};

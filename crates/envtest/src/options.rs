@@ -1,13 +1,13 @@
 //! [`EnvironmentOptions`]: what an [`Environment`](crate::Environment) starts with.
 
-use std::time::Duration;
+use std::{path::PathBuf, time::Duration};
 
 use crate::Assets;
 
 /// How to start an [`Environment`](crate::Environment). Consuming setters:
 ///
 /// ```
-/// use std::time::Duration;
+/// use std::{path::PathBuf, time::Duration};
 /// use kube_envtest::EnvironmentOptions;
 ///
 /// let options = EnvironmentOptions::new()
@@ -26,6 +26,8 @@ pub struct EnvironmentOptions {
     pub(crate) startup_timeout: Duration,
     pub(crate) stop_grace_period: Duration,
     pub(crate) keep_dir: bool,
+    pub(crate) crds: Vec<PathBuf>,
+    pub(crate) webhooks: Vec<PathBuf>,
 }
 
 impl Default for EnvironmentOptions {
@@ -39,6 +41,8 @@ impl Default for EnvironmentOptions {
             startup_timeout: Duration::from_secs(60),
             stop_grace_period: Duration::from_secs(5),
             keep_dir: false,
+            crds: Vec::new(),
+            webhooks: Vec::new(),
         }
     }
 }
@@ -127,6 +131,30 @@ impl EnvironmentOptions {
     /// [`dir`](crate::Environment::dir). Default: removed.
     pub fn keep_dir(mut self, keep: bool) -> Self {
         self.keep_dir = keep;
+        self
+    }
+
+    /// Installs the CustomResourceDefinitions at `path` once the server is up, and waits
+    /// until each is established and served (controller-runtime's `CRDDirectoryPaths`): a
+    /// file, or every `.yaml`, `.yml` and `.json` file of a folder (kustomize's own files
+    /// skipped), each with any number of documents. Another kind, a missing path or a file
+    /// that does not parse fails [`start`](crate::Environment::start), naming the file.
+    /// Conversion webhooks are pointed at the [local webhook server](crate::LocalWebhooks).
+    /// Call again for more paths.
+    #[must_use]
+    pub fn crds(mut self, path: impl Into<PathBuf>) -> Self {
+        self.crds.push(path.into());
+        self
+    }
+
+    /// Installs the Mutating/ValidatingWebhookConfigurations at `path` (as
+    /// [`crds`](Self::crds) reads them; controller-runtime's `WebhookInstallOptions.Paths`),
+    /// after the CRDs, with every webhook pointed at the
+    /// [local webhook server](crate::LocalWebhooks): its URL and CA replace each
+    /// `clientConfig`, its path kept. Call again for more paths.
+    #[must_use]
+    pub fn webhooks(mut self, path: impl Into<PathBuf>) -> Self {
+        self.webhooks.push(path.into());
         self
     }
 }
