@@ -249,6 +249,26 @@ pub(crate) fn builtins() -> Vec<ResourceType> {
         .short_names(&["hpa"])
         .categories(&all)
         .with_status_subresource(),
+        // What calls an operator's webhooks (fake-apiserver stores them; it calls no
+        // webhook), for the manager's CA injection.
+        cluster(
+            Gvr::new(
+                "admissionregistration.k8s.io",
+                "v1",
+                "mutatingwebhookconfigurations",
+            ),
+            "MutatingWebhookConfiguration",
+        )
+        .categories(&["api-extensions"]),
+        cluster(
+            Gvr::new(
+                "admissionregistration.k8s.io",
+                "v1",
+                "validatingwebhookconfigurations",
+            ),
+            "ValidatingWebhookConfiguration",
+        )
+        .categories(&["api-extensions"]),
         // A CRD written here serves its custom resources (`crate::crds`).
         cluster(
             Gvr::new("apiextensions.k8s.io", "v1", "customresourcedefinitions"),

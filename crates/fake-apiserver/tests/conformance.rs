@@ -459,6 +459,7 @@ async fn version_and_discovery_documents() {
     assert_eq!(
         group_names,
         [
+            "admissionregistration.k8s.io",
             "apiextensions.k8s.io",
             "apps",
             "autoscaling",

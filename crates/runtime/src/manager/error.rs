@@ -21,7 +21,8 @@ pub enum ManagerError {
     #[cfg(feature = "tls")]
     #[error("secure metrics certificate: {0}")]
     MetricsCertificate(#[source] crate::tls::TlsError),
-    /// No client could be made from the configuration ([`Manager::from_config`]).
+    /// No client could be made from the configuration
+    /// ([`Manager::from_config`](super::Manager::from_config)).
     #[error("cannot make a client for the API server: {0}")]
     Client(#[source] kube::Error),
     /// The leader election settings are not safe.

@@ -375,6 +375,19 @@ impl Manager {
         });
     }
 
+    /// Keeps `certs` made and rotated, on every replica (see
+    /// [`webhook::certs`](crate::webhook::certs)); call
+    /// [`provision`](crate::webhook::certs::WebhookCerts::provision) first, before the
+    /// webhook server binds.
+    #[cfg(feature = "webhook")]
+    pub fn add_webhook_certs(&mut self, certs: crate::webhook::certs::WebhookCerts) {
+        self.declared.extend(certs.permissions().permissions());
+        self.add("webhook-certs", false, move |cancel| async move {
+            certs.run(cancel).await;
+            Ok(())
+        });
+    }
+
     /// Runs until SIGTERM or SIGINT (a second one stops at once), then shuts down
     /// gracefully.
     pub async fn run(self) -> Result<(), ManagerError> {

@@ -56,6 +56,7 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| Metrics {
 /// kube_informer_runtime::webhook::register_metrics(&mut registry);
 /// ```
 pub fn register_metrics(registry: &mut Registry) {
+    super::certs::register_metrics(registry);
     registry.register(
         "controller_runtime_webhook_requests",
         "Total number of admission requests by HTTP status code",

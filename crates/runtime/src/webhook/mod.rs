@@ -63,6 +63,7 @@
 //! ```
 
 mod admission;
+pub mod certs;
 mod conversion;
 mod deadline;
 mod http;

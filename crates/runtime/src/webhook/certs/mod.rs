@@ -1,0 +1,389 @@
+//! Webhook certificates without cert-manager: the manager makes a CA and a serving
+//! certificate, keeps them in a Secret (so every replica serves the same), writes the CA
+//! bundle into the webhook configurations and CRD conversion webhooks that call it, and
+//! rotates both before they expire — the CA with an overlap, so the API server trusts the
+//! new CA before any replica serves a certificate signed by it.
+//!
+//! ```no_run
+//! # async fn demo(client: kube::Client, mut manager: kube_informer_runtime::Manager) -> Result<(), Box<dyn std::error::Error>> {
+//! use kube_informer_runtime::{tls::ServingCert, webhook::{WebhookServer, certs::WebhookCerts}};
+//!
+//! // The Service `webhook-service` in `system` fronts the webhook server's pods.
+//! let certs = WebhookCerts::for_service(client, "system", "webhook-service", "webhook-server-cert")
+//!     .validating("validating-webhook-configuration")
+//!     .mutating("mutating-webhook-configuration")
+//!     .conversion("widgets.example.com");
+//! certs.provision().await?; // the Secret, the files, the caBundles: before the server binds
+//! let server = WebhookServer::new(ServingCert::from_dir(certs.dir())).bind().await?;
+//! manager.add_webhook_certs(certs); // checks every minute, on every replica
+//! manager.add_webhooks(server);
+//! # Ok(()) }
+//! ```
+//!
+//! # How rotation stays invisible
+//!
+//! A certificate is renewed when a third of its life is left (defaults: CA 10 years,
+//! serving certificate 1 year). The serving certificate is signed by a CA already in the
+//! bundle, so renewing it is safe at once. A CA is rolled in two steps: a next CA joins the
+//! bundle (and the bundle is injected), and only after [`overlap`](WebhookCerts::overlap)
+//! (default 10 minutes) does it sign the serving certificate. An old CA stays in the
+//! bundle until it expires. Each replica writes the Secret's certificate to its files,
+//! which the webhook server re-reads ([`ServingCert::reload_every`](crate::tls::ServingCert::reload_every)).
+//!
+//! Replicas share the work without an election: each check reads the Secret, decides from
+//! it and the time alone, and writes with the `resourceVersion` it read. Of two replicas
+//! deciding at once one write wins; the other reads the winner's and finds nothing left to
+//! do. A `caBundle` someone else changed is written back at the next check.
+//!
+//! Needs: `get`, `create`, `update` on the Secret's namespace's `secrets`; `get`, `update`
+//! on the named webhook configurations and CRDs (the manager's
+//! [`rbac`](crate::Manager::rbac) lists them).
+
+mod inject;
+mod pki;
+mod plan;
+mod secret;
+
+use std::{
+    path::{Path, PathBuf},
+    sync::LazyLock,
+    time::{Duration, SystemTime, UNIX_EPOCH},
+};
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::Api;
+use prometheus_client::{
+    encoding::EncodeLabelSet,
+    metrics::{counter::Counter, family::Family, gauge::Gauge},
+    registry::Registry,
+};
+use tokio_util::sync::CancellationToken;
+
+use self::{inject::Targets, plan::Policy, plan::Step, plan::Stored};
+
+/// Why the certificates could not be made, stored, or injected.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CertError {
+    /// Reading or writing the Secret failed.
+    #[error("the webhook certificates' Secret: {0}")]
+    Secret(#[source] kube::Error),
+    /// Other writers kept changing an object first (the Secret, or one the bundle goes
+    /// into); the next check tries again.
+    #[error("{what} changed under each of {tries} writes")]
+    Contended {
+        /// The object.
+        what: String,
+        /// How many writes were tried.
+        tries: usize,
+    },
+    /// A key or certificate could not be made.
+    #[error("making a webhook certificate: {0}")]
+    Generate(#[source] rcgen::Error),
+    /// The CA bundle could not be written into a webhook configuration or CRD.
+    #[error("injecting the webhook CA bundle: {0}")]
+    Inject(#[source] kube::Error),
+    /// The certificate files could not be written.
+    #[error("writing {}: {source}", path.display())]
+    Files {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// A webhook server's certificates, made and rotated by the manager (see the
+/// [module docs](self)).
+#[derive(Clone)]
+pub struct WebhookCerts {
+    client: kube::Client,
+    namespace: String,
+    secret: String,
+    policy: Policy,
+    targets: Targets,
+    cert_dir: PathBuf,
+    check_every: Duration,
+}
+
+impl std::fmt::Debug for WebhookCerts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WebhookCerts")
+            .field("namespace", &self.namespace)
+            .field("secret", &self.secret)
+            .field("policy", &self.policy)
+            .field("targets", &self.targets)
+            .field("cert_dir", &self.cert_dir)
+            .finish_non_exhaustive()
+    }
+}
+
+impl WebhookCerts {
+    /// Certificates for `dns_names` (and IP addresses), kept in the Secret `secret` in
+    /// `namespace`.
+    pub fn new(
+        client: kube::Client,
+        namespace: &str,
+        secret: &str,
+        dns_names: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Self {
+        Self {
+            client,
+            namespace: namespace.to_owned(),
+            secret: secret.to_owned(),
+            policy: Policy {
+                name: secret.to_owned(),
+                names: dns_names.into_iter().map(Into::into).collect(),
+                ca_validity: Duration::from_secs(10 * 365 * 86_400),
+                serving_validity: Duration::from_secs(365 * 86_400),
+                overlap: Duration::from_secs(600),
+            },
+            targets: Targets::default(),
+            cert_dir: std::env::temp_dir().join("k8s-webhook-server/serving-certs"),
+            check_every: Duration::from_secs(60),
+        }
+    }
+
+    /// Certificates for the Service `service` in `namespace` (the names the API server
+    /// calls it by: `service.namespace.svc` and the shorter and longer forms), kept in the
+    /// Secret `secret` there.
+    pub fn for_service(client: kube::Client, namespace: &str, service: &str, secret: &str) -> Self {
+        let names = [
+            format!("{service}.{namespace}.svc"),
+            format!("{service}.{namespace}.svc.cluster.local"),
+            format!("{service}.{namespace}"),
+            service.to_owned(),
+        ];
+        Self::new(client, namespace, secret, names)
+    }
+
+    /// Injects the CA bundle into every webhook of this MutatingWebhookConfiguration.
+    #[must_use]
+    pub fn mutating(mut self, name: &str) -> Self {
+        self.targets.mutating.push(name.to_owned());
+        self
+    }
+
+    /// Injects the CA bundle into every webhook of this ValidatingWebhookConfiguration.
+    #[must_use]
+    pub fn validating(mut self, name: &str) -> Self {
+        self.targets.validating.push(name.to_owned());
+        self
+    }
+
+    /// Injects the CA bundle into this CRD's conversion webhook.
+    #[must_use]
+    pub fn conversion(mut self, crd: &str) -> Self {
+        self.targets.conversions.push(crd.to_owned());
+        self
+    }
+
+    /// Where `tls.crt`, `tls.key` and `ca.crt` are written for the webhook server (default
+    /// `$TMPDIR/k8s-webhook-server/serving-certs`, controller-runtime's folder).
+    #[must_use]
+    pub fn cert_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.cert_dir = dir.into();
+        self
+    }
+
+    /// How long a CA lasts (default 10 years; rolled when a third is left).
+    #[must_use]
+    pub fn ca_validity(mut self, lasts: Duration) -> Self {
+        self.policy.ca_validity = lasts;
+        self
+    }
+
+    /// How long a serving certificate lasts (default 1 year, never past its CA; renewed
+    /// when a third is left).
+    #[must_use]
+    pub fn serving_validity(mut self, lasts: Duration) -> Self {
+        self.policy.serving_validity = lasts;
+        self
+    }
+
+    /// How long a next CA is trusted before it signs (default 10 minutes; at most a sixth
+    /// of the CA's life): longer than the API servers take to see a new `caBundle`.
+    #[must_use]
+    pub fn overlap(mut self, overlap: Duration) -> Self {
+        self.policy.overlap = overlap;
+        self
+    }
+
+    /// How often the certificates are checked (default 1 minute).
+    #[must_use]
+    pub fn check_every(mut self, period: Duration) -> Self {
+        self.check_every = period;
+        self
+    }
+
+    /// What the checks need: the Secret's namespace's `secrets`, and each kind of object the
+    /// bundle goes into (RBAC rules here name no objects, so cluster-wide).
+    pub(crate) fn permissions(&self) -> crate::rbac::Rbac {
+        use crate::rbac::Verb::{Create, Get, Update};
+        let mut rbac = crate::rbac::Rbac::default();
+        let namespace = std::slice::from_ref(&self.namespace);
+        rbac.allow("", "secrets", namespace, &[Get, Create, Update]);
+        let reg = "admissionregistration.k8s.io";
+        let kinds = [
+            (reg, "mutatingwebhookconfigurations", &self.targets.mutating),
+            (
+                reg,
+                "validatingwebhookconfigurations",
+                &self.targets.validating,
+            ),
+            (
+                "apiextensions.k8s.io",
+                "customresourcedefinitions",
+                &self.targets.conversions,
+            ),
+        ];
+        for (group, resource, names) in kinds {
+            if !names.is_empty() {
+                rbac.allow(group, resource, &[], &[Get, Update]);
+            }
+        }
+        rbac
+    }
+
+    /// The folder the webhook server reads its certificate from.
+    pub fn dir(&self) -> &Path {
+        &self.cert_dir
+    }
+
+    /// One check: the Secret made or rotated as needed, the files written, the CA bundle
+    /// injected. Call it before the webhook server binds (it reads the files).
+    ///
+    /// # Errors
+    /// [`CertError`]: the Secret could not be read or written, a certificate made, a file
+    /// written, or the bundle injected.
+    pub async fn provision(&self) -> Result<(), CertError> {
+        let api: Api<Secret> = Api::namespaced(self.client.clone(), &self.namespace);
+        let (stored, steps) = secret::settle(&api, &self.secret, &self.policy, unix_now).await?;
+        for step in &steps {
+            tracing::info!(secret = %self.secret, ?step, "webhook certificates changed");
+            METRICS
+                .changes
+                .get_or_create(&Changed {
+                    change: name(*step),
+                })
+                .inc();
+        }
+        record_expiry(&stored);
+        write_files(&self.cert_dir, &stored)?;
+        use base64::Engine as _;
+        let bundle = base64::engine::general_purpose::STANDARD.encode(&stored.bundle);
+        inject::inject(&self.client, &self.targets, &bundle).await?;
+        Ok(())
+    }
+
+    /// Checks every [`check_every`](Self::check_every) until `cancel`; a failed check is
+    /// logged and tried again at the next.
+    pub async fn run(self, cancel: CancellationToken) {
+        loop {
+            if let Err(error) = self.provision().await {
+                tracing::warn!(%error, secret = %self.secret, "webhook certificate check failed; retrying");
+            }
+            tokio::select! {
+                () = cancel.cancelled() => return,
+                () = tokio::time::sleep(self.check_every) => {}
+            }
+        }
+    }
+}
+
+fn unix_now() -> i64 {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    i64::try_from(now.as_secs()).unwrap_or(i64::MAX)
+}
+
+/// Writes the serving pair and the bundle where they differ (each file whole: written
+/// aside, then renamed, so the server never reads half a file).
+fn write_files(dir: &Path, stored: &Stored) -> Result<(), CertError> {
+    let failed = |path: &Path| {
+        let path = path.to_owned();
+        move |source| CertError::Files { path, source }
+    };
+    std::fs::create_dir_all(dir).map_err(failed(dir))?;
+    let Some(serving) = &stored.serving else {
+        return Ok(());
+    };
+    // The key before the certificate: a reader that sees the new certificate finds its key.
+    for (name, text) in [
+        ("tls.key", &serving.key),
+        ("tls.crt", &serving.cert),
+        ("ca.crt", &stored.bundle),
+    ] {
+        let path = dir.join(name);
+        if std::fs::read_to_string(&path).is_ok_and(|old| old == *text) {
+            continue;
+        }
+        let aside = dir.join(format!(".{name}.tmp"));
+        std::fs::write(&aside, text).map_err(failed(&aside))?;
+        std::fs::rename(&aside, &path).map_err(failed(&path))?;
+    }
+    Ok(())
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Changed {
+    change: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Which {
+    certificate: &'static str,
+}
+
+struct Metrics {
+    changes: Family<Changed, Counter>,
+    expiry: Family<Which, Gauge>,
+}
+
+static METRICS: LazyLock<Metrics> = LazyLock::new(|| Metrics {
+    changes: Family::default(),
+    expiry: Family::default(),
+});
+
+fn name(step: Step) -> &'static str {
+    match step {
+        Step::Fresh => "created",
+        Step::StartCaRoll => "ca_roll_started",
+        Step::PromoteCa => "ca_promoted",
+        Step::NewServing => "serving_renewed",
+        Step::FixBundle => "bundle_fixed",
+    }
+}
+
+fn record_expiry(stored: &Stored) {
+    let pairs = [
+        ("ca", stored.ca.as_ref()),
+        ("serving", stored.serving.as_ref()),
+    ];
+    for (certificate, pair) in pairs {
+        if let Some(end) = pair.and_then(|p| pki::not_after(&p.cert)) {
+            METRICS
+                .expiry
+                .get_or_create(&Which { certificate })
+                .set(end);
+        }
+    }
+}
+
+/// Registers `webhook_certificate_changes_total{change}` (created, ca_roll_started,
+/// ca_promoted, serving_renewed, bundle_fixed: what this replica wrote) and
+/// `webhook_certificate_expiration_timestamp_seconds{certificate="ca"|"serving"}`.
+pub(super) fn register_metrics(registry: &mut Registry) {
+    registry.register(
+        "webhook_certificate_changes",
+        "Changes this replica made to the webhook certificates, by change",
+        METRICS.changes.clone(),
+    );
+    registry.register(
+        "webhook_certificate_expiration_timestamp_seconds",
+        "When the webhook CA and serving certificate expire, in Unix seconds",
+        METRICS.expiry.clone(),
+    );
+}

@@ -1,0 +1,283 @@
+//! What the certificates need next, decided from what the Secret holds and the time: a pure
+//! function of both, so every replica reading the same Secret decides the same, and tests
+//! walk it through years in microseconds.
+//!
+//! A CA is rolled in two steps so that no client ever meets a certificate it does not
+//! trust: first a next CA is added to the trusted bundle (and the bundle injected), and
+//! only after the overlap does it sign the serving certificate. An old CA stays trusted
+//! until it expires.
+
+use std::time::Duration;
+
+use super::pki::{self, Pair};
+
+/// What the Secret holds.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct Stored {
+    /// The CA that signs the serving certificate.
+    pub(super) ca: Option<Pair>,
+    /// The CA that will, once trusted long enough, and since when (Unix seconds).
+    pub(super) next_ca: Option<(Pair, i64)>,
+    pub(super) serving: Option<Pair>,
+    /// Every CA clients should trust (PEM): the `caBundle`.
+    pub(super) bundle: String,
+}
+
+/// Lifetimes and names.
+#[derive(Clone, Debug)]
+pub(super) struct Policy {
+    pub(super) name: String,
+    pub(super) names: Vec<String>,
+    pub(super) ca_validity: Duration,
+    pub(super) serving_validity: Duration,
+    pub(super) overlap: Duration,
+}
+
+impl Policy {
+    /// A certificate is renewed once less than a third of its life is left.
+    fn renew_within(lasts: Duration) -> i64 {
+        secs(lasts) / 3
+    }
+
+    /// The overlap, never more than a sixth of the CA's life (so a roll always ends before
+    /// the old CA does).
+    fn overlap(&self) -> i64 {
+        secs(self.overlap).min(secs(self.ca_validity) / 6)
+    }
+}
+
+fn secs(d: Duration) -> i64 {
+    i64::try_from(d.as_secs()).unwrap_or(i64::MAX)
+}
+
+/// One change to make.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Step {
+    /// No usable CA: a new CA and serving certificate.
+    Fresh,
+    /// The CA nears its end: a next CA, trusted from now on.
+    StartCaRoll,
+    /// The next CA was trusted long enough: it signs a new serving certificate.
+    PromoteCa,
+    /// The serving certificate nears its end (or is missing, or for other names).
+    NewServing,
+    /// The bundle lacks a CA in use, or holds an expired one.
+    FixBundle,
+}
+
+fn usable(pair: Option<&Pair>, now: i64) -> Option<i64> {
+    let pair = pair?;
+    if pair.key.is_empty() {
+        return None;
+    }
+    pki::not_after(&pair.cert).filter(|end| *end > now)
+}
+
+/// The next change `stored` needs at `now`, if any.
+pub(super) fn step(stored: &Stored, now: i64, policy: &Policy) -> Option<Step> {
+    let Some(ca_end) = usable(stored.ca.as_ref(), now) else {
+        return Some(Step::Fresh);
+    };
+    let next = stored
+        .next_ca
+        .as_ref()
+        .filter(|(next, _)| usable(Some(next), now).is_some());
+    match next {
+        Some((_, since)) if now >= since + policy.overlap() => return Some(Step::PromoteCa),
+        None if ca_end - now < Policy::renew_within(policy.ca_validity) => {
+            return Some(Step::StartCaRoll);
+        }
+        _ => {}
+    }
+    let serving = stored.serving.as_ref();
+    match usable(serving, now) {
+        None => return Some(Step::NewServing),
+        Some(end) => {
+            let mut wanted = policy.names.clone();
+            let mut has = pki::names(&serving.map(|s| s.cert.clone()).unwrap_or_default());
+            wanted.sort();
+            has.sort();
+            // Renewing only helps when the new one would last longer (a CA near its end
+            // caps it): otherwise it would be renewed on every check.
+            let lasts = secs(policy.serving_validity);
+            let renewed_end = (now + lasts).min(ca_end);
+            let ageing = end - now < Policy::renew_within(policy.serving_validity);
+            if wanted != has || (ageing && renewed_end > end + (lasts / 10).min(60)) {
+                return Some(Step::NewServing);
+            }
+        }
+    }
+    (normalized(&stored.bundle) != bundle(stored, now)).then_some(Step::FixBundle)
+}
+
+fn normalized(bundle: &str) -> String {
+    pki::certificates(bundle)
+        .into_iter()
+        .map(|(pem, _)| pem)
+        .collect()
+}
+
+/// The bundle `stored` should trust at `now`: its unexpired CAs, then the CA and the next
+/// CA if missing.
+fn bundle(stored: &Stored, now: i64) -> String {
+    let mut trusted: Vec<String> = pki::certificates(&stored.bundle)
+        .into_iter()
+        .filter(|(_, end)| *end > now)
+        .map(|(pem, _)| pem)
+        .collect();
+    let in_use = [stored.ca.as_ref(), stored.next_ca.as_ref().map(|(n, _)| n)];
+    for ca in in_use.into_iter().flatten() {
+        for (pem, _) in pki::certificates(&ca.cert) {
+            if !trusted.contains(&pem) {
+                trusted.push(pem);
+            }
+        }
+    }
+    trusted.concat()
+}
+
+/// `stored` with `step` made at `now`.
+pub(super) fn apply(
+    stored: &Stored,
+    step: Step,
+    now: i64,
+    policy: &Policy,
+) -> Result<Stored, rcgen::Error> {
+    let mut next = stored.clone();
+    let serving = |ca: &Pair| pki::new_serving(ca, &policy.names, now, policy.serving_validity);
+    match step {
+        Step::Fresh => {
+            let ca = pki::new_ca(&policy.name, now, policy.ca_validity)?;
+            next.serving = Some(serving(&ca)?);
+            next.ca = Some(ca);
+            next.next_ca = None;
+        }
+        Step::StartCaRoll => {
+            let ca = pki::new_ca(&policy.name, now, policy.ca_validity)?;
+            next.next_ca = Some((ca, now));
+        }
+        Step::PromoteCa => {
+            if let Some((ca, _)) = next.next_ca.take() {
+                next.serving = Some(serving(&ca)?);
+                next.ca = Some(ca);
+            }
+        }
+        Step::NewServing => {
+            if let Some(ca) = &next.ca {
+                next.serving = Some(serving(ca)?);
+            }
+        }
+        Step::FixBundle => {}
+    }
+    next.bundle = bundle(&next, now);
+    Ok(next)
+}
+
+/// Every change `stored` needs at `now`, made; `None` when it needs none.
+pub(super) fn settle(
+    stored: &Stored,
+    now: i64,
+    policy: &Policy,
+) -> Result<Option<(Stored, Vec<Step>)>, rcgen::Error> {
+    let (mut state, mut steps) = (stored.clone(), Vec::new());
+    // Each step leaves fewer to make: Fresh leaves at most a bundle fix, a promotion a new
+    // bundle. Five is more than any sequence needs.
+    while let Some(step) = self::step(&state, now, policy) {
+        if steps.len() == 5 {
+            break;
+        }
+        state = apply(&state, step, now, policy)?;
+        steps.push(step);
+    }
+    Ok((!steps.is_empty()).then_some((state, steps)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DAY: u64 = 86_400;
+
+    fn policy() -> Policy {
+        Policy {
+            name: "widgets".into(),
+            names: vec!["webhook.system.svc".into()],
+            ca_validity: Duration::from_secs(300 * DAY),
+            serving_validity: Duration::from_secs(30 * DAY),
+            overlap: Duration::from_secs(DAY),
+        }
+    }
+
+    fn at(day: u64) -> i64 {
+        1_800_000_000 + i64::try_from(day * DAY).unwrap()
+    }
+
+    fn settled(stored: &Stored, now: i64) -> (Stored, Vec<Step>) {
+        settle(stored, now, &policy())
+            .unwrap()
+            .unwrap_or_else(|| (stored.clone(), Vec::new()))
+    }
+
+    /// Walks 700 days a day at a time: the serving certificate is always trusted by the
+    /// bundle as it was one overlap earlier, never expired, and a CA signs only after being
+    /// in the bundle for the overlap.
+    #[test]
+    fn over_two_years_every_served_certificate_was_trusted_an_overlap_before() {
+        let (mut stored, steps) = settled(&Stored::default(), at(0));
+        assert_eq!(steps, [Step::Fresh]);
+        let mut history: Vec<(i64, Stored)> = vec![(at(0), stored.clone())];
+        let mut rolls = 0;
+        for day in 1..700 {
+            let now = at(day);
+            let (next, steps) = settled(&stored, now);
+            rolls += steps.iter().filter(|s| **s == Step::PromoteCa).count();
+            stored = next;
+            let serving = stored.serving.as_ref().unwrap();
+            assert!(
+                pki::not_after(&serving.cert).unwrap() > now,
+                "day {day}: expired"
+            );
+            let ca = stored.ca.as_ref().unwrap();
+            // The signing CA was in the bundle one overlap ago (or since the start).
+            let ago = now - policy().overlap();
+            let then = history
+                .iter()
+                .rev()
+                .find(|(t, _)| *t <= ago)
+                .map_or(&history[0].1, |(_, s)| s);
+            let first_ca = &history[0].1.ca;
+            assert!(
+                normalized(&then.bundle).contains(&normalized(&ca.cert))
+                    || Some(ca) == first_ca.as_ref(),
+                "day {day}: the CA signing now was not trusted an overlap ago"
+            );
+            assert!(normalized(&stored.bundle).contains(&normalized(&ca.cert)));
+            history.push((now, stored.clone()));
+        }
+        assert!(rolls >= 2, "the CA was rolled {rolls} times");
+        assert!(
+            step(&stored, at(699), &policy()).is_none(),
+            "settled stays settled"
+        );
+    }
+
+    #[test]
+    fn garbage_or_an_expired_ca_starts_afresh_and_other_names_get_a_new_certificate() {
+        let garbage = Stored {
+            ca: Some(Pair {
+                cert: "junk".into(),
+                key: "junk".into(),
+            }),
+            ..Stored::default()
+        };
+        assert_eq!(step(&garbage, at(0), &policy()), Some(Step::Fresh));
+        let (fresh, _) = settled(&Stored::default(), at(0));
+        assert_eq!(step(&fresh, at(301), &policy()), Some(Step::Fresh));
+        let mut renamed = policy();
+        renamed.names = vec!["other.system.svc".into()];
+        assert_eq!(step(&fresh, at(1), &renamed), Some(Step::NewServing));
+        let mut stripped = fresh.clone();
+        stripped.bundle.clear();
+        assert_eq!(step(&stripped, at(1), &policy()), Some(Step::FixBundle));
+    }
+}

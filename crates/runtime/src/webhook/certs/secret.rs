@@ -1,0 +1,129 @@
+//! The certificates in their Secret, shared by every replica. Writes carry the
+//! `resourceVersion` they were planned from: when two replicas plan at once, one write
+//! wins, the other gets a conflict and plans again from what the winner wrote — so they
+//! never fight, and never make two CAs for one roll.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::{ByteString, api::core::v1::Secret};
+use kube::{Api, api::PostParams};
+
+use super::{
+    CertError,
+    pki::Pair,
+    plan::{self, Policy, Step, Stored},
+};
+
+const SERVING_CERT: &str = "tls.crt";
+const SERVING_KEY: &str = "tls.key";
+/// Every CA clients should trust: the `caBundle` (the key cert-manager uses for its CA).
+const BUNDLE: &str = "ca.crt";
+const CA_CERT: &str = "signing-ca.crt";
+const CA_KEY: &str = "signing-ca.key";
+const NEXT_CERT: &str = "next-ca.crt";
+const NEXT_KEY: &str = "next-ca.key";
+/// When the next CA entered the bundle (Unix seconds).
+const NEXT_SINCE: &str = "kube-informer.io/next-ca-since";
+
+/// How many times a check plans again after losing a write to another replica.
+const RETRIES: usize = 5;
+
+fn text(data: &BTreeMap<String, ByteString>, key: &str) -> String {
+    data.get(key)
+        .map(|b| String::from_utf8_lossy(&b.0).into_owned())
+        .unwrap_or_default()
+}
+
+fn pair(data: &BTreeMap<String, ByteString>, cert: &str, key: &str) -> Option<Pair> {
+    let pair = Pair {
+        cert: text(data, cert),
+        key: text(data, key),
+    };
+    (!pair.cert.is_empty()).then_some(pair)
+}
+
+pub(super) fn read(secret: &Secret) -> Stored {
+    let empty = BTreeMap::new();
+    let data = secret.data.as_ref().unwrap_or(&empty);
+    let since = secret
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(NEXT_SINCE)?.parse().ok());
+    Stored {
+        ca: pair(data, CA_CERT, CA_KEY),
+        next_ca: pair(data, NEXT_CERT, NEXT_KEY).zip(since),
+        serving: pair(data, SERVING_CERT, SERVING_KEY),
+        bundle: text(data, BUNDLE),
+    }
+}
+
+/// `secret` (or a new one) holding `stored`; other keys and metadata kept.
+fn write(mut secret: Secret, stored: &Stored) -> Secret {
+    let data = secret.data.get_or_insert_with(BTreeMap::new);
+    let mut put = |key: &str, value: Option<&String>| match value {
+        Some(v) => {
+            data.insert(key.to_owned(), ByteString(v.clone().into_bytes()));
+        }
+        None => {
+            data.remove(key);
+        }
+    };
+    put(CA_CERT, stored.ca.as_ref().map(|p| &p.cert));
+    put(CA_KEY, stored.ca.as_ref().map(|p| &p.key));
+    put(NEXT_CERT, stored.next_ca.as_ref().map(|(p, _)| &p.cert));
+    put(NEXT_KEY, stored.next_ca.as_ref().map(|(p, _)| &p.key));
+    put(SERVING_CERT, stored.serving.as_ref().map(|p| &p.cert));
+    put(SERVING_KEY, stored.serving.as_ref().map(|p| &p.key));
+    put(BUNDLE, Some(&stored.bundle));
+    let annotations = secret
+        .metadata
+        .annotations
+        .get_or_insert_with(BTreeMap::new);
+    match &stored.next_ca {
+        Some((_, since)) => annotations.insert(NEXT_SINCE.to_owned(), since.to_string()),
+        None => annotations.remove(NEXT_SINCE),
+    };
+    secret
+}
+
+/// Reads the Secret, makes what the certificates need now, and writes it back; on a lost
+/// race, again from the winner's. What the Secret holds after, and the steps this replica
+/// made (none when it was already as it should be, or another replica made them).
+pub(super) async fn settle(
+    api: &Api<Secret>,
+    name: &str,
+    policy: &Policy,
+    now: impl Fn() -> i64,
+) -> Result<(Stored, Vec<Step>), CertError> {
+    let pp = PostParams::default();
+    for _ in 0..RETRIES {
+        let current = api.get_opt(name).await.map_err(CertError::Secret)?;
+        let stored = current.as_ref().map(read).unwrap_or_default();
+        let Some((next, steps)) =
+            plan::settle(&stored, now(), policy).map_err(CertError::Generate)?
+        else {
+            return Ok((stored, Vec::new()));
+        };
+        let written = match current {
+            Some(secret) => api.replace(name, &pp, &write(secret, &next)).await,
+            None => {
+                let mut secret = Secret::default();
+                secret.metadata.name = Some(name.to_owned());
+                secret.type_ = Some("kubernetes.io/tls".to_owned());
+                api.create(&pp, &write(secret, &next)).await
+            }
+        };
+        match written {
+            Ok(_) => return Ok((next, steps)),
+            // Another replica wrote first (409 on update, on create too): plan again from
+            // what it wrote.
+            Err(kube::Error::Api(status)) if status.code == 409 => continue,
+            Err(error) => return Err(CertError::Secret(error)),
+        }
+    }
+    Err(CertError::Contended {
+        what: format!("the Secret {name} of the webhook certificates"),
+        tries: RETRIES,
+    })
+}
