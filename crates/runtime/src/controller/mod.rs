@@ -109,6 +109,7 @@ mod read;
 mod relate;
 mod relations;
 mod run;
+mod trigger;
 mod worker;
 mod writes;
 
@@ -369,10 +370,12 @@ where
             .push(parking_lot::Mutex::new(Box::pin(async move {
                 let mut trigger = std::pin::pin!(trigger);
                 while trigger.next().await.is_some() {
-                    store
-                        .list_keys()
-                        .into_iter()
-                        .for_each(|key| queue.add_resync(key));
+                    for key in store.list_keys() {
+                        queue
+                            .triggers
+                            .note(&key, || trigger::Trigger::own("reconcile_all_on"));
+                        queue.add_resync(key);
+                    }
                 }
             })));
         self

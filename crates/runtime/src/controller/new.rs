@@ -155,6 +155,9 @@ where
                 .debounce
                 .map(|period| Arc::new(relations::Debounce::new(period))),
             prioritize: options.prioritize,
+            triggers: Arc::default(),
+            relation: "primary",
+            kind: K::kind(&dyntype).as_ref().into(),
         };
         let owner = Arc::new(relations::OwnerKind::of::<K>(&dyntype, namespaced));
         let mut controller = Self {

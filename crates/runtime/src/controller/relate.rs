@@ -18,7 +18,7 @@ use super::{
     Change, Controller, Watchable,
     predicate::Predicate,
     read::{Dynamic, Metadata, Typed},
-    relations,
+    relations, trigger,
 };
 use crate::sharding::Placement;
 
@@ -133,7 +133,7 @@ where
     pub fn owns_with<C: Watchable>(self, relation: impl Into<Relation<C>>) -> Self {
         let Relation { spec, predicate } = relation.into();
         let handler = relations::owned::<C>(
-            self.enqueue.clone(),
+            self.enqueue.via("owns", trigger::short_type_name::<C>()),
             self.owner.clone(),
             self.expectations.clone(),
             self.updates(predicate),
@@ -167,7 +167,7 @@ where
     {
         let Relation { spec, predicate } = relation.into();
         let handler = relations::owned::<PartialObjectMeta<C>>(
-            self.enqueue.clone(),
+            self.enqueue.via("owns", trigger::short_type_name::<C>()),
             self.owner.clone(),
             self.expectations.clone(),
             self.updates(predicate),
@@ -223,7 +223,11 @@ where
         map: impl Fn(&O) -> Vec<ObjectKey> + Send + Sync + 'static,
     ) -> Self {
         let Relation { spec, predicate } = relation.into();
-        let handler = relations::mapped(self.enqueue.clone(), map, self.updates(predicate));
+        let handler = relations::mapped(
+            self.enqueue.via("watches", trigger::short_type_name::<O>()),
+            map,
+            self.updates(predicate),
+        );
         self.relate(Typed, spec, None, handler)
     }
 
@@ -240,7 +244,11 @@ where
         O::Scope: FactoryScope,
     {
         let Relation { spec, predicate } = relation.into();
-        let handler = relations::mapped(self.enqueue.clone(), map, self.updates(predicate));
+        let handler = relations::mapped(
+            self.enqueue.via("watches", trigger::short_type_name::<O>()),
+            map,
+            self.updates(predicate),
+        );
         self.relate(Metadata, spec, None, handler)
     }
 
@@ -270,7 +278,7 @@ where
     ) -> Self {
         let Relation { spec, predicate } = relation.into();
         let handler = relations::owned::<DynamicObject>(
-            self.enqueue.clone(),
+            self.enqueue.via("owns", resource.kind.as_str().into()),
             self.owner.clone(),
             self.expectations.clone(),
             self.updates(predicate),
@@ -290,7 +298,11 @@ where
         map: impl Fn(&DynamicObject) -> Vec<ObjectKey> + Send + Sync + 'static,
     ) -> Self {
         let Relation { spec, predicate } = relation.into();
-        let handler = relations::mapped(self.enqueue.clone(), map, self.updates(predicate));
+        let handler = relations::mapped(
+            self.enqueue.via("watches", resource.kind.as_str().into()),
+            map,
+            self.updates(predicate),
+        );
         self.relate(Dynamic(resource, scope), spec, None, handler)
     }
 
@@ -330,7 +342,11 @@ where
         map: impl Fn(Change<'_, O>) -> Vec<ObjectKey> + Send + Sync + 'static,
     ) -> Self {
         let Relation { spec, predicate } = relation.into();
-        let handler = relations::mapped_changes(self.enqueue.clone(), map, self.updates(predicate));
+        let handler = relations::mapped_changes(
+            self.enqueue.via("watches", trigger::short_type_name::<O>()),
+            map,
+            self.updates(predicate),
+        );
         self.relate(Typed, spec, None, handler)
     }
 }

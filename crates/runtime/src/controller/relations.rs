@@ -14,7 +14,11 @@ use kube_informer::{
     workqueue::RateLimitingQueue,
 };
 
-use super::{Expectations, predicate::Predicate};
+use super::{
+    Expectations,
+    predicate::Predicate,
+    trigger::{Trigger, Triggers},
+};
 
 /// Keys of `K` objects to reconcile, as a handler pushes them.
 pub(crate) type Queue = RateLimitingQueue<ObjectKey>;
@@ -27,9 +31,40 @@ pub(crate) struct Enqueue {
     pub(crate) debounce: Option<Arc<Debounce>>,
     /// Whether work that can wait (initial lists, resyncs) goes behind live changes.
     pub(crate) prioritize: bool,
+    /// Why each queued key is queued (for its reconcile's span).
+    pub(crate) triggers: Arc<Triggers>,
+    /// Which relation queues through this handle (`primary`, `owns`, `watches`).
+    pub(crate) relation: &'static str,
+    /// The kind of the objects whose changes it queues.
+    pub(crate) kind: Arc<str>,
 }
 
 impl Enqueue {
+    /// This queue, for a relation's handler: its triggers name `relation` and `kind`.
+    pub(crate) fn via(&self, relation: &'static str, kind: Arc<str>) -> Self {
+        Self {
+            relation,
+            kind,
+            ..self.clone()
+        }
+    }
+
+    /// Notes that `event` of an object (`object`: its key, when not `key` itself) queues
+    /// `key`.
+    fn note(
+        &self,
+        key: &ObjectKey,
+        event: &'static str,
+        object: impl FnOnce() -> Option<ObjectKey>,
+    ) {
+        self.triggers.note(key, || Trigger {
+            event,
+            relation: self.relation,
+            kind: self.kind.clone(),
+            object: object(),
+        });
+    }
+
     /// A live change.
     pub(crate) fn add(&self, key: ObjectKey) {
         match &self.debounce {
@@ -160,12 +195,15 @@ pub(crate) fn primary<K: Resource + Send + Sync + 'static>(
             if updates.pass(&old, &new)
                 && let Ok(key) = meta_namespace_key(new.as_ref())
             {
-                on_update.add_update(key, Arc::ptr_eq(&old, &new));
+                let resync = Arc::ptr_eq(&old, &new);
+                on_update.note(&key, updated(resync), || None);
+                on_update.add_update(key, resync);
             }
         })
         .on_delete(move |gone: DeletedObject<K>| {
             if let Ok(key) = kube_informer::fifo::deletion_handling_meta_namespace_key(&gone) {
                 expectations.forget(&key);
+                on_delete.note(&key, "deleted", || None);
                 on_delete.add(key);
             }
         })
@@ -173,8 +211,19 @@ pub(crate) fn primary<K: Resource + Send + Sync + 'static>(
 
 fn enqueue<K: Resource>(queue: &Enqueue, obj: &K, initial: bool) {
     if let Ok(key) = meta_namespace_key(obj) {
+        queue.note(&key, added(initial), || None);
         queue.add_as(key, initial);
     }
+}
+
+/// The trigger's word for an add: of the initial list, or live.
+fn added(initial: bool) -> &'static str {
+    if initial { "listed" } else { "added" }
+}
+
+/// The trigger's word for an update: a resync (the same object), or a change.
+fn updated(resync: bool) -> &'static str {
+    if resync { "resync" } else { "updated" }
 }
 
 /// The kind a controller reconciles, as owner references name it: children are mapped to
@@ -235,6 +284,9 @@ where
         .on_add(move |child: Arc<C>, initial| {
             if let Some(key) = add_owner(&child) {
                 created.creation_observed(&key);
+                on_add.note(&key, added(initial), || {
+                    meta_namespace_key(child.as_ref()).ok()
+                });
                 on_add.add_as(key, initial);
             }
         })
@@ -243,19 +295,24 @@ where
                 return;
             }
             let resync = Arc::ptr_eq(&old, &new);
-            let (old, new) = (update_owner(&old), update_owner(&new));
-            if old != new
+            let child = || meta_namespace_key(new.as_ref()).ok();
+            let (old, new_owner) = (update_owner(&old), update_owner(&new));
+            if old != new_owner
                 && let Some(old) = old
             {
+                on_update.note(&old, "updated", child);
                 on_update.add(old);
             }
-            if let Some(new) = new {
-                on_update.add_update(new, resync);
+            if let Some(new_owner) = new_owner {
+                on_update.note(&new_owner, updated(resync), child);
+                on_update.add_update(new_owner, resync);
             }
         })
         .on_delete(move |gone: DeletedObject<C>| {
             if let Some(key) = delete_owner(gone.object()) {
                 deleted.deletion_observed(&key);
+                let child = || meta_namespace_key(gone.object().as_ref()).ok();
+                on_delete.note(&key, "deleted", child);
                 on_delete.add(key);
             }
         })
@@ -309,26 +366,36 @@ pub(crate) fn mapped_changes<O: Resource + Send + Sync + 'static>(
     let (on_add, on_update, on_delete) = (queue.clone(), queue.clone(), queue);
     HandlerFuncs::new()
         .on_add(move |obj: Arc<O>, initial| {
-            add_map(Change::Added(&obj))
-                .into_iter()
-                .for_each(|k| on_add.add_as(k, initial));
+            for key in add_map(Change::Added(&obj)) {
+                on_add.note(&key, added(initial), || {
+                    meta_namespace_key(obj.as_ref()).ok()
+                });
+                on_add.add_as(key, initial);
+            }
         })
         .on_update(move |old: Arc<O>, new: Arc<O>| {
             if !updates.pass(&old, &new) {
                 return;
             }
             let resync = Arc::ptr_eq(&old, &new);
-            update_map(Change::Updated {
+            let keys = update_map(Change::Updated {
                 old: &old,
                 new: &new,
-            })
-            .into_iter()
-            .for_each(|k| on_update.add_update(k, resync));
+            });
+            for key in keys {
+                on_update.note(&key, updated(resync), || {
+                    meta_namespace_key(new.as_ref()).ok()
+                });
+                on_update.add_update(key, resync);
+            }
         })
         .on_delete(move |gone: DeletedObject<O>| {
-            delete_map(Change::Deleted(gone.object()))
-                .into_iter()
-                .for_each(|k| on_delete.add(k));
+            for key in delete_map(Change::Deleted(gone.object())) {
+                on_delete.note(&key, "deleted", || {
+                    meta_namespace_key(gone.object().as_ref()).ok()
+                });
+                on_delete.add(key);
+            }
         })
 }
 

@@ -180,6 +180,8 @@ where
             error_policy: Arc::new(error_policy),
             ctx,
             own_writes: self.own_writes.clone(),
+            triggers: self.enqueue.triggers.clone(),
+            kind: self.enqueue.kind.clone(),
         };
         let count = self.options.workers;
         let process = move |key| worker.call(key);

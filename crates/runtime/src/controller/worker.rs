@@ -13,6 +13,7 @@ use super::{
     Action, Cached, ControllerMetrics, Reconciler,
     metrics::Outcome,
     own_writes::{self, Settled},
+    trigger::{Trigger, Triggers, reconcile_id},
 };
 use crate::util::panic_message;
 
@@ -32,6 +33,9 @@ pub(super) struct Worker<K, Ctx, R: Reconciler<K, Ctx>> {
     pub(super) error_policy: Arc<Policy<K, R::Error, Ctx>>,
     pub(super) ctx: Arc<Ctx>,
     pub(super) own_writes: Arc<super::own_writes::OwnWrites>,
+    pub(super) triggers: Arc<Triggers>,
+    /// The reconciled kind, for the span.
+    pub(super) kind: Arc<str>,
 }
 
 /// Counts a worker as active while it lives (also when its reconcile is cancelled).
@@ -80,8 +84,8 @@ where
         // Still changing: back in the queue for the rest of its quiet period, not reconciled.
         let quiet_left = self.debounce.as_ref().and_then(|d| d.wait_left(&key));
         let attempt = self.queue.num_requeues(&key) + 1;
-        let span =
-            tracing::info_span!("reconcile", controller = %self.name, object = %key, attempt);
+        let span = self.span(&key, attempt, quiet_left.is_none());
+        let triggers = self.triggers.clone();
         let (name, metrics) = (self.name.clone(), self.metrics.clone());
         let (max_retries, timeout) = (self.max_retries, self.timeout);
         let malformed = self.malformed(&key);
@@ -156,7 +160,7 @@ where
                 m.reconciled(&name, outcome, started.elapsed().as_secs_f64());
             }
             let Some(failure) = failure else {
-                return requeue(action);
+                return requeue(action, &triggers, &key);
             };
             match action {
                 Action::Done => {
@@ -175,11 +179,30 @@ where
                 }
                 action => {
                     tracing::warn!(error = %failure, "reconcile failed; will retry");
-                    requeue(action)
+                    requeue(action, &triggers, &key)
                 }
             }
         }
         .instrument(span)
+    }
+
+    /// The reconcile's span: the controller, the kind, the object, a reconcile id, what
+    /// queued it (taken from the pending triggers when it is reconciled now) and the
+    /// attempt. API requests made inside it (kube's `HTTP` spans) are its children.
+    fn span(&self, key: &ObjectKey, attempt: u32, now: bool) -> tracing::Span {
+        let trigger = now.then(|| self.triggers.take(key)).flatten();
+        let trigger = trigger.map_or_else(|| "unknown".to_owned(), |t| t.to_string());
+        tracing::info_span!(
+            "reconcile",
+            controller = %self.name,
+            kind = %self.kind,
+            namespace = key.namespace().unwrap_or_default(),
+            name = key.name(),
+            reconcile_id = %reconcile_id(),
+            trigger = %trigger,
+            object = %key,
+            attempt,
+        )
     }
 
     /// Why `key` cannot name an object of this kind, if it cannot (a namespaced kind needs
@@ -198,11 +221,19 @@ where
     }
 }
 
-fn requeue(action: Action) -> Requeue {
+/// What the queue does with a key after `action`; a requeue is the key's next trigger
+/// (unless a change queued it first).
+fn requeue(action: Action, triggers: &Triggers, key: &ObjectKey) -> Requeue {
     match action {
         Action::Done => Requeue::Never,
-        Action::RequeueAfter(delay) => Requeue::After(delay),
-        Action::Retry => Requeue::RateLimited,
+        Action::RequeueAfter(delay) => {
+            triggers.note(key, || Trigger::own("requeue_after"));
+            Requeue::After(delay)
+        }
+        Action::Retry => {
+            triggers.note(key, || Trigger::own("retry"));
+            Requeue::RateLimited
+        }
     }
 }
 
