@@ -99,6 +99,8 @@ pub mod rbac;
 pub mod reconcile;
 pub mod rest_metrics;
 pub mod sharding;
+#[cfg(feature = "opentelemetry")]
+pub mod telemetry;
 #[cfg(feature = "tls")]
 pub mod tls;
 mod util;
