@@ -58,6 +58,30 @@ async fn scrape(url: &str, ca: Option<&str>, token: Option<&str>, path: &str) ->
     }
 }
 
+/// `GET path` on `url` with `token`: the status and the raw body (a profile is binary).
+async fn fetch(url: &str, ca: Option<&str>, token: &str, path: &str) -> (u16, Vec<u8>) {
+    use http_body_util::BodyExt as _;
+    let mut config = kube::Config::new(url.parse().unwrap());
+    config.root_cert = ca.map(|pem| vec![pem_to_der(pem)]);
+    let client = kube::Client::try_from(config).unwrap();
+    let request = http::Request::get(path)
+        .header("authorization", format!("Bearer {token}"))
+        .body(kube::client::Body::empty())
+        .unwrap();
+    let response = client.send(request).await.unwrap();
+    let code = response.status().as_u16();
+    (
+        code,
+        response
+            .into_body()
+            .collect()
+            .await
+            .unwrap()
+            .to_bytes()
+            .to_vec(),
+    )
+}
+
 /// `rest_client_requests_total{code="201",method="POST"}` in a metrics text: the reviews
 /// the manager has sent.
 fn reviews_sent(metrics: &str) -> u64 {
@@ -130,7 +154,9 @@ async fn only_callers_the_api_server_authorizes_read_secure_metrics() {
     let secure = SecureMetrics::new(ServingCert::from_dir(&dir)).bind(([127, 0, 0, 1], 0).into());
     // The manager runs as a user with exactly the RBAC it generates (the two reviews).
     let operator = grant::impersonating(&env, "metrics-operator");
-    let options = ManagerOptions::for_tests().secure_metrics(secure);
+    let options = ManagerOptions::for_tests()
+        .secure_metrics(secure)
+        .profiling(true);
     let manager = Manager::new(operator, options).await.unwrap();
     let needed = manager.rbac();
     assert_eq!(needed.permissions().len(), 2, "{needed:?}");
@@ -171,10 +197,48 @@ async fn only_callers_the_api_server_authorizes_read_secure_metrics() {
         "a second scrape asked the API server again"
     );
 
-    // The plain port: probes yes, metrics no.
+    // A CPU profile needs its own grant: the scraper may read metrics, not profile.
+    let profile = "/debug/pprof/profile?seconds=1";
+    let (code, body) = scrape(&secure_url, ca, Some(&scraper), profile).await;
+    assert_eq!(code, 403, "{body}");
+    assert!(body.contains("may not get /debug/pprof/profile"), "{body}");
+    post(
+        &client,
+        &format!("{rbac}/clusterroles"),
+        json!({
+            "metadata": {"name": "profiler"},
+            "rules": [{"nonResourceURLs": ["/debug/pprof/profile"], "verbs": ["get"]}],
+        }),
+    )
+    .await;
+    let profiler = token_for(&client, "profiler").await;
+    post(&client, &format!("{rbac}/clusterrolebindings"), json!({
+        "metadata": {"name": "profiler-profiles"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "profiler"},
+        "subjects": [{"kind": "ServiceAccount", "name": "profiler", "namespace": NS}],
+    }))
+    .await;
+    let mut review = review.clone();
+    review["spec"]["user"] = json!(format!("system:serviceaccount:{NS}:profiler"));
+    review["spec"]["nonResourceAttributes"]["path"] = json!("/debug/pprof/profile");
+    while post(&client, reviews, review.clone()).await["status"]["allowed"] != json!(true) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the API server never authorized the profiler's binding"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let (code, body) = fetch(&secure_url, ca, &profiler, profile).await;
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+    let decoded = <pprof::protos::Profile as pprof::protos::Message>::decode(&body[..]).unwrap();
+    assert!(!decoded.sample_type.is_empty());
+
+    // The plain port: probes yes, metrics and profiles no.
     let (code, _) = scrape(&plain_url, None, None, "/healthz").await;
     assert_eq!(code, 200);
     let (code, body) = scrape(&plain_url, None, None, "/metrics").await;
+    assert_eq!(code, 404, "{body}");
+    let (code, body) = scrape(&plain_url, None, None, profile).await;
     assert_eq!(code, 404, "{body}");
 
     graceful.cancel();

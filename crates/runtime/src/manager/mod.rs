@@ -58,6 +58,7 @@ mod controllers;
 mod error;
 mod health;
 mod options;
+mod profile;
 mod rbac;
 mod run;
 #[cfg(feature = "tls")]

@@ -29,6 +29,8 @@ pub struct ManagerOptions {
     pub(crate) sharding: Option<super::sharding::Sharding>,
     #[cfg(feature = "tls")]
     pub(crate) secure_metrics: Option<super::SecureMetrics>,
+    /// Whether `/debug/pprof/profile` is served.
+    pub(crate) profiling: bool,
 }
 
 impl std::fmt::Debug for ManagerOptions {
@@ -57,6 +59,7 @@ impl Default for ManagerOptions {
             sharding: None,
             #[cfg(feature = "tls")]
             secure_metrics: None,
+            profiling: false,
         }
     }
 }
@@ -101,6 +104,26 @@ impl ManagerOptions {
     #[must_use]
     pub fn secure_metrics(mut self, secure: super::SecureMetrics) -> Self {
         self.secure_metrics = Some(secure);
+        self
+    }
+
+    /// Serve `/debug/pprof/profile?seconds=N` (default off): a CPU profile of the process in
+    /// pprof's format, for `go tool pprof` or Google's `pprof`, on the metrics port — behind
+    /// the [secure metrics](Self::secure_metrics)' authentication when that is on (the
+    /// caller may `get` the non-resource URL `/debug/pprof/profile`), on the plain port
+    /// otherwise. A profile shows what the process runs: turn it on where only operators of
+    /// the cluster can reach the port. See docs/operations.md.
+    ///
+    /// ```
+    /// use kube_informer_runtime::ManagerOptions;
+    ///
+    /// let options = ManagerOptions::default().profiling(true);
+    /// # let _ = options;
+    /// ```
+    #[cfg(feature = "profiling")]
+    #[must_use]
+    pub fn profiling(mut self, on: bool) -> Self {
+        self.profiling = on;
         self
     }
 

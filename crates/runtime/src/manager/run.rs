@@ -114,7 +114,8 @@ impl Manager {
         if let Some(secure) = &self.options.secure_metrics {
             let (bound, addr) = super::secure_metrics::Bound::bind(secure).await?;
             let (client, registry) = (self.client.clone(), self.registry.clone());
-            background.spawn(bound.serve(client, registry, server_cancel.clone()));
+            let profiling = self.options.profiling;
+            background.spawn(bound.serve(client, registry, profiling, server_cancel.clone()));
             self.secure_endpoint.send_replace(Some(addr));
         }
         if let Some(addr) = self.options.bind {
@@ -133,6 +134,7 @@ impl Manager {
                 listener,
                 probes,
                 metrics_in_plain.then(|| self.registry.clone()),
+                metrics_in_plain && self.options.profiling,
                 server_cancel.clone(),
             );
             background.spawn(server);

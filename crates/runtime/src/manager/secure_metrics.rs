@@ -8,6 +8,10 @@
 //! token the API server accepted, so a scrape every 15 s costs it two requests a minute. No
 //! token, or one the API server does not accept: 401 (not remembered). Not allowed: 403, with the API server's reason.
 //! The API server unreachable: 503, not cached, and the scrape is retried.
+//!
+//! With [`ManagerOptions::profiling`](super::ManagerOptions::profiling), the same gate
+//! serves `/debug/pprof/profile` to callers that may `get` that URL (asked and remembered
+//! separately: reading metrics does not allow profiling).
 
 use std::{collections::HashMap, net::SocketAddr, sync::Arc, time::Duration};
 
@@ -41,7 +45,9 @@ use crate::tls::{CertWatcher, ServingCert};
 ///
 /// The manager's service account needs `create` on `tokenreviews`
 /// (authentication.k8s.io) and `subjectaccessreviews` (authorization.k8s.io); the scraper's
-/// needs a ClusterRole with `nonResourceURLs: ["/metrics"]`, `verbs: ["get"]`.
+/// needs a ClusterRole with `nonResourceURLs: ["/metrics"]`, `verbs: ["get"]` (and, to take
+/// [CPU profiles](super::ManagerOptions::profiling), `["/debug/pprof/profile"]`: a grant
+/// of its own).
 #[derive(Clone, Debug)]
 pub struct SecureMetrics {
     pub(super) bind: SocketAddr,
@@ -86,10 +92,16 @@ enum Decision {
 }
 
 /// Decides each request, and remembers the answers per token for a while.
+/// A token, and the path it asked for.
+type Asked = (String, &'static str);
+
 struct Gate {
     client: kube::Client,
     cache_for: Duration,
-    decided: Mutex<HashMap<String, (Instant, Decision)>>,
+    /// Per token and path asked for.
+    decided: Mutex<HashMap<Asked, (Instant, Decision)>>,
+    /// Whether `/debug/pprof/profile` is served too.
+    profiling: bool,
 }
 
 /// At most this many tokens are remembered (expired ones make room; beyond, new ones are
@@ -97,13 +109,14 @@ struct Gate {
 const MAX_REMEMBERED: usize = 1024;
 
 impl Gate {
-    async fn decide(&self, token: &str) -> Result<Decision, kube::Error> {
-        if let Some((at, decision)) = self.decided.lock().get(token)
+    async fn decide(&self, token: &str, path: &'static str) -> Result<Decision, kube::Error> {
+        let key = (token.to_owned(), path);
+        if let Some((at, decision)) = self.decided.lock().get(&key)
             && at.elapsed() < self.cache_for
         {
             return Ok(decision.clone());
         }
-        let decision = self.ask(token).await?;
+        let decision = self.ask(token, path).await?;
         // Only tokens the API server accepted are remembered: random ones (a flood of
         // them) never push out a scraper's.
         if !matches!(decision, Decision::Unauthenticated(_)) {
@@ -113,13 +126,13 @@ impl Gate {
                 decided.retain(|_, (at, _)| at.elapsed() < ttl);
             }
             if decided.len() < MAX_REMEMBERED {
-                decided.insert(token.to_owned(), (Instant::now(), decision.clone()));
+                decided.insert(key, (Instant::now(), decision.clone()));
             }
         }
         Ok(decision)
     }
 
-    async fn ask(&self, token: &str) -> Result<Decision, kube::Error> {
+    async fn ask(&self, token: &str, path: &'static str) -> Result<Decision, kube::Error> {
         let review = TokenReview {
             spec: TokenReviewSpec {
                 token: token.to_owned(),
@@ -146,7 +159,7 @@ impl Gate {
                 groups: user.groups,
                 extra: user.extra,
                 non_resource_attributes: Some(NonResourceAttributes {
-                    path: Some("/metrics".to_owned()),
+                    path: Some(path.to_owned()),
                     verb: Some("get".to_owned()),
                 }),
                 ..Default::default()
@@ -166,7 +179,7 @@ impl Gate {
             .filter(|r| !r.is_empty())
             .map_or(String::new(), |r| format!(": {r}"));
         Ok(Decision::Forbidden(format!(
-            "user {username:?} may not get /metrics{reason}"
+            "user {username:?} may not get {path}{reason}"
         )))
     }
 
@@ -175,13 +188,18 @@ impl Gate {
         request: Request<Incoming>,
         registry: &Mutex<Registry>,
     ) -> Response<Full<Bytes>> {
-        if request.uri().path() != "/metrics" {
-            return respond(
-                404,
-                "only /metrics is served here\n".to_owned(),
-                "text/plain",
-            );
-        }
+        let path: &'static str = match request.uri().path() {
+            "/metrics" => "/metrics",
+            "/debug/pprof/profile" if self.profiling => "/debug/pprof/profile",
+            _ => {
+                let served = if self.profiling {
+                    "/metrics and /debug/pprof/profile are"
+                } else {
+                    "only /metrics is"
+                };
+                return respond(404, format!("{served} served here\n"), "text/plain");
+            }
+        };
         let token = request
             .headers()
             .get(http::header::AUTHORIZATION)
@@ -194,8 +212,9 @@ impl Gate {
         let Some(token) = token else {
             return unauthorized("a bearer token is required");
         };
-        match self.decide(token).await {
-            Ok(Decision::Allowed) => metrics(registry),
+        match self.decide(token, path).await {
+            Ok(Decision::Allowed) if path == "/metrics" => metrics(registry),
+            Ok(Decision::Allowed) => super::profile::cpu(request.uri().query()).await,
             Ok(Decision::Unauthenticated(why)) => unauthorized(&why),
             Ok(Decision::Forbidden(why)) => {
                 respond(403, format!("forbidden: {why}\n"), "text/plain")
@@ -254,12 +273,14 @@ impl Bound {
         self,
         client: kube::Client,
         registry: Arc<Mutex<Registry>>,
+        profiling: bool,
         cancel: CancellationToken,
     ) {
         let gate = Arc::new(Gate {
             client,
             cache_for: self.cache_for,
             decided: Mutex::default(),
+            profiling,
         });
         let handle: crate::tls::serve::Handle = Arc::new(move |request| {
             let (gate, registry) = (gate.clone(), registry.clone());

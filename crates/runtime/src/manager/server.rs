@@ -1,6 +1,6 @@
-//! The manager's HTTP endpoints: `/healthz`, `/readyz` (each with `?verbose`) and
-//! `/metrics` (Prometheus text; `None` when it is served securely instead), on one address,
-//! over HTTP/1.1 (hyper).
+//! The manager's HTTP endpoints: `/healthz`, `/readyz` (each with `?verbose`), `/metrics`
+//! (Prometheus text) and, when on, `/debug/pprof/profile` (the last two `None` when served
+//! securely instead), on one address, over HTTP/1.1 (hyper).
 
 use std::{convert::Infallible, sync::Arc};
 
@@ -21,6 +21,7 @@ pub(crate) async fn serve(
     listener: TcpListener,
     probes: Arc<Probes>,
     registry: Option<Arc<Mutex<Registry>>>,
+    profiling: bool,
     cancel: CancellationToken,
 ) {
     // Connections are tasks of this set: they end with the server (no detached task).
@@ -37,8 +38,13 @@ pub(crate) async fn serve(
         };
         let (probes, registry) = (probes.clone(), registry.clone());
         let service = service_fn(move |request: Request<Incoming>| {
-            let response = answer(&request, &probes, registry.as_deref());
-            async move { Ok::<_, Infallible>(response) }
+            let (probes, registry) = (probes.clone(), registry.clone());
+            async move {
+                if profiling && request.uri().path() == "/debug/pprof/profile" {
+                    return Ok(super::profile::cpu(request.uri().query()).await);
+                }
+                Ok::<_, Infallible>(answer(&request, &probes, registry.as_deref()))
+            }
         });
         connections.spawn(async move {
             let connection = hyper::server::conn::http1::Builder::new()
