@@ -129,6 +129,11 @@ pub mod testing_guide {
     #![doc = include_str!("../docs/testing.md")]
 }
 
+// And the operations guide's manager setup.
+#[doc = include_str!("../../../docs/operations.md")]
+#[cfg(doctest)]
+pub struct OperationsDoctests;
+
 // So is the migration guide's kube-informer program.
 #[doc = include_str!("../../../docs/coming-from-kube-rs.md")]
 #[cfg(doctest)]
