@@ -91,6 +91,7 @@
 pub mod controller;
 pub mod events;
 pub mod finalizer;
+pub mod fleet;
 pub mod leader_election;
 pub mod lease;
 pub mod manager;

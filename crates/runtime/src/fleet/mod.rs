@@ -1,0 +1,332 @@
+//! A fleet of clusters engaged and disengaged while the operator runs: each member has its
+//! own client and informer factory, made when its cluster appears and stopped (informers
+//! shut down, their tasks awaited) when it goes; a rotated token reaches the member's
+//! requests without a new client or a relist.
+//!
+//! Clusters come from a [source](sources): kubeconfig Secrets labelled in the hub (Cluster
+//! API's `<name>-kubeconfig`), a folder of kubeconfig files, or code. [`Fleet::run`] applies
+//! what the source says; consumers follow [`Fleet::changes`].
+//!
+//! ```no_run
+//! # async fn demo(hub: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
+//! use k8s_openapi::api::core::v1::ConfigMap;
+//! use kube_informer::factory::{FactoryOptions, SharedInformerFactory};
+//! use kube_informer_runtime::{CancellationToken, fleet::{Fleet, sources}};
+//!
+//! let hub_factory = SharedInformerFactory::new(hub, FactoryOptions::default());
+//! let source = sources::kubeconfig_secrets(&hub_factory, "fleet-system");
+//! hub_factory.start();
+//! let fleet = Fleet::new(FactoryOptions::default());
+//! let cancel = CancellationToken::new();
+//! let running = tokio::spawn({
+//!     let (fleet, cancel) = (fleet.clone(), cancel.clone());
+//!     async move { fleet.run(source, cancel).await }
+//! });
+//! let mut changes = fleet.changes();
+//! changes.changed().await?;
+//! for (name, cluster) in changes.borrow().iter() {
+//!     let informer = cluster.factory().informer::<ConfigMap>();
+//!     cluster.factory().start();
+//!     println!("{name}: watching {} ConfigMaps", informer.store().len());
+//! }
+//! cancel.cancel();
+//! running.await?; // every member's informers stopped
+//! # Ok(()) }
+//! ```
+//!
+//! A kubeconfig that does not parse, or gives no client, is an error for that cluster only
+//! ([`Fleet::errors`], logged): an engaged member keeps its working credentials until a
+//! usable kubeconfig replaces them.
+
+mod member;
+pub mod sources;
+
+use std::{collections::BTreeMap, sync::Arc};
+
+use futures_util::{Stream, StreamExt};
+use kube_informer::factory::{FactoryOptions, SharedInformerFactory};
+use parking_lot::Mutex;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+pub use self::member::MemberError;
+
+/// What a source says about one cluster.
+#[derive(Clone)]
+pub enum ClusterEvent {
+    /// Engage `name` with this kubeconfig, or give an engaged member new credentials.
+    Kubeconfig {
+        /// The cluster's name in the fleet.
+        name: String,
+        /// The kubeconfig (YAML or JSON; its current context).
+        kubeconfig: String,
+    },
+    /// Engage `name` with this client (from code; replaces an engaged member's client).
+    Client {
+        /// The cluster's name in the fleet.
+        name: String,
+        /// Its client.
+        client: kube::Client,
+    },
+    /// Disengage `name`.
+    Remove {
+        /// The cluster's name in the fleet.
+        name: String,
+    },
+}
+
+impl std::fmt::Debug for ClusterEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Kubeconfig { name, .. } => write!(f, "Kubeconfig({name})"),
+            Self::Client { name, .. } => write!(f, "Client({name})"),
+            Self::Remove { name } => write!(f, "Remove({name})"),
+        }
+    }
+}
+
+/// An engaged member: its client, its informer factory, and a token cancelled when it is
+/// disengaged. Cheap to clone.
+#[derive(Clone)]
+pub struct Cluster {
+    name: Arc<str>,
+    client: kube::Client,
+    factory: SharedInformerFactory,
+    disengaged: CancellationToken,
+    generation: u64,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster")
+            .field("name", &self.name)
+            .field("generation", &self.generation)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Cluster {
+    /// Its name in the fleet.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Its client.
+    pub fn client(&self) -> &kube::Client {
+        &self.client
+    }
+
+    /// Its informer factory: ask for informers, then [`start`](SharedInformerFactory::start)
+    /// it. Shut down by the fleet when the cluster is disengaged.
+    pub fn factory(&self) -> &SharedInformerFactory {
+        &self.factory
+    }
+
+    /// Cancelled when the cluster is disengaged (or engaged anew with another identity):
+    /// stop what you run for it.
+    pub fn disengaged(&self) -> &CancellationToken {
+        &self.disengaged
+    }
+
+    /// Which engagement this is: a new client (a new server or identity) is a new
+    /// generation; a rotated token is not.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+}
+
+/// An engaged member and what its credentials were made from.
+struct Engaged {
+    cluster: Cluster,
+    /// The kubeconfig's identity without its token (none for a client from code).
+    identity: Option<String>,
+    token: Option<member::TokenCell>,
+}
+
+struct Inner {
+    options: FactoryOptions,
+    engaged: Mutex<BTreeMap<String, Engaged>>,
+    errors: Mutex<BTreeMap<String, String>>,
+    clusters: watch::Sender<BTreeMap<String, Cluster>>,
+    generations: std::sync::atomic::AtomicU64,
+    applied: watch::Sender<u64>,
+}
+
+/// The engaged clusters of a fleet (see the [module docs](self)). Cheap to clone: clones
+/// share the fleet.
+#[derive(Clone)]
+pub struct Fleet {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Fleet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<String> = self.inner.engaged.lock().keys().cloned().collect();
+        f.debug_struct("Fleet").field("clusters", &names).finish()
+    }
+}
+
+impl Fleet {
+    /// A fleet whose members' factories use `options`.
+    pub fn new(options: FactoryOptions) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                options,
+                engaged: Mutex::default(),
+                errors: Mutex::default(),
+                clusters: watch::channel(BTreeMap::new()).0,
+                generations: std::sync::atomic::AtomicU64::new(0),
+                applied: watch::channel(0).0,
+            }),
+        }
+    }
+
+    /// The engaged clusters now.
+    pub fn clusters(&self) -> BTreeMap<String, Cluster> {
+        self.inner.clusters.borrow().clone()
+    }
+
+    /// The engaged cluster `name`.
+    pub fn cluster(&self, name: &str) -> Option<Cluster> {
+        self.inner.clusters.borrow().get(name).cloned()
+    }
+
+    /// The engaged clusters, as they change.
+    pub fn changes(&self) -> watch::Receiver<BTreeMap<String, Cluster>> {
+        self.inner.clusters.subscribe()
+    }
+
+    /// The last error of each cluster whose kubeconfig could not be used (cleared when a
+    /// usable one arrives or the cluster is removed).
+    pub fn errors(&self) -> BTreeMap<String, String> {
+        self.inner.errors.lock().clone()
+    }
+
+    /// Applies `source`'s events until it ends or `cancel`; then disengages every member
+    /// (its informers stopped and awaited).
+    pub async fn run(
+        &self,
+        source: impl Stream<Item = ClusterEvent> + Send,
+        cancel: CancellationToken,
+    ) {
+        let mut source = std::pin::pin!(source);
+        loop {
+            let event = tokio::select! {
+                () = cancel.cancelled() => break,
+                event = source.next() => event,
+            };
+            let Some(event) = event else { break };
+            self.apply(event).await;
+        }
+        let names: Vec<String> = self.inner.engaged.lock().keys().cloned().collect();
+        for name in names {
+            self.disengage(&name).await;
+        }
+    }
+
+    /// How many source events have been applied, as it grows: a test (or a health check)
+    /// waits on it to know an event took effect.
+    pub fn applied(&self) -> watch::Receiver<u64> {
+        self.inner.applied.subscribe()
+    }
+
+    /// Applies one event.
+    pub async fn apply(&self, event: ClusterEvent) {
+        self.apply_event(event).await;
+        self.inner.applied.send_modify(|n| *n += 1);
+    }
+
+    async fn apply_event(&self, event: ClusterEvent) {
+        match event {
+            ClusterEvent::Remove { name } => {
+                self.inner.errors.lock().remove(&name);
+                self.disengage(&name).await;
+            }
+            ClusterEvent::Client { name, client } => {
+                self.disengage(&name).await;
+                self.engage(&name, client, None, None);
+            }
+            ClusterEvent::Kubeconfig { name, kubeconfig } => {
+                let parsed = match member::parse(&kubeconfig).await {
+                    Ok(parsed) => parsed,
+                    Err(error) => return self.failed(&name, &error),
+                };
+                let rotation = {
+                    let engaged = self.inner.engaged.lock();
+                    engaged.get(&name).and_then(|e| {
+                        let same = e.identity.as_deref() == Some(parsed.identity.as_str());
+                        same.then(|| e.token.clone()).flatten()
+                    })
+                };
+                if let Some(cell) = rotation {
+                    // Same server, same identity: only the token moves; the client, its
+                    // connections and the informers stay.
+                    member::set_token(&cell, parsed.token.as_deref());
+                    self.inner.errors.lock().remove(&name);
+                    tracing::info!(cluster = %name, "member credentials rotated in place");
+                    return;
+                }
+                let identity = parsed.identity.clone();
+                match member::client(parsed) {
+                    Ok((client, cell)) => {
+                        self.disengage(&name).await;
+                        self.engage(&name, client, Some(identity), Some(cell));
+                    }
+                    Err(error) => self.failed(&name, &error),
+                }
+            }
+        }
+    }
+
+    fn failed(&self, name: &str, error: &MemberError) {
+        let kept = self.inner.engaged.lock().contains_key(name);
+        tracing::error!(cluster = %name, %error, kept, "cannot use this cluster's kubeconfig");
+        self.inner
+            .errors
+            .lock()
+            .insert(name.to_owned(), error.to_string());
+    }
+
+    fn engage(
+        &self,
+        name: &str,
+        client: kube::Client,
+        identity: Option<String>,
+        token: Option<member::TokenCell>,
+    ) {
+        let generation =
+            1 + (self.inner.generations).fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let factory = SharedInformerFactory::new(client.clone(), self.inner.options.clone());
+        let cluster = Cluster {
+            name: name.into(),
+            client,
+            factory,
+            disengaged: CancellationToken::new(),
+            generation,
+        };
+        tracing::info!(cluster = %name, generation, "cluster engaged");
+        self.inner.errors.lock().remove(name);
+        let engaged = Engaged {
+            cluster: cluster.clone(),
+            identity,
+            token,
+        };
+        self.inner.engaged.lock().insert(name.to_owned(), engaged);
+        self.inner.clusters.send_modify(|clusters| {
+            clusters.insert(name.to_owned(), cluster);
+        });
+    }
+
+    async fn disengage(&self, name: &str) {
+        let Some(engaged) = self.inner.engaged.lock().remove(name) else {
+            return;
+        };
+        self.inner.clusters.send_modify(|clusters| {
+            clusters.remove(name);
+        });
+        // Consumers stop their work for it first; then its informers stop.
+        engaged.cluster.disengaged.cancel();
+        engaged.cluster.factory.shutdown().await;
+        tracing::info!(cluster = %name, "cluster disengaged");
+    }
+}

@@ -1,0 +1,247 @@
+//! A fleet on fake-apiservers: clusters engaged and disengaged while running, from code,
+//! from a folder of kubeconfig files and from kubeconfig Secrets in a hub. A disengaged
+//! member's informers stop and no task of it is left; a rotated token keeps the member's
+//! client and informers (no relist); a broken kubeconfig is an error of that cluster only.
+
+mod common;
+
+use std::{sync::Arc, time::Duration};
+
+use base64::Engine as _;
+use common::until;
+use fake_apiserver::{FakeApiServer, Gvr, ServerConfig, Verb};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube_informer::factory::FactoryOptions;
+use kube_informer_runtime::{
+    CancellationToken,
+    fleet::{Fleet, sources},
+};
+use serde_json::json;
+use tokio::task::JoinSet;
+
+async fn member(objects: &[&str]) -> Arc<FakeApiServer> {
+    let server = FakeApiServer::start(ServerConfig::default().namespaces(["shop"]))
+        .await
+        .unwrap();
+    for name in objects {
+        server
+            .create(
+                &Gvr::core("configmaps"),
+                Some("shop"),
+                json!({"metadata": {"name": name}}),
+            )
+            .unwrap();
+    }
+    Arc::new(server)
+}
+
+fn kubeconfig(server: &FakeApiServer, token: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n\
+         clusters: [{{name: k, cluster: {{server: \"{}\"}}}}]\n\
+         users: [{{name: u, user: {{token: {token}}}}}]\n\
+         contexts: [{{name: c, context: {{cluster: k, user: u, namespace: shop}}}}]\n",
+        server.url()
+    )
+}
+
+/// Watches ConfigMaps in every cluster the fleet engages, as a fleet controller would.
+async fn cache_every_member(fleet: Fleet, cancel: CancellationToken) {
+    let mut changes = fleet.changes();
+    let mut seen = std::collections::BTreeMap::new();
+    loop {
+        let clusters = changes.borrow_and_update().clone();
+        for (name, cluster) in &clusters {
+            if seen.get(name) != Some(&cluster.generation()) {
+                cluster.factory().informer::<ConfigMap>();
+                cluster.factory().start();
+                seen.insert(name.clone(), cluster.generation());
+            }
+        }
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            changed = changes.changed() => if changed.is_err() { return },
+        }
+    }
+}
+
+fn cached(fleet: &Fleet, name: &str) -> usize {
+    fleet
+        .cluster(name)
+        .map_or(0, |c| c.factory().informer::<ConfigMap>().store().len())
+}
+
+fn lists_and_watches(server: &FakeApiServer) -> usize {
+    let requests = server.requests();
+    requests
+        .iter()
+        .filter(|r| matches!(r.verb, Some(Verb::List | Verb::Watch)))
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clusters_from_code_engage_and_a_removed_one_leaves_no_task() {
+    let (east, west) = (member(&["e1", "e2"]).await, member(&["w1"]).await);
+    let fleet = Fleet::new(FactoryOptions::default());
+    let (clusters, source) = sources::from_code();
+    let cancel = CancellationToken::new();
+    let mut tasks = JoinSet::new();
+    tasks.spawn({
+        let (fleet, cancel) = (fleet.clone(), cancel.clone());
+        async move { fleet.run(source, cancel).await }
+    });
+    tasks.spawn(cache_every_member(fleet.clone(), cancel.clone()));
+
+    clusters.engage("west", west.client().unwrap());
+    until("west cached", || cached(&fleet, "west") == 1).await;
+    let metrics = tokio::runtime::Handle::current().metrics();
+    let before = metrics.num_alive_tasks();
+    clusters.engage("east", east.client().unwrap());
+    until("east cached", || cached(&fleet, "east") == 2).await;
+    assert!(
+        metrics.num_alive_tasks() > before,
+        "east runs tasks of its own"
+    );
+    let east_cluster = fleet.cluster("east").unwrap();
+    let informer = east_cluster.factory().informer::<ConfigMap>();
+
+    clusters.remove("east");
+    until("east disengaged", || fleet.cluster("east").is_none()).await;
+    assert!(east_cluster.disengaged().is_cancelled());
+    drop((east_cluster, informer));
+    // Its informers, reflectors and connections end: the runtime is back to west's tasks.
+    until("east's tasks ended", || metrics.num_alive_tasks() <= before).await;
+    assert_eq!(cached(&fleet, "west"), 1, "west untouched");
+
+    cancel.cancel();
+    while let Some(done) = tasks.join_next().await {
+        done.unwrap();
+    }
+    assert!(
+        fleet.clusters().is_empty(),
+        "stopping disengages every member"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kubeconfig_folder_rotates_tokens_in_place_and_isolates_a_broken_file() {
+    let (east, west) = (member(&["e1"]).await, member(&["w1", "w2"]).await);
+    let dir = std::env::temp_dir().join(format!("fleet-dir-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("east.yaml"), kubeconfig(&east, "t1")).unwrap();
+    std::fs::write(dir.join("west.yaml"), kubeconfig(&west, "t1")).unwrap();
+    std::fs::write(dir.join("notes.txt"), "not a cluster").unwrap();
+
+    let fleet = Fleet::new(FactoryOptions::default());
+    let cancel = CancellationToken::new();
+    let mut tasks = JoinSet::new();
+    let source = sources::kubeconfig_dir(&dir, Duration::from_millis(20));
+    tasks.spawn({
+        let (fleet, cancel) = (fleet.clone(), cancel.clone());
+        async move { fleet.run(source, cancel).await }
+    });
+    tasks.spawn(cache_every_member(fleet.clone(), cancel.clone()));
+    until("both cached", || {
+        cached(&fleet, "east") == 1 && cached(&fleet, "west") == 2
+    })
+    .await;
+    assert_eq!(fleet.clusters().len(), 2, "notes.txt is not a cluster");
+    let mut applied = fleet.applied();
+
+    // West's token rotates: same client, same informers, no new LIST or watch.
+    let generation = fleet.cluster("west").unwrap().generation();
+    let requests = lists_and_watches(&west);
+    let seen = *applied.borrow_and_update();
+    std::fs::write(dir.join("west.yaml"), kubeconfig(&west, "t2")).unwrap();
+    applied.wait_for(|n| *n > seen).await.unwrap();
+    assert_eq!(fleet.cluster("west").unwrap().generation(), generation);
+    assert_eq!(lists_and_watches(&west), requests, "a rotation relisted");
+    assert!(fleet.errors().is_empty());
+
+    // East's file turns to garbage: an error of east only; east keeps working, west too.
+    let seen = *applied.borrow_and_update();
+    std::fs::write(dir.join("east.yaml"), "clusters: [garbage").unwrap();
+    applied.wait_for(|n| *n > seen).await.unwrap();
+    let errors = fleet.errors();
+    assert_eq!(errors.keys().collect::<Vec<_>>(), ["east"]);
+    assert!(
+        errors["east"].contains("not a usable kubeconfig"),
+        "{errors:?}"
+    );
+    assert!(
+        fleet.cluster("east").is_some(),
+        "east keeps its working credentials"
+    );
+    assert_eq!(cached(&fleet, "west"), 2);
+
+    // A new server for east: a new engagement (and its error cleared).
+    let moved = member(&["m1", "m2", "m3"]).await;
+    std::fs::write(dir.join("east.yaml"), kubeconfig(&moved, "t1")).unwrap();
+    until("east moved", || cached(&fleet, "east") == 3).await;
+    assert!(fleet.errors().is_empty());
+
+    // Its file removed: disengaged.
+    std::fs::remove_file(dir.join("east.yaml")).unwrap();
+    until("east disengaged", || fleet.cluster("east").is_none()).await;
+
+    cancel.cancel();
+    while let Some(done) = tasks.join_next().await {
+        done.unwrap();
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubeconfig_secrets_in_the_hub_engage_and_disengage_members() {
+    let hub = FakeApiServer::start(ServerConfig::default().namespaces(["fleet-system"]))
+        .await
+        .unwrap();
+    let a = member(&["a1"]).await;
+    let hub_factory = kube_informer::factory::SharedInformerFactory::new(
+        hub.client().unwrap(),
+        FactoryOptions::default(),
+    );
+    let source = sources::kubeconfig_secrets(&hub_factory, "fleet-system");
+    hub_factory.start();
+    let fleet = Fleet::new(FactoryOptions::default());
+    let cancel = CancellationToken::new();
+    let mut tasks = JoinSet::new();
+    tasks.spawn({
+        let (fleet, cancel) = (fleet.clone(), cancel.clone());
+        async move { fleet.run(source, cancel).await }
+    });
+    tasks.spawn(cache_every_member(fleet.clone(), cancel.clone()));
+
+    let secrets = Gvr::core("secrets");
+    let encoded = base64::engine::general_purpose::STANDARD.encode(kubeconfig(&a, "t1"));
+    hub.create(&secrets, Some("fleet-system"), json!({
+        "metadata": {"name": "member-a-kubeconfig", "labels": {"cluster.x-k8s.io/cluster-name": "member-a"}},
+        "data": {"value": encoded},
+    }))
+    .unwrap();
+    // An unlabelled Secret is not a cluster.
+    hub.create(
+        &secrets,
+        Some("fleet-system"),
+        json!({
+            "metadata": {"name": "other"}, "data": {"value": encoded},
+        }),
+    )
+    .unwrap();
+    until("member-a cached", || cached(&fleet, "member-a") == 1).await;
+    assert_eq!(fleet.clusters().len(), 1);
+
+    hub.delete(&secrets, Some("fleet-system"), "member-a-kubeconfig")
+        .unwrap();
+    until("member-a disengaged", || {
+        fleet.cluster("member-a").is_none()
+    })
+    .await;
+
+    cancel.cancel();
+    while let Some(done) = tasks.join_next().await {
+        done.unwrap();
+    }
+    hub_factory.shutdown().await;
+}
