@@ -109,6 +109,8 @@ pub struct ControllerOptions {
     pub(crate) group_limit: Option<usize>,
     pub(crate) scaling: Option<WorkerScaling>,
     pub(crate) rate_limiter: Option<MakeLimiter>,
+    /// The `backoff` asked for, for controllers whose keys are not `ObjectKey`s (a fleet's).
+    pub(crate) backoff: Option<(Duration, Duration)>,
     pub(crate) every_replica: bool,
 }
 
@@ -129,6 +131,7 @@ impl Default for ControllerOptions {
             group_limit: None,
             scaling: None,
             rate_limiter: None,
+            backoff: None,
             every_replica: false,
         }
     }
@@ -216,18 +219,21 @@ impl ControllerOptions {
     /// ```
     #[must_use]
     pub fn backoff(self, base: Duration, max: Duration) -> Self {
-        self.rate_limiter(move || {
+        let mut options = self.rate_limiter(move || {
             MaxOfRateLimiter::new(vec![
                 Box::new(ItemExponentialFailureRateLimiter::new(base, max.max(base))),
                 Box::new(BucketRateLimiter::new(10.0, 100)),
             ])
-        })
+        });
+        options.backoff = Some((base, max.max(base)));
+        options
     }
 
     /// The rate limiter of the controller's retries (`Action::Retry`, errors, timeouts),
     /// made by `make` when the controller is built (controller-runtime's
     /// `Options.RateLimiter`). Replaces a [`backoff`](Self::backoff). `RequeueAfter` and
-    /// changes are not limited by it.
+    /// changes are not limited by it. (A [fleet controller](crate::fleet::FleetController),
+    /// whose keys carry the cluster, takes a `backoff` only.)
     ///
     /// ```
     /// use std::time::Duration;
@@ -247,6 +253,7 @@ impl ControllerOptions {
         R: RateLimiter<ObjectKey> + 'static,
     {
         self.rate_limiter = Some(MakeLimiter(Arc::new(move || Box::new(make()))));
+        self.backoff = None;
         self
     }
 

@@ -38,6 +38,7 @@
 //! ([`Fleet::errors`], logged): an engaged member keeps its working credentials until a
 //! usable kubeconfig replaces them.
 
+mod controller;
 mod member;
 pub mod sources;
 
@@ -49,7 +50,10 @@ use parking_lot::Mutex;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-pub use self::member::MemberError;
+pub use self::{
+    controller::{ClusterKey, FleetController},
+    member::MemberError,
+};
 
 /// What a source says about one cluster.
 #[derive(Clone)]

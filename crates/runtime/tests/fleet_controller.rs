@@ -1,0 +1,201 @@
+//! A fleet controller on fake-apiservers: one reconcile, written as for one cluster, runs
+//! for every member with that member's context; a member added while running is reconciled;
+//! a member removed has its hung reconcile cancelled; and a member whose reconciles hang
+//! holds at most its share of the workers, so the other members' changes go on.
+
+mod common;
+
+use std::sync::{
+    Arc,
+    atomic::{AtomicBool, Ordering},
+};
+
+use common::until;
+use fake_apiserver::{FakeApiServer, Gvr, ServerConfig};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::ResourceExt;
+use kube_informer::factory::FactoryOptions;
+use kube_informer_runtime::{
+    CancellationToken,
+    controller::{Action, Cached, ControllerOptions},
+    fleet::{Fleet, FleetController, sources},
+};
+use parking_lot::Mutex;
+use serde_json::json;
+use tokio::task::JoinSet;
+
+async fn member(objects: &[&str]) -> Arc<FakeApiServer> {
+    let server = FakeApiServer::start(ServerConfig::default().namespaces(["shop"]))
+        .await
+        .unwrap();
+    for name in objects {
+        server
+            .create(
+                &Gvr::core("configmaps"),
+                Some("shop"),
+                json!({"metadata": {"name": name}}),
+            )
+            .unwrap();
+    }
+    Arc::new(server)
+}
+
+/// A single cluster's context: its name and client (here, the record of what it did).
+struct Ctx {
+    cluster: String,
+    seen: Arc<Mutex<Vec<String>>>,
+    cancelled: Arc<AtomicBool>,
+}
+
+/// Sets its flag when dropped before it finished: the reconcile was cancelled.
+struct Cancelled(Arc<AtomicBool>, bool);
+
+impl Drop for Cancelled {
+    fn drop(&mut self) {
+        if !self.1 {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
+/// A reconcile as for one cluster: objects named `hang*` never finish.
+async fn reconcile(cm: Cached<ConfigMap>, ctx: Arc<Ctx>) -> Result<Action, kube::Error> {
+    let Cached::Present(cm) = cm else {
+        return Ok(Action::Done);
+    };
+    ctx.seen
+        .lock()
+        .push(format!("{}/{}", ctx.cluster, cm.name_any()));
+    if cm.name_any().starts_with("hang") {
+        let mut guard = Cancelled(ctx.cancelled.clone(), false);
+        std::future::pending::<()>().await;
+        guard.1 = true;
+    }
+    Ok(Action::Done)
+}
+
+struct Running {
+    fleet: Fleet,
+    clusters: sources::ClusterSender,
+    seen: Arc<Mutex<Vec<String>>>,
+    cancelled: Arc<AtomicBool>,
+    cancel: CancellationToken,
+    tasks: JoinSet<()>,
+}
+
+fn start(options: ControllerOptions) -> Running {
+    let fleet = Fleet::new(FactoryOptions::default());
+    let (clusters, source) = sources::from_code();
+    let (seen, cancelled) = (Arc::default(), Arc::new(AtomicBool::new(false)));
+    let cancel = CancellationToken::new();
+    let mut tasks = JoinSet::new();
+    tasks.spawn({
+        let (fleet, cancel) = (fleet.clone(), cancel.clone());
+        async move { fleet.run(source, cancel).await }
+    });
+    let controller = FleetController::<ConfigMap>::new(&fleet, options);
+    let make_ctx = {
+        let (seen, cancelled) = (Arc::clone(&seen), Arc::clone(&cancelled));
+        move |cluster: &kube_informer_runtime::fleet::Cluster| {
+            Arc::new(Ctx {
+                cluster: cluster.name().to_owned(),
+                seen: Arc::clone(&seen),
+                cancelled: Arc::clone(&cancelled),
+            })
+        }
+    };
+    tasks.spawn(controller.run(make_ctx, reconcile, |_, _, _| Action::Retry, cancel.clone()));
+    Running {
+        fleet,
+        clusters,
+        seen,
+        cancelled,
+        cancel,
+        tasks,
+    }
+}
+
+impl Running {
+    fn saw(&self, entry: &str) -> bool {
+        self.seen.lock().iter().any(|s| s == entry)
+    }
+
+    async fn stop(mut self) {
+        self.cancel.cancel();
+        while let Some(done) = self.tasks.join_next().await {
+            done.unwrap();
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_reconcile_runs_for_every_member_and_follows_them_in_and_out() {
+    let (east, west) = (member(&["e1", "hang-e"]).await, member(&["w1"]).await);
+    let running = start(ControllerOptions::default().name("fleet-cms").workers(2));
+    running.clusters.engage("east", east.client().unwrap());
+    running.clusters.engage("west", west.client().unwrap());
+    until("both members reconciled", || {
+        running.saw("east/e1") && running.saw("west/w1") && running.saw("east/hang-e")
+    })
+    .await;
+
+    // A member added while running.
+    let north = member(&["n1"]).await;
+    running.clusters.engage("north", north.client().unwrap());
+    until("north reconciled", || running.saw("north/n1")).await;
+    // A change in one member reconciles there only.
+    west.create(
+        &Gvr::core("configmaps"),
+        Some("shop"),
+        json!({"metadata": {"name": "w2"}}),
+    )
+    .unwrap();
+    until("west's change", || running.saw("west/w2")).await;
+    assert!(!running.saw("east/w2") && !running.saw("north/w2"));
+
+    // East removed while its reconcile of hang-e hangs: cancelled, and east let go.
+    assert!(!running.cancelled.load(Ordering::SeqCst));
+    running.clusters.remove("east");
+    until("east's hung reconcile cancelled", || {
+        running.cancelled.load(Ordering::SeqCst)
+    })
+    .await;
+    until("east disengaged", || {
+        running.fleet.cluster("east").is_none()
+    })
+    .await;
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_whose_reconciles_hang_cannot_take_every_worker() {
+    let stuck = member(&["hang-1", "hang-2", "hang-3"]).await;
+    let healthy = member(&["a", "b", "c", "d", "e"]).await;
+    let options = ControllerOptions::default()
+        .name("fleet-isolation")
+        .workers(2)
+        .max_in_flight_per_group(Some(1));
+    let running = start(options);
+    running.clusters.engage("stuck", stuck.client().unwrap());
+    until("a stuck reconcile", || {
+        running.saw("stuck/hang-1") || running.saw("stuck/hang-2") || running.saw("stuck/hang-3")
+    })
+    .await;
+    running
+        .clusters
+        .engage("healthy", healthy.client().unwrap());
+    until("every healthy object reconciled", || {
+        ["a", "b", "c", "d", "e"]
+            .iter()
+            .all(|n| running.saw(&format!("healthy/{n}")))
+    })
+    .await;
+    let hung = running
+        .seen
+        .lock()
+        .iter()
+        .filter(|s| s.starts_with("stuck/"))
+        .count();
+    assert_eq!(hung, 1, "one worker at most for the stuck member");
+    running.stop().await;
+}
