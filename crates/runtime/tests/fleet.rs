@@ -245,3 +245,83 @@ async fn kubeconfig_secrets_in_the_hub_engage_and_disengage_members() {
     }
     hub_factory.shutdown().await;
 }
+
+/// `GET path` on the manager's endpoints: the status and the body.
+async fn get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    let code = response[9..12].parse().unwrap();
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (code, body)
+}
+
+/// Under a manager: each member's health in `/metrics`; one member unreachable keeps the
+/// operator ready, every member unreachable does not; a kubeconfig that never worked is
+/// listed with its error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_managers_fleet_reports_each_member_and_stays_ready_while_one_is_down() {
+    use kube_informer_runtime::{Manager, ManagerOptions};
+    let hub = member(&[]).await;
+    let up = member(&["u1"]).await;
+    let mut manager = Manager::new(hub.client().unwrap(), ManagerOptions::for_tests())
+        .await
+        .unwrap();
+    let fleet = Fleet::new(FactoryOptions::default());
+    let (clusters, source) = sources::from_code();
+    manager.add_fleet(&fleet, source);
+    let mut endpoints = manager.endpoints();
+    let cancel = CancellationToken::new();
+    let mut tasks = JoinSet::new();
+    let (stop, force) = (CancellationToken::new(), CancellationToken::new());
+    tasks.spawn({
+        let stop = stop.clone();
+        async move { manager.run_until(stop, force).await.unwrap() }
+    });
+    tasks.spawn(cache_every_member(fleet.clone(), cancel.clone()));
+    let addr = endpoints.wait_for(Option::is_some).await.unwrap().unwrap();
+
+    let dead = kube::Config::new("http://127.0.0.1:1".parse().unwrap());
+    clusters.engage("down", kube::Client::try_from(dead).unwrap());
+    clusters.engage_kubeconfig("broken", "clusters: [garbage");
+    until("down engaged", || fleet.cluster("down").is_some()).await;
+    until("broken reported", || fleet.errors().contains_key("broken")).await;
+    // Only an unreachable member: not ready.
+    let (code, body) = get(addr, "/readyz?verbose").await;
+    assert_eq!(code, 500, "{body}");
+    assert!(body.contains("no member cluster is ready: down"), "{body}");
+
+    clusters.engage("up", up.client().unwrap());
+    until("up cached", || cached(&fleet, "up") == 1).await;
+    let mut ready = get(addr, "/readyz").await.0;
+    while ready != 200 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        ready = get(addr, "/readyz").await.0;
+    }
+    let (_, metrics) = get(addr, "/metrics").await;
+    for line in [
+        r#"fleet_cluster_engaged{cluster="up"} 1"#,
+        r#"fleet_cluster_ready{cluster="up"} 1"#,
+        r#"fleet_cluster_engaged{cluster="down"} 1"#,
+        r#"fleet_cluster_ready{cluster="down"} 0"#,
+        r#"fleet_cluster_engaged{cluster="broken"} 0"#,
+        r#"fleet_cluster_kubeconfig_error{cluster="broken"} 1"#,
+    ] {
+        assert!(metrics.contains(line), "{line} missing from\n{metrics}");
+    }
+    let health = fleet.health();
+    let names: Vec<&str> = health.iter().map(|h| h.name.as_str()).collect();
+    assert_eq!(names, ["broken", "down", "up"]);
+
+    cancel.cancel();
+    stop.cancel();
+    while let Some(done) = tasks.join_next().await {
+        done.unwrap();
+    }
+}

@@ -1,16 +1,4 @@
-//! [`FleetController`]: one controller of `K` over every member of a [`Fleet`], with one
-//! queue of [`ClusterKey`]s.
-//!
-//! A reconcile written for one cluster runs unchanged: it gets `Cached<K>` and an
-//! `Arc<Ctx>`, and the context is made per member (`make_ctx(&cluster)`, holding that
-//! member's client), so the same function reconciles a fleet of one or of fifty.
-//!
-//! Isolation: the queue is [fair](kube_informer::workqueue::QueueConfig::fair_by) by
-//! cluster — while one member has keys waiting, no other member gets two reconciles ahead
-//! of it — and [`ControllerOptions::max_in_flight_per_group`] caps how many workers one
-//! member may hold, so a slow or unreachable member cannot take them all. A failing key
-//! backs off on its own. A disengaged member's reconciles in flight are cancelled before its
-//! informers stop; its keys still queued are dropped when taken.
+//! [`FleetController`]: one controller of `K` over every member of a [`Fleet`].
 
 use std::{borrow::Cow, collections::HashMap, fmt, panic::AssertUnwindSafe, sync::Arc};
 
@@ -63,7 +51,19 @@ struct Member<K: kube::Resource + Clone + Send + Sync + 'static, Ctx> {
 
 type Members<K, Ctx> = Arc<Mutex<HashMap<Arc<str>, Member<K, Ctx>>>>;
 
-/// A controller of `K` over a [`Fleet`] (see the [module docs](self)).
+/// A controller of `K` over every member of a [`Fleet`], with one queue of
+/// [`ClusterKey`]s.
+///
+/// A reconcile written for one cluster runs unchanged: it gets `Cached<K>` and an
+/// `Arc<Ctx>`, and the context is made per member (`make_ctx(&cluster)`, holding that
+/// member's client), so the same function reconciles a fleet of one or of fifty.
+///
+/// Isolation: the queue is [fair](kube_informer::workqueue::QueueConfig::fair_by) by
+/// cluster — while one member has keys waiting, no other member gets two reconciles ahead
+/// of it — and [`ControllerOptions::max_in_flight_per_group`] caps how many workers one
+/// member may hold, so a slow or unreachable member cannot take them all. A failing key
+/// backs off on its own. A disengaged member's reconciles in flight are cancelled before its
+/// informers stop; its keys still queued are dropped when taken.
 ///
 /// ```no_run
 /// # async fn demo(fleet: kube_informer_runtime::fleet::Fleet) {

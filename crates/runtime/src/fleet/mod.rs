@@ -39,6 +39,7 @@
 //! usable kubeconfig replaces them.
 
 mod controller;
+mod health;
 mod member;
 pub mod sources;
 
@@ -52,6 +53,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use self::{
     controller::{ClusterKey, FleetController},
+    health::ClusterHealth,
     member::MemberError,
 };
 

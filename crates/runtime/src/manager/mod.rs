@@ -61,6 +61,7 @@ mod options;
 mod profile;
 mod rbac;
 mod run;
+mod runs;
 #[cfg(feature = "tls")]
 mod secure_metrics;
 mod server;
@@ -362,30 +363,6 @@ impl Manager {
                     }
                 })
             }),
-        });
-    }
-
-    /// Serves `webhooks` with the manager, on every replica (leader or not: the API server
-    /// calls whichever the Service picks), until shutdown, when open requests finish.
-    /// See [`webhook`](crate::webhook).
-    #[cfg(feature = "webhook")]
-    pub fn add_webhooks(&mut self, webhooks: crate::webhook::BoundWebhookServer) {
-        self.add("webhooks", false, move |cancel| async move {
-            webhooks.run(cancel).await;
-            Ok(())
-        });
-    }
-
-    /// Keeps `certs` made and rotated, on every replica (see
-    /// [`webhook::certs`](crate::webhook::certs)); call
-    /// [`provision`](crate::webhook::certs::WebhookCerts::provision) first, before the
-    /// webhook server binds.
-    #[cfg(feature = "webhook")]
-    pub fn add_webhook_certs(&mut self, certs: crate::webhook::certs::WebhookCerts) {
-        self.declared.extend(certs.permissions().permissions());
-        self.add("webhook-certs", false, move |cancel| async move {
-            certs.run(cancel).await;
-            Ok(())
         });
     }
 

@@ -9,7 +9,7 @@
 //! token, or one the API server does not accept: 401 (not remembered). Not allowed: 403, with the API server's reason.
 //! The API server unreachable: 503, not cached, and the scrape is retried.
 //!
-//! With [`ManagerOptions::profiling`](super::ManagerOptions::profiling), the same gate
+//! With `ManagerOptions::profiling` (feature `profiling`), the same gate
 //! serves `/debug/pprof/profile` to callers that may `get` that URL (asked and remembered
 //! separately: reading metrics does not allow profiling).
 
@@ -46,7 +46,7 @@ use crate::tls::{CertWatcher, ServingCert};
 /// The manager's service account needs `create` on `tokenreviews`
 /// (authentication.k8s.io) and `subjectaccessreviews` (authorization.k8s.io); the scraper's
 /// needs a ClusterRole with `nonResourceURLs: ["/metrics"]`, `verbs: ["get"]` (and, to take
-/// [CPU profiles](super::ManagerOptions::profiling), `["/debug/pprof/profile"]`: a grant
+/// CPU profiles (`ManagerOptions::profiling`, feature `profiling`), `["/debug/pprof/profile"]`: a grant
 /// of its own).
 #[derive(Clone, Debug)]
 pub struct SecureMetrics {

@@ -1,0 +1,57 @@
+//! What else a manager runs beside its controllers, on every replica: webhook servers,
+//! their certificates, and a fleet of clusters.
+
+use super::Manager;
+
+impl Manager {
+    /// Serves `webhooks` with the manager, on every replica (leader or not: the API server
+    /// calls whichever the Service picks), until shutdown, when open requests finish.
+    /// See [`webhook`](crate::webhook).
+    #[cfg(feature = "webhook")]
+    pub fn add_webhooks(&mut self, webhooks: crate::webhook::BoundWebhookServer) {
+        self.add("webhooks", false, move |cancel| async move {
+            webhooks.run(cancel).await;
+            Ok(())
+        });
+    }
+
+    /// Runs `fleet` from `source` on every replica (members' caches warm on standbys too),
+    /// with its per-cluster metrics (`fleet_cluster_*`) on `/metrics` and a `/readyz` check
+    /// that fails only when members are engaged and none of them is ready: one member down
+    /// does not take the operator out of service, losing every member does. See
+    /// [`fleet`](crate::fleet).
+    pub fn add_fleet<S>(&mut self, fleet: &crate::fleet::Fleet, source: S)
+    where
+        S: futures_util::Stream<Item = crate::fleet::ClusterEvent> + Send + 'static,
+    {
+        fleet.register_metrics(&mut self.registry.lock());
+        let checked = fleet.clone();
+        self.add_readyz_check("fleet", move || {
+            let health = checked.health();
+            let engaged: Vec<_> = health.iter().filter(|h| h.engaged).collect();
+            if engaged.is_empty() || engaged.iter().any(|h| h.ready) {
+                return Ok(());
+            }
+            let names: Vec<&str> = engaged.iter().map(|h| h.name.as_str()).collect();
+            Err(format!("no member cluster is ready: {}", names.join(", ")))
+        });
+        let fleet = fleet.clone();
+        self.add("fleet", false, move |cancel| async move {
+            fleet.run(source, cancel).await;
+            Ok(())
+        });
+    }
+
+    /// Keeps `certs` made and rotated, on every replica (see
+    /// [`webhook::certs`](crate::webhook::certs)); call
+    /// [`provision`](crate::webhook::certs::WebhookCerts::provision) first, before the
+    /// webhook server binds.
+    #[cfg(feature = "webhook")]
+    pub fn add_webhook_certs(&mut self, certs: crate::webhook::certs::WebhookCerts) {
+        self.declared.extend(certs.permissions().permissions());
+        self.add("webhook-certs", false, move |cancel| async move {
+            certs.run(cancel).await;
+            Ok(())
+        });
+    }
+}
