@@ -135,6 +135,11 @@ pub mod testing_guide {
 #[cfg(doctest)]
 pub struct OperationsDoctests;
 
+// And the fleet guide's worked example.
+#[doc = include_str!("../../../docs/multicluster.md")]
+#[cfg(doctest)]
+pub struct MulticlusterDoctests;
+
 // So is the migration guide's kube-informer program.
 #[doc = include_str!("../../../docs/coming-from-kube-rs.md")]
 #[cfg(doctest)]
