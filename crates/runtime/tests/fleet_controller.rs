@@ -199,3 +199,123 @@ async fn a_member_whose_reconciles_hang_cannot_take_every_worker() {
     assert_eq!(hung, 1, "one worker at most for the stuck member");
     running.stop().await;
 }
+
+/// The context of the copying reconcile: a member's client and the hub's templates.
+struct Copier {
+    client: kube::Client,
+    templates: kube_informer::ReadOnlyStore<ConfigMap>,
+}
+
+/// Makes the member's `shop/<name>` hold the data of the hub's `templates/<name>`.
+async fn copy(cm: Cached<ConfigMap>, ctx: Arc<Copier>) -> Result<Action, kube::Error> {
+    let name = match &cm {
+        Cached::Present(cm) => cm.name_any(),
+        Cached::Gone(key) => key.name().to_owned(),
+    };
+    let Some(template) = ctx.templates.get_by_key(&format!("templates/{name}")) else {
+        return Ok(Action::Done);
+    };
+    let api: kube::Api<ConfigMap> = kube::Api::namespaced(ctx.client.clone(), "shop");
+    let pp = kube::api::PostParams::default();
+    match api.get_opt(&name).await? {
+        None => {
+            let mut copy = ConfigMap::default();
+            copy.metadata.name = Some(name);
+            copy.data = template.data.clone();
+            api.create(&pp, &copy).await?;
+        }
+        Some(mut copy) if copy.data != template.data => {
+            copy.data = template.data.clone();
+            api.replace(&name, &pp, &copy).await?;
+        }
+        Some(_) => {}
+    }
+    Ok(Action::Done)
+}
+
+fn color(server: &FakeApiServer, name: &str) -> Option<String> {
+    let cm = server
+        .get(&Gvr::core("configmaps"), Some("shop"), name)
+        .ok()?;
+    cm["data"]["color"].as_str().map(str::to_owned)
+}
+
+/// A hub object maps to an object in every member: each converges to it, after a change
+/// too, and a member that joins later gets it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hub_object_converges_in_every_member_also_one_that_joins_later() {
+    let hub = FakeApiServer::start(ServerConfig::default().namespaces(["templates"]))
+        .await
+        .unwrap();
+    let configmaps = Gvr::core("configmaps");
+    hub.create(
+        &configmaps,
+        Some("templates"),
+        json!({"metadata": {"name": "settings"}, "data": {"color": "blue"}}),
+    )
+    .unwrap();
+    let hub_factory = kube_informer::factory::SharedInformerFactory::new(
+        hub.client().unwrap(),
+        FactoryOptions::default(),
+    );
+    let templates = hub_factory.informer::<ConfigMap>();
+    hub_factory.start();
+    let (east, west, north) = (member(&[]).await, member(&[]).await, member(&[]).await);
+
+    let fleet = Fleet::new(FactoryOptions::default());
+    let (clusters, source) = sources::from_code();
+    let cancel = CancellationToken::new();
+    let mut tasks = JoinSet::new();
+    tasks.spawn({
+        let (fleet, cancel) = (fleet.clone(), cancel.clone());
+        async move { fleet.run(source, cancel).await }
+    });
+    let controller =
+        FleetController::<ConfigMap>::new(&fleet, ControllerOptions::default().name("copies"))
+            .watches_hub(&templates, |template: &ConfigMap| {
+                vec![kube_informer::ObjectKey::new(
+                    Some("shop"),
+                    &template.name_any(),
+                )]
+            });
+    let store = templates.store();
+    let make_ctx = move |cluster: &kube_informer_runtime::fleet::Cluster| {
+        Arc::new(Copier {
+            client: cluster.client().clone(),
+            templates: store.clone(),
+        })
+    };
+    tasks.spawn(controller.run(make_ctx, copy, |_, _, _| Action::Retry, cancel.clone()));
+    clusters.engage("east", east.client().unwrap());
+    clusters.engage("west", west.client().unwrap());
+    until("both members have the copy", || {
+        color(&east, "settings").as_deref() == Some("blue")
+            && color(&west, "settings").as_deref() == Some("blue")
+    })
+    .await;
+
+    hub.patch(
+        &configmaps,
+        Some("templates"),
+        "settings",
+        json!({"data": {"color": "red"}}),
+    )
+    .unwrap();
+    until("both members follow the change", || {
+        color(&east, "settings").as_deref() == Some("red")
+            && color(&west, "settings").as_deref() == Some("red")
+    })
+    .await;
+
+    clusters.engage("north", north.client().unwrap());
+    until("the member that joined later has it", || {
+        color(&north, "settings").as_deref() == Some("red")
+    })
+    .await;
+
+    cancel.cancel();
+    while let Some(done) = tasks.join_next().await {
+        done.unwrap();
+    }
+    hub_factory.shutdown().await;
+}

@@ -17,7 +17,7 @@ use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use super::{Cluster, Fleet};
+use super::{Cluster, Fleet, hub};
 use crate::{
     controller::{Action, Cached, ControllerOptions, Watchable},
     reconcile::Reconciler,
@@ -98,6 +98,7 @@ pub struct FleetController<K> {
     fleet: Fleet,
     options: ControllerOptions,
     spec: Arc<dyn Fn() -> InformerSpec<K> + Send + Sync>,
+    hub: Vec<hub::HubRelation>,
 }
 
 impl<K> FleetController<K>
@@ -121,13 +122,48 @@ where
             fleet: fleet.clone(),
             options,
             spec: Arc::new(spec),
+            hub: Vec::new(),
         }
+    }
+
+    /// Reconciles, in every member, the keys `map` gives for each object `hub` caches (an
+    /// informer of the hub's own factory): a hub object's change queues them in every
+    /// engaged member, and a member engaged later gets the keys of every hub object. An
+    /// object a member lacks arrives as `Cached::Gone`: the reconcile creates it.
+    ///
+    /// ```no_run
+    /// # fn demo(fleet: &kube_informer_runtime::fleet::Fleet, hub: &kube_informer::factory::SharedInformerFactory) {
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use kube::ResourceExt;
+    /// use kube_informer::ObjectKey;
+    /// use kube_informer_runtime::{controller::ControllerOptions, fleet::FleetController};
+    ///
+    /// // Each ConfigMap in the hub's `templates` namespace is copied into `apps` of every member.
+    /// let templates = hub.informer::<ConfigMap>();
+    /// let controller = FleetController::<ConfigMap>::new(fleet, ControllerOptions::default())
+    ///     .watches_hub(&templates, |template: &ConfigMap| {
+    ///         vec![ObjectKey::new(Some("apps"), &template.name_any())]
+    ///     });
+    /// # let _ = controller;
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn watches_hub<O>(
+        mut self,
+        hub: &SharedIndexInformer<O>,
+        map: impl Fn(&O) -> Vec<ObjectKey> + Send + Sync + 'static,
+    ) -> Self
+    where
+        O: kube::Resource + Clone + Send + Sync + 'static,
+    {
+        self.hub.push(hub::relation(hub, map));
+        self
     }
 
     /// Reconciles until `cancel`: each member engaged gets `make_ctx(&cluster)` and its
     /// informer; each disengaged one has its reconciles cancelled and its keys dropped.
     pub async fn run<Ctx, R, P>(
-        self,
+        mut self,
         make_ctx: impl Fn(&Cluster) -> Arc<Ctx> + Send,
         reconcile: R,
         error_policy: P,
@@ -156,16 +192,39 @@ where
             move |key: ClusterKey| reconcile_one(&members, &queue, &reconcile, &policy, &name, key)
         };
         let mut workers = Workers::spawn(&queue, self.options.workers, process);
+        let fanout = hub::Fanout {
+            queue: queue.clone(),
+            members: Arc::default(),
+        };
+        let hub = std::mem::take(&mut self.hub);
+        let all_keys: Vec<_> = hub.iter().map(|r| r.all_keys.clone()).collect();
+        let detach: Vec<hub::Detach> = hub
+            .into_iter()
+            .map(|r| (r.attach)(fanout.clone()))
+            .collect();
         let mut changes = self.fleet.changes();
         loop {
             let clusters = changes.borrow_and_update().clone();
-            self.follow(&clusters, &members, &queue, &make_ctx).await;
+            let new = self.follow(&clusters, &members, &queue, &make_ctx).await;
+            *fanout.members.lock() = members.lock().keys().cloned().collect();
+            // A member engaged now gets the keys of every hub object.
+            for cluster in new {
+                for key in all_keys.iter().flat_map(|keys| keys()) {
+                    queue.add(ClusterKey {
+                        cluster: cluster.clone(),
+                        key,
+                    });
+                }
+            }
             tokio::select! {
                 () = cancel.cancelled() => break,
                 changed = changes.changed() => if changed.is_err() { break },
             }
         }
         workers.abort().await;
+        for detach in detach {
+            detach().await;
+        }
         let followed: Vec<Member<K, Ctx>> = members.lock().drain().map(|(_, m)| m).collect();
         for member in followed {
             let _ = member
@@ -182,7 +241,7 @@ where
         members: &Members<K, Ctx>,
         queue: &RateLimitingQueue<ClusterKey>,
         make_ctx: &(impl Fn(&Cluster) -> Arc<Ctx> + Send),
-    ) {
+    ) -> Vec<Arc<str>> {
         let gone: Vec<Member<K, Ctx>> = {
             let mut followed = members.lock();
             let stale: Vec<Arc<str>> = followed
@@ -202,10 +261,12 @@ where
                 .remove_event_handler(&member.registration)
                 .await;
         }
+        let mut new = Vec::new();
         for (name, cluster) in clusters {
             if members.lock().contains_key(name.as_str()) {
                 continue;
             }
+            new.push(Arc::from(name.as_str()));
             let informer = cluster.factory().informer_with::<K>((self.spec)());
             let handler = enqueue::<K>(queue.clone(), Arc::from(name.as_str()));
             let options = HandlerOptions::default().name(format!("fleet {}", self.options.name));
@@ -221,6 +282,7 @@ where
             };
             members.lock().insert(Arc::from(name.as_str()), member);
         }
+        new
     }
 }
 

@@ -40,6 +40,7 @@
 
 mod controller;
 mod health;
+mod hub;
 mod member;
 pub mod sources;
 

@@ -1,0 +1,86 @@
+//! Objects in the hub that map to keys in every member: a template, a policy, a
+//! placement. Each change of a hub object queues the keys `map` gives in every engaged
+//! member, and a member engaged later gets the keys of every hub object at once — so an
+//! object the hub asks for converges in each member, also one that joins afterwards.
+
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
+use kube_informer::{
+    ObjectKey,
+    fifo::DeletedObject,
+    informer::{HandlerFuncs, HandlerOptions, SharedIndexInformer},
+    workqueue::RateLimitingQueue,
+};
+use parking_lot::Mutex;
+
+use super::controller::ClusterKey;
+
+/// Queues keys in every member followed now.
+#[derive(Clone)]
+pub(super) struct Fanout {
+    pub(super) queue: RateLimitingQueue<ClusterKey>,
+    pub(super) members: Arc<Mutex<Vec<Arc<str>>>>,
+}
+
+impl Fanout {
+    fn add(&self, keys: Vec<ObjectKey>) {
+        let members = self.members.lock().clone();
+        for key in keys {
+            for cluster in &members {
+                self.queue.add(ClusterKey {
+                    cluster: cluster.clone(),
+                    key: key.clone(),
+                });
+            }
+        }
+    }
+}
+
+/// Stops a relation's handler (awaited when the controller stops).
+pub(super) type Detach = Box<dyn FnOnce() -> BoxFuture<'static, ()> + Send>;
+
+/// One hub relation: every key its hub objects map to now, and how to attach its handler.
+pub(super) struct HubRelation {
+    pub(super) all_keys: Arc<dyn Fn() -> Vec<ObjectKey> + Send + Sync>,
+    pub(super) attach: Box<dyn FnOnce(Fanout) -> Detach + Send + Sync>,
+}
+
+/// The relation of the hub objects `hub` caches, through `map`.
+pub(super) fn relation<O>(
+    hub: &SharedIndexInformer<O>,
+    map: impl Fn(&O) -> Vec<ObjectKey> + Send + Sync + 'static,
+) -> HubRelation
+where
+    O: kube::Resource + Clone + Send + Sync + 'static,
+{
+    let map = Arc::new(map);
+    let store = hub.store();
+    let all_keys = {
+        let map = map.clone();
+        Arc::new(move || store.list().iter().flat_map(|o| map(o)).collect())
+    };
+    let informer = hub.clone();
+    let attach = Box::new(move |fanout: Fanout| -> Detach {
+        let (on_add, on_update, on_delete) = (fanout.clone(), fanout.clone(), fanout);
+        let (add_map, update_map, delete_map) = (map.clone(), map.clone(), map);
+        let handler = HandlerFuncs::new()
+            .on_add(move |o: Arc<O>, _| on_add.add(add_map(&o)))
+            .on_update(move |old: Arc<O>, new: Arc<O>| {
+                let mut keys = update_map(&new);
+                keys.extend(update_map(&old));
+                keys.sort();
+                keys.dedup();
+                on_update.add(keys);
+            })
+            .on_delete(move |gone: DeletedObject<O>| on_delete.add(delete_map(gone.object())));
+        let registration =
+            informer.add_event_handler(handler, HandlerOptions::default().name("fleet hub"));
+        Box::new(move || {
+            Box::pin(async move {
+                let _ = informer.remove_event_handler(&registration).await;
+            })
+        })
+    });
+    HubRelation { all_keys, attach }
+}
