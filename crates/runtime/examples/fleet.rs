@@ -1,0 +1,191 @@
+//! A fleet: a hub whose ConfigMap `fleet-example/settings` is copied into every member
+//! cluster by one `FleetController` — a single-cluster reconcile, run per member. Members
+//! come from kubeconfig files in a folder; one joins while it runs and one leaves.
+//!
+//! ```text
+//! cargo run -p kube-informer-runtime --example fleet                  # 4 embedded fake-apiservers
+//! cargo run -p kube-informer-runtime --example fleet -- --kubeconfigs DIR  # hub: your kubeconfig;
+//!                                                                     # members: DIR/*.yaml (writes
+//!                                                                     # fleet-example/settings in each)
+//! RUST_LOG=info cargo run -p kube-informer-runtime --example fleet    # the runtime's logs
+//! ```
+
+use std::{path::PathBuf, sync::Arc, time::Duration};
+
+use fake_apiserver::{FakeApiServer, ServerConfig};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::{Api, ResourceExt, api::PostParams};
+use kube_informer::{
+    FactoryOptions, ObjectKey, ReadOnlyStore, Selectors,
+    factory::{InformerSpec, SharedInformerFactory},
+};
+use kube_informer_runtime::{
+    CancellationToken,
+    controller::{Action, Cached, ControllerOptions},
+    fleet::{Cluster, Fleet, FleetController, sources},
+};
+use serde_json::json;
+use tokio::task::JoinSet;
+
+const NAMESPACE: &str = "fleet-example";
+
+/// A member's context: its name, its client, and the hub's templates.
+struct Member {
+    name: String,
+    client: kube::Client,
+    templates: ReadOnlyStore<ConfigMap>,
+}
+
+/// Written for one cluster: the member's copy holds the hub template's data.
+async fn reconcile(cm: Cached<ConfigMap>, member: Arc<Member>) -> Result<Action, kube::Error> {
+    let name = match &cm {
+        Cached::Present(cm) => cm.name_any(),
+        Cached::Gone(key) => key.name().to_owned(),
+    };
+    let key = format!("{NAMESPACE}/{name}");
+    let Some(template) = member.templates.get_by_key(&key) else {
+        return Ok(Action::Done);
+    };
+    let api: Api<ConfigMap> = Api::namespaced(member.client.clone(), NAMESPACE);
+    let pp = PostParams::default();
+    let mut namespace = Namespace::default();
+    namespace.metadata.name = Some(NAMESPACE.to_owned());
+    let _ = Api::<Namespace>::all(member.client.clone())
+        .create(&pp, &namespace)
+        .await; // 409: it exists
+    match api.get_opt(&name).await? {
+        None => {
+            let mut copy = ConfigMap::default();
+            copy.metadata.name = Some(name.clone());
+            copy.data = template.data.clone();
+            api.create(&pp, &copy).await?;
+            println!("{}: created {key}", member.name);
+        }
+        Some(mut copy) if copy.data != template.data => {
+            copy.data = template.data.clone();
+            api.replace(&name, &pp, &copy).await?;
+            println!("{}: updated {key}", member.name);
+        }
+        Some(_) => {}
+    }
+    Ok(Action::Done)
+}
+
+/// A kubeconfig for a fake-apiserver.
+fn kubeconfig(server: &FakeApiServer) -> String {
+    format!(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n\
+         clusters: [{{name: k, cluster: {{server: \"{}\"}}}}]\n\
+         users: [{{name: u, user: {{token: example}}}}]\n\
+         contexts: [{{name: c, context: {{cluster: k, user: u}}}}]\n",
+        server.url()
+    )
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .init();
+    let args: Vec<String> = std::env::args().collect();
+    let given = args
+        .iter()
+        .position(|a| a == "--kubeconfigs")
+        .and_then(|i| args.get(i + 1))
+        .map(PathBuf::from);
+    let mut servers = Vec::new();
+    let (hub, dir, embedded) = match given {
+        Some(dir) => (kube::Client::try_default().await?, dir, false),
+        None => {
+            let hub = FakeApiServer::start(ServerConfig::default().namespaces([NAMESPACE])).await?;
+            let client = hub.client()?;
+            servers.push(hub);
+            let dir = std::env::temp_dir().join(format!("fleet-example-{}", std::process::id()));
+            std::fs::create_dir_all(&dir)?;
+            for name in ["east", "west"] {
+                let member = FakeApiServer::start(ServerConfig::default()).await?;
+                std::fs::write(dir.join(format!("{name}.yaml")), kubeconfig(&member))?;
+                servers.push(member);
+            }
+            (client, dir, true)
+        }
+    };
+    let _ = Api::<Namespace>::all(hub.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": NAMESPACE}}))?,
+        )
+        .await;
+    let templates_api: Api<ConfigMap> = Api::namespaced(hub.clone(), NAMESPACE);
+    let template = json!({"metadata": {"name": "settings"}, "data": {"color": "blue"}});
+    let _ = templates_api
+        .create(&PostParams::default(), &serde_json::from_value(template)?)
+        .await;
+
+    // The hub's templates, and the members from the folder.
+    let hub_factory = SharedInformerFactory::new(
+        hub,
+        FactoryOptions::default().selectors(Selectors::default().in_namespace(NAMESPACE)),
+    );
+    let templates = hub_factory.informer::<ConfigMap>();
+    hub_factory.start();
+    let fleet = Fleet::new(FactoryOptions::default());
+    let cancel = CancellationToken::new();
+    let mut tasks = JoinSet::new();
+    let source = sources::kubeconfig_dir(&dir, Duration::from_millis(500));
+    tasks.spawn({
+        let (fleet, cancel) = (fleet.clone(), cancel.clone());
+        async move { fleet.run(source, cancel).await }
+    });
+    let only_ours = || InformerSpec::new().selectors(Selectors::default().in_namespace(NAMESPACE));
+    let controller = FleetController::<ConfigMap>::new_with(
+        &fleet,
+        only_ours,
+        ControllerOptions::default()
+            .name("fleet-example")
+            .max_in_flight_per_group(Some(2)),
+    )
+    .watches_hub(&templates, |template: &ConfigMap| {
+        vec![ObjectKey::new(Some(NAMESPACE), &template.name_any())]
+    });
+    let store = templates.store();
+    let make_ctx = move |cluster: &Cluster| {
+        Arc::new(Member {
+            name: cluster.name().to_owned(),
+            client: cluster.client().clone(),
+            templates: store.clone(),
+        })
+    };
+    tasks.spawn(controller.run(make_ctx, reconcile, |_, _, _| Action::Retry, cancel.clone()));
+
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    println!("members: {:?}", fleet.clusters().keys().collect::<Vec<_>>());
+    if embedded {
+        // One member joins, another leaves, and the template changes.
+        let north = FakeApiServer::start(ServerConfig::default()).await?;
+        std::fs::write(dir.join("north.yaml"), kubeconfig(&north))?;
+        servers.push(north);
+        std::fs::remove_file(dir.join("west.yaml"))?;
+        let mut settings = templates_api.get("settings").await?;
+        settings.data = Some([("color".to_owned(), "red".to_owned())].into());
+        templates_api
+            .replace("settings", &PostParams::default(), &settings)
+            .await?;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        println!("members: {:?}", fleet.clusters().keys().collect::<Vec<_>>());
+        for (name, health) in fleet.health().iter().map(|h| (&h.name, h.ready)) {
+            println!("{name}: ready {health}");
+        }
+    }
+    cancel.cancel();
+    while let Some(done) = tasks.join_next().await {
+        done?;
+    }
+    hub_factory.shutdown().await;
+    if embedded {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    Ok(())
+}
