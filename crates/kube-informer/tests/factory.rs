@@ -146,6 +146,14 @@ async fn one_informer_per_type_shared_synced_listed_and_shut_down() {
     tokio::time::timeout(Duration::from_secs(60), factory.shutdown())
         .await
         .expect("shutdown waits and returns");
+    // Stopped for good: an informer asked for afterwards, and a late start, run nothing.
+    let late = factory.informer::<k8s_openapi::api::core::v1::Secret>();
+    factory.start();
+    assert!(
+        factory.health().is_empty(),
+        "a shut-down factory started an informer"
+    );
+    assert!(!late.has_synced());
 }
 
 /// A 403 on LIST used to leave the sync wait blocked forever with only a log line;

@@ -24,7 +24,12 @@ impl SharedInformerFactory {
     }
 
     /// Starts every informer not started yet (informers asked for later need another call).
+    /// After [`shutdown`](Self::shutdown) it starts nothing: a factory stopped (a fleet's
+    /// disengaged member) is not brought back by a late caller.
     pub fn start(&self) {
+        if self.inner.cancel.is_cancelled() {
+            return;
+        }
         let mut informers = self.inner.informers.lock();
         for registered in informers.iter_mut().filter(|r| r.task.is_none()) {
             let run = registered.informer.run(self.inner.cancel.child_token());
