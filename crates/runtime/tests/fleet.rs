@@ -5,10 +5,10 @@
 
 mod common;
 
-use std::{sync::Arc, time::Duration};
+use std::time::Duration;
 
 use base64::Engine as _;
-use common::until;
+use common::{fleet_member as member, until};
 use fake_apiserver::{FakeApiServer, Gvr, ServerConfig, Verb};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube_informer::factory::FactoryOptions;
@@ -18,22 +18,6 @@ use kube_informer_runtime::{
 };
 use serde_json::json;
 use tokio::task::JoinSet;
-
-async fn member(objects: &[&str]) -> Arc<FakeApiServer> {
-    let server = FakeApiServer::start(ServerConfig::default().namespaces(["shop"]))
-        .await
-        .unwrap();
-    for name in objects {
-        server
-            .create(
-                &Gvr::core("configmaps"),
-                Some("shop"),
-                json!({"metadata": {"name": name}}),
-            )
-            .unwrap();
-    }
-    Arc::new(server)
-}
 
 fn kubeconfig(server: &FakeApiServer, token: &str) -> String {
     format!(

@@ -10,7 +10,7 @@ use std::sync::{
     atomic::{AtomicBool, Ordering},
 };
 
-use common::until;
+use common::{fleet_member as member, until};
 use fake_apiserver::{FakeApiServer, Gvr, ServerConfig};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
@@ -23,22 +23,6 @@ use kube_informer_runtime::{
 use parking_lot::Mutex;
 use serde_json::json;
 use tokio::task::JoinSet;
-
-async fn member(objects: &[&str]) -> Arc<FakeApiServer> {
-    let server = FakeApiServer::start(ServerConfig::default().namespaces(["shop"]))
-        .await
-        .unwrap();
-    for name in objects {
-        server
-            .create(
-                &Gvr::core("configmaps"),
-                Some("shop"),
-                json!({"metadata": {"name": name}}),
-            )
-            .unwrap();
-    }
-    Arc::new(server)
-}
 
 /// A single cluster's context: its name and client (here, the record of what it did).
 struct Ctx {

@@ -18,6 +18,20 @@ pub(crate) async fn server() -> Arc<FakeApiServer> {
     Arc::new(server)
 }
 
+/// A member cluster for the fleet tests: a fake-apiserver with the namespace `shop` and
+/// the ConfigMaps `objects` in it.
+pub(crate) async fn fleet_member(objects: &[&str]) -> Arc<FakeApiServer> {
+    let server = FakeApiServer::start(ServerConfig::default().namespaces(["shop"]))
+        .await
+        .unwrap();
+    for name in objects {
+        let cm = json!({"metadata": {"name": name}});
+        let configmaps = fake_apiserver::Gvr::core("configmaps");
+        server.create(&configmaps, Some("shop"), cm).unwrap();
+    }
+    Arc::new(server)
+}
+
 /// A Deployment `name` with `replicas`.
 pub(crate) fn deployment(name: &str, replicas: i32) -> Value {
     json!({
