@@ -93,10 +93,10 @@ impl ServingCert {
     /// A file that cannot be read, holds no certificate or key, or a key that does not
     /// match the certificate.
     pub fn load(&self) -> Result<CertWatcher, TlsError> {
-        let (files, key) = metrics::read(
-            read_files(self).and_then(|files| Ok((certified_key(self, &files)?, files))),
-        )
-        .map(|(key, files)| (files, key))?;
+        let (files, key) = metrics::read(read_files(self).and_then(|files| {
+            let key = certified_key(self, &files)?;
+            Ok((files, key))
+        }))?;
         Ok(CertWatcher {
             source: self.clone(),
             current: Arc::new(RwLock::new((files, Arc::new(key)))),
