@@ -8,7 +8,7 @@ mod common;
 use std::time::Duration;
 
 use base64::Engine as _;
-use common::{fleet_member as member, until};
+use common::{fleet_member as member, get, run_fleet, until};
 use fake_apiserver::{FakeApiServer, Gvr, ServerConfig, Verb};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube_informer::factory::FactoryOptions;
@@ -70,10 +70,7 @@ async fn clusters_from_code_engage_and_a_removed_one_leaves_no_task() {
     let (clusters, source) = sources::from_code();
     let cancel = CancellationToken::new();
     let mut tasks = JoinSet::new();
-    tasks.spawn({
-        let (fleet, cancel) = (fleet.clone(), cancel.clone());
-        async move { fleet.run(source, cancel).await }
-    });
+    run_fleet(&mut tasks, &fleet, source, &cancel);
     tasks.spawn(cache_every_member(fleet.clone(), cancel.clone()));
 
     clusters.engage("west", west.client().unwrap());
@@ -121,10 +118,7 @@ async fn a_kubeconfig_folder_rotates_tokens_in_place_and_isolates_a_broken_file(
     let cancel = CancellationToken::new();
     let mut tasks = JoinSet::new();
     let source = sources::kubeconfig_dir(&dir, Duration::from_millis(20));
-    tasks.spawn({
-        let (fleet, cancel) = (fleet.clone(), cancel.clone());
-        async move { fleet.run(source, cancel).await }
-    });
+    run_fleet(&mut tasks, &fleet, source, &cancel);
     tasks.spawn(cache_every_member(fleet.clone(), cancel.clone()));
     until("both cached", || {
         cached(&fleet, "east") == 1 && cached(&fleet, "west") == 2
@@ -191,10 +185,7 @@ async fn kubeconfig_secrets_in_the_hub_engage_and_disengage_members() {
     let fleet = Fleet::new(FactoryOptions::default());
     let cancel = CancellationToken::new();
     let mut tasks = JoinSet::new();
-    tasks.spawn({
-        let (fleet, cancel) = (fleet.clone(), cancel.clone());
-        async move { fleet.run(source, cancel).await }
-    });
+    run_fleet(&mut tasks, &fleet, source, &cancel);
     tasks.spawn(cache_every_member(fleet.clone(), cancel.clone()));
 
     let secrets = Gvr::core("secrets");
@@ -228,22 +219,6 @@ async fn kubeconfig_secrets_in_the_hub_engage_and_disengage_members() {
         done.unwrap();
     }
     hub_factory.shutdown().await;
-}
-
-/// `GET path` on the manager's endpoints: the status and the body.
-async fn get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.unwrap();
-    let code = response[9..12].parse().unwrap();
-    let body = response
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_owned())
-        .unwrap_or_default();
-    (code, body)
 }
 
 /// Under a manager: each member's health in `/metrics`; one member unreachable keeps the

@@ -10,7 +10,7 @@ use std::sync::{
     atomic::{AtomicBool, Ordering},
 };
 
-use common::{fleet_member as member, until};
+use common::{fleet_member as member, run_fleet, until};
 use fake_apiserver::{FakeApiServer, Gvr, ServerConfig};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
@@ -73,10 +73,7 @@ fn start(options: ControllerOptions) -> Running {
     let (seen, cancelled) = (Arc::default(), Arc::new(AtomicBool::new(false)));
     let cancel = CancellationToken::new();
     let mut tasks = JoinSet::new();
-    tasks.spawn({
-        let (fleet, cancel) = (fleet.clone(), cancel.clone());
-        async move { fleet.run(source, cancel).await }
-    });
+    run_fleet(&mut tasks, &fleet, source, &cancel);
     let controller = FleetController::<ConfigMap>::new(&fleet, options);
     let make_ctx = {
         let (seen, cancelled) = (Arc::clone(&seen), Arc::clone(&cancelled));
@@ -250,10 +247,7 @@ async fn a_hub_object_converges_in_every_member_also_one_that_joins_later() {
     let (clusters, source) = sources::from_code();
     let cancel = CancellationToken::new();
     let mut tasks = JoinSet::new();
-    tasks.spawn({
-        let (fleet, cancel) = (fleet.clone(), cancel.clone());
-        async move { fleet.run(source, cancel).await }
-    });
+    run_fleet(&mut tasks, &fleet, source, &cancel);
     let controller =
         FleetController::<ConfigMap>::new(&fleet, ControllerOptions::default().name("copies"))
             .watches_hub(&templates, |template: &ConfigMap| {

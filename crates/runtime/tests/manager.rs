@@ -14,7 +14,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::{server, until};
+use common::{get, server, until};
 use fake_apiserver::{Fault, Gvr, Verb};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube_informer_runtime::{
@@ -24,23 +24,7 @@ use kube_informer_runtime::{
 };
 use parking_lot::Mutex;
 use serde_json::json;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
-
-/// `GET path` on the manager's endpoints: (status, body).
-async fn get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.unwrap();
-    let code = response[9..12].parse().unwrap();
-    let body = response
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_owned())
-        .unwrap_or_default();
-    (code, body)
-}
 
 /// Test options: endpoints on a free loopback port, so that the two replicas of
 /// `two_replicas_never_reconcile_at_once_and_the_standby_takes_over` (and every test

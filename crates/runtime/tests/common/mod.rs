@@ -18,6 +18,35 @@ pub(crate) async fn server() -> Arc<FakeApiServer> {
     Arc::new(server)
 }
 
+/// `GET path` on a manager's endpoints: the status and the body.
+pub(crate) async fn get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    let code = response[9..12].parse().unwrap();
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (code, body)
+}
+
+/// Runs `fleet` from `source` until `cancel`, as a task of `tasks`.
+pub(crate) fn run_fleet(
+    tasks: &mut tokio::task::JoinSet<()>,
+    fleet: &kube_informer_runtime::fleet::Fleet,
+    source: impl futures_util::Stream<Item = kube_informer_runtime::fleet::ClusterEvent>
+    + Send
+    + 'static,
+    cancel: &tokio_util::sync::CancellationToken,
+) {
+    let (fleet, cancel) = (fleet.clone(), cancel.clone());
+    tasks.spawn(async move { fleet.run(source, cancel).await });
+}
+
 /// A member cluster for the fleet tests: a fake-apiserver with the namespace `shop` and
 /// the ConfigMaps `objects` in it.
 pub(crate) async fn fleet_member(objects: &[&str]) -> Arc<FakeApiServer> {
