@@ -104,6 +104,35 @@ async fn clusters_from_code_engage_and_a_removed_one_leaves_no_task() {
     );
 }
 
+/// Killed rather than cancelled, the fleet's `run` still lets its members go: they are
+/// disengaged and their tasks end, though clones of the fleet live on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_run_disengages_its_members() {
+    let east = member(&["e1"]).await;
+    let fleet = Fleet::new(FactoryOptions::default());
+    let (clusters, source) = sources::from_code();
+    let cancel = CancellationToken::new();
+    let metrics = tokio::runtime::Handle::current().metrics();
+    let before = metrics.num_alive_tasks();
+    let running = tokio::spawn({
+        let fleet = fleet.clone();
+        async move { fleet.run(source, CancellationToken::new()).await }
+    });
+    let caching = tokio::spawn(cache_every_member(fleet.clone(), cancel.clone()));
+    clusters.engage("east", east.client().unwrap());
+    until("east cached", || cached(&fleet, "east") == 1).await;
+    let east_cluster = fleet.cluster("east").unwrap();
+
+    running.abort();
+    assert!(running.await.unwrap_err().is_cancelled());
+    assert!(fleet.clusters().is_empty(), "east disengaged");
+    assert!(east_cluster.disengaged().is_cancelled());
+    cancel.cancel();
+    caching.await.unwrap();
+    drop(east_cluster);
+    until("east's tasks ended", || metrics.num_alive_tasks() <= before).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kubeconfig_folder_rotates_tokens_in_place_and_isolates_a_broken_file() {
     let (east, west) = (member(&["e1"]).await, member(&["w1", "w2"]).await);

@@ -297,3 +297,94 @@ async fn a_hub_object_converges_in_every_member_also_one_that_joins_later() {
     }
     hub_factory.shutdown().await;
 }
+
+/// Counts reconciles per `cluster/name`.
+struct Counter {
+    cluster: String,
+    counts: Arc<Mutex<std::collections::BTreeMap<String, usize>>>,
+}
+
+async fn count(cm: Cached<ConfigMap>, ctx: Arc<Counter>) -> Result<Action, kube::Error> {
+    if let Cached::Present(cm) = cm {
+        let entry = format!("{}/{}", ctx.cluster, cm.name_any());
+        *ctx.counts.lock().entry(entry).or_default() += 1;
+    }
+    Ok(Action::Done)
+}
+
+/// A plain controller's relations work within each member: a Secret's change reconciles
+/// its owning ConfigMap in the Secret's cluster, not in the others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owned_childs_change_reconciles_its_owner_in_its_own_member() {
+    let (east, west) = (member(&["parent"]).await, member(&["parent"]).await);
+    for server in [&east, &west] {
+        let parent = server
+            .get(&Gvr::core("configmaps"), Some("shop"), "parent")
+            .unwrap();
+        let owner = json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": "parent",
+            "uid": parent["metadata"]["uid"], "controller": true}]);
+        server
+            .create(
+                &Gvr::core("secrets"),
+                Some("shop"),
+                json!({"metadata": {"name": "child", "ownerReferences": owner}}),
+            )
+            .unwrap();
+    }
+    let fleet = Fleet::new(FactoryOptions::default());
+    let (clusters, source) = sources::from_code();
+    let cancel = CancellationToken::new();
+    let mut tasks = JoinSet::new();
+    run_fleet(&mut tasks, &fleet, source, &cancel);
+    let counts: Arc<Mutex<std::collections::BTreeMap<String, usize>>> = Arc::default();
+    let controller =
+        FleetController::<ConfigMap>::new(&fleet, ControllerOptions::default().name("owners"))
+            .owns::<k8s_openapi::api::core::v1::Secret>();
+    let make_ctx = {
+        let counts = counts.clone();
+        move |cluster: &kube_informer_runtime::fleet::Cluster| {
+            Arc::new(Counter {
+                cluster: cluster.name().to_owned(),
+                counts: counts.clone(),
+            })
+        }
+    };
+    tasks.spawn(controller.run(make_ctx, count, |_, _, _| Action::Retry, cancel.clone()));
+    clusters.engage("east", east.client().unwrap());
+    clusters.engage("west", west.client().unwrap());
+    let seen = |entry: &str| counts.lock().get(entry).copied().unwrap_or(0);
+    until("both parents reconciled", || {
+        seen("east/parent") >= 1 && seen("west/parent") >= 1
+    })
+    .await;
+    let (east_before, west_before) = (seen("east/parent"), seen("west/parent"));
+    east.patch(
+        &Gvr::core("secrets"),
+        Some("shop"),
+        "child",
+        json!({"data": {"k": "dg=="}}),
+    )
+    .unwrap();
+    until("east's parent reconciled for its child", || {
+        seen("east/parent") > east_before
+    })
+    .await;
+    // West's child did not change: a reconcile of west's parent now would be a leak across
+    // members. A change in west afterwards proves west was still being watched.
+    assert_eq!(seen("west/parent"), west_before, "west's parent untouched");
+    west.patch(
+        &Gvr::core("secrets"),
+        Some("shop"),
+        "child",
+        json!({"data": {"k": "dw=="}}),
+    )
+    .unwrap();
+    until("west's parent reconciled for its child", || {
+        seen("west/parent") > west_before
+    })
+    .await;
+    cancel.cancel();
+    while let Some(done) = tasks.join_next().await {
+        done.unwrap();
+    }
+}

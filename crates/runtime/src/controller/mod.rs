@@ -99,6 +99,8 @@
 //! ```
 
 mod expectations;
+mod fleet_relation;
+mod member;
 mod metrics;
 mod new;
 mod options;
@@ -109,6 +111,7 @@ mod read;
 mod relate;
 mod relations;
 mod run;
+mod sink;
 mod trigger;
 mod worker;
 mod writes;
@@ -137,6 +140,7 @@ pub use self::{
     relate::Relation,
     relations::Change,
 };
+pub(crate) use self::{member::Running as RunningMember, sink::KeySink, worker::Policy};
 pub use crate::reconcile::{Action, Cached, Reconciler};
 use crate::sharding::{Placement, ShardedKind};
 

@@ -13,13 +13,14 @@ use kube_informer::{
     ObjectKey,
     factory::{FactoryScope as _, InformerSpec, SharedInformerFactory},
     informer::SharedIndexInformer,
-    workqueue::RateLimitingQueue,
+    workqueue::{QueueConfig, RateLimitingQueue},
 };
 
 use super::{
     Controller, ControllerOptions, Expectations, Fairness, Watchable, own_writes,
     read::{Dynamic, Typed, read},
     relations,
+    sink::{KeySink, Sink},
 };
 use crate::sharding::{Placement, ShardedKind};
 
@@ -57,7 +58,37 @@ impl<K: Watchable> Controller<K> {
         options: ControllerOptions,
     ) -> Self {
         let (informer, placed) = read(factory, options.shard.as_ref(), Typed, spec, OWN);
-        Self::assemble(factory, informer, (), K::Scope::NAMESPACED, placed, options)
+        Self::assemble(
+            factory,
+            informer,
+            (),
+            K::Scope::NAMESPACED,
+            placed,
+            options,
+            None,
+        )
+    }
+
+    /// A fleet member's controller: its handlers put keys into `sink` (the fleet's queue),
+    /// and the fleet's workers run its [`Member`](super::member::Member) half.
+    pub(crate) fn member(
+        factory: &SharedInformerFactory,
+        spec: InformerSpec<K>,
+        mut options: ControllerOptions,
+        sink: Arc<dyn KeySink>,
+    ) -> Self {
+        options.shard = None;
+        let (informer, placed) = read(factory, None, Typed, spec, OWN);
+        let namespaced = K::Scope::NAMESPACED;
+        Self::assemble(
+            factory,
+            informer,
+            (),
+            namespaced,
+            placed,
+            options,
+            Some(sink),
+        )
     }
 }
 
@@ -109,6 +140,7 @@ impl Controller<DynamicObject> {
             namespaced,
             placed,
             options,
+            None,
         )
     }
 }
@@ -125,32 +157,24 @@ where
         namespaced: bool,
         sharded_kinds: Vec<ShardedKind>,
         options: ControllerOptions,
+        shared: Option<Arc<dyn KeySink>>,
     ) -> Self {
-        let metrics = options.metrics.clone();
-        let name = options.name.clone();
+        let (metrics, name) = (options.metrics.clone(), options.name.clone());
         let read_your_writes = options.read_your_writes;
-        let mut config = kube_informer::workqueue::QueueConfig::default()
-            .name(name.clone())
-            .max_in_flight_per_group(options.group_limit);
-        if let Some(metrics) = &metrics {
-            config = config.metrics(metrics.core());
-        }
-        if let Some(make) = &options.rate_limiter {
-            config = config.rate_limiter(make.make());
-        }
-        config = match &options.fairness {
-            Fairness::ByNamespace => {
-                config.fair_by(|key: &ObjectKey| Cow::Borrowed(key.namespace().unwrap_or("")))
+        let (queue, sink) = match shared {
+            None => {
+                let queue = own_queue(&options);
+                (queue.clone(), Sink::Own(queue))
             }
-            Fairness::By(group_of) => {
-                let group_of = group_of.clone();
-                config.fair_by(move |key: &ObjectKey| group_of(key))
-            }
-            Fairness::Off => config,
+            // A member's keys go to the fleet's queue: its own stays empty, unnamed and
+            // unmeasured (it reports nothing under the fleet controller's name).
+            Some(sink) => (
+                RateLimitingQueue::new(QueueConfig::default()),
+                Sink::Shared(sink),
+            ),
         };
-        let queue = RateLimitingQueue::new(config);
         let enqueue = relations::Enqueue {
-            queue: queue.clone(),
+            queue: sink,
             debounce: options
                 .debounce
                 .map(|period| Arc::new(relations::Debounce::new(period))),
@@ -187,4 +211,28 @@ where
         (controller.own_writes).cache(std::any::TypeId::of::<K>(), store, true);
         controller
     }
+}
+
+/// A controller's own queue, as its options say.
+fn own_queue(options: &ControllerOptions) -> RateLimitingQueue<ObjectKey> {
+    let mut config = QueueConfig::default()
+        .name(options.name.clone())
+        .max_in_flight_per_group(options.group_limit);
+    if let Some(metrics) = &options.metrics {
+        config = config.metrics(metrics.core());
+    }
+    if let Some(make) = &options.rate_limiter {
+        config = config.rate_limiter(make.make());
+    }
+    config = match &options.fairness {
+        Fairness::ByNamespace => {
+            config.fair_by(|key: &ObjectKey| Cow::Borrowed(key.namespace().unwrap_or("")))
+        }
+        Fairness::By(group_of) => {
+            let group_of = group_of.clone();
+            config.fair_by(move |key: &ObjectKey| group_of(key))
+        }
+        Fairness::Off => config,
+    };
+    RateLimitingQueue::new(config)
 }

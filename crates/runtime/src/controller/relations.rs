@@ -27,7 +27,7 @@ pub(crate) type Queue = RateLimitingQueue<ObjectKey>;
 /// period (see [`ControllerOptions::debounce`](super::ControllerOptions::debounce)).
 #[derive(Clone)]
 pub(crate) struct Enqueue {
-    pub(crate) queue: Queue,
+    pub(crate) queue: super::sink::Sink,
     pub(crate) debounce: Option<Arc<Debounce>>,
     /// Whether work that can wait (initial lists, resyncs) goes behind live changes.
     pub(crate) prioritize: bool,

@@ -90,25 +90,8 @@ where
         R: Reconciler<K, Ctx>,
         P: Fn(&Cached<K>, &R::Error, &Ctx) -> Action + Send + Sync + 'static,
     {
-        let mut handler_options = HandlerOptions::default().name(self.name.clone());
-        if let Some(period) = self.resync {
-            handler_options = handler_options.resync(period);
-        }
-        let updates = relations::Updates {
-            predicate: self.predicate.take(),
-            filter: self.event_filter.clone(),
-        };
-        let handler = relations::primary(self.enqueue.clone(), updates, self.expectations.clone());
         // Owned from here on: dropping this future shuts the queue and detaches them.
-        let mut attached = Attachments::new(self.queue.clone());
-        attached.push(relations::attach_now(
-            self.informer.clone(),
-            handler,
-            handler_options,
-        ));
-        for relation in self.relations.drain(..) {
-            attached.push(relation());
-        }
+        let attached = self.attach();
         self.factory.start();
         let stop = graceful.clone();
         let halted = halt.clone();
@@ -167,24 +150,13 @@ where
         for trigger in self.triggers.drain(..) {
             triggers.spawn(trigger.into_inner());
         }
-        let worker = worker::Worker {
-            name: self.name.clone(),
-            namespaced: self.owner.namespaced,
-            store: self.informer.store(),
-            queue: self.queue.clone(),
-            debounce: self.enqueue.debounce.clone(),
-            metrics: self.metrics.clone(),
-            max_retries: self.options.max_retries,
-            timeout: self.options.reconcile_timeout,
-            reconcile: Arc::new(reconcile),
-            error_policy: Arc::new(error_policy),
-            ctx,
-            own_writes: self.own_writes.clone(),
-            triggers: self.enqueue.triggers.clone(),
-            kind: self.enqueue.kind.clone(),
-        };
+        let worker = self.worker(Arc::new(reconcile), Arc::new(error_policy), ctx, None);
         let count = self.options.workers;
-        let process = move |key| worker.call(key);
+        let queue = self.queue.clone();
+        let process = move |key| {
+            let attempt = queue.num_requeues(&key) + 1;
+            worker.call(key, attempt)
+        };
         let mut workers = match self.options.scaling.clone() {
             None => Workers::spawn(&self.queue, count, process),
             Some(scaling) => {
@@ -210,5 +182,58 @@ where
         workers.abort().await;
         triggers.abort_all();
         while triggers.join_next().await.is_some() {}
+    }
+    /// Attaches its handlers (the primary's and each relation's), owned by what it returns:
+    /// removed when that is, closed if it is dropped.
+    pub(super) fn attach(&mut self) -> Attachments {
+        let mut handler_options = HandlerOptions::default().name(self.name.clone());
+        if let Some(period) = self.resync {
+            handler_options = handler_options.resync(period);
+        }
+        let updates = relations::Updates {
+            predicate: self.predicate.take(),
+            filter: self.event_filter.clone(),
+        };
+        let handler = relations::primary(self.enqueue.clone(), updates, self.expectations.clone());
+        let mut attached = Attachments::new(self.queue.clone());
+        attached.push(relations::attach_now(
+            self.informer.clone(),
+            handler,
+            handler_options,
+        ));
+        for relation in self.relations.drain(..) {
+            attached.push(relation());
+        }
+        attached
+    }
+
+    /// What its workers call to reconcile a key (of fleet member `cluster`, if one).
+    pub(super) fn worker<Ctx, R>(
+        &self,
+        reconcile: Arc<R>,
+        error_policy: Arc<worker::Policy<K, R::Error, Ctx>>,
+        ctx: Arc<Ctx>,
+        cluster: Option<Arc<str>>,
+    ) -> worker::Worker<K, Ctx, R>
+    where
+        Ctx: Send + Sync + 'static,
+        R: Reconciler<K, Ctx>,
+    {
+        worker::Worker {
+            name: self.name.clone(),
+            namespaced: self.owner.namespaced,
+            store: self.informer.store(),
+            debounce: self.enqueue.debounce.clone(),
+            metrics: self.metrics.clone(),
+            max_retries: self.options.max_retries,
+            timeout: self.options.reconcile_timeout,
+            reconcile,
+            error_policy,
+            ctx,
+            own_writes: self.own_writes.clone(),
+            triggers: self.enqueue.triggers.clone(),
+            kind: self.enqueue.kind.clone(),
+            cluster,
+        }
     }
 }

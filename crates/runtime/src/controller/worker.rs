@@ -5,7 +5,7 @@
 use std::{future::Future, panic::AssertUnwindSafe, sync::Arc, time::Duration};
 
 use futures_util::FutureExt;
-use kube_informer::{ObjectKey, ReadOnlyStore, workqueue::RateLimitingQueue, workqueue::Requeue};
+use kube_informer::{ObjectKey, ReadOnlyStore, workqueue::Requeue};
 use tokio::time::Instant;
 use tracing::Instrument;
 
@@ -17,14 +17,13 @@ use super::{
 };
 use crate::util::panic_message;
 
-type Policy<K, E, Ctx> = dyn Fn(&Cached<K>, &E, &Ctx) -> Action + Send + Sync;
+pub(crate) type Policy<K, E, Ctx> = dyn Fn(&Cached<K>, &E, &Ctx) -> Action + Send + Sync;
 
 /// Everything a worker needs to reconcile one key.
 pub(super) struct Worker<K, Ctx, R: Reconciler<K, Ctx>> {
     pub(super) name: String,
     pub(super) namespaced: bool,
     pub(super) store: ReadOnlyStore<K>,
-    pub(super) queue: RateLimitingQueue<ObjectKey>,
     pub(super) debounce: Option<Arc<super::relations::Debounce>>,
     pub(super) metrics: Option<ControllerMetrics>,
     pub(super) max_retries: Option<u32>,
@@ -36,6 +35,8 @@ pub(super) struct Worker<K, Ctx, R: Reconciler<K, Ctx>> {
     pub(super) triggers: Arc<Triggers>,
     /// The reconciled kind, for the span.
     pub(super) kind: Arc<str>,
+    /// The fleet member whose object it reconciles (a fleet controller's), for the span.
+    pub(super) cluster: Option<Arc<str>>,
 }
 
 /// Counts a worker as active while it lives (also when its reconcile is cancelled).
@@ -75,15 +76,16 @@ where
     Ctx: Send + Sync + 'static,
     R: Reconciler<K, Ctx>,
 {
-    /// Reconciles `key` and says what the queue does with it next. Errors, panics and
-    /// timeouts are turned into a [`Requeue`] here, each logged once.
+    /// Reconciles `key` (its `attempt`th try in a row) and says what the queue does with it
+    /// next. Errors, panics and timeouts are turned into a [`Requeue`] here, each logged
+    /// once.
     pub(super) fn call(
         &self,
         key: ObjectKey,
+        attempt: u32,
     ) -> impl Future<Output = Requeue> + Send + 'static + use<K, Ctx, R> {
         // Still changing: back in the queue for the rest of its quiet period, not reconciled.
         let quiet_left = self.debounce.as_ref().and_then(|d| d.wait_left(&key));
-        let attempt = self.queue.num_requeues(&key) + 1;
         let span = self.span(&key, attempt, quiet_left.is_none());
         let triggers = self.triggers.clone();
         let (name, metrics) = (self.name.clone(), self.metrics.clone());
@@ -192,9 +194,10 @@ where
     fn span(&self, key: &ObjectKey, attempt: u32, now: bool) -> tracing::Span {
         let trigger = now.then(|| self.triggers.take(key)).flatten();
         let trigger = trigger.map_or_else(|| "unknown".to_owned(), |t| t.to_string());
-        tracing::info_span!(
+        let span = tracing::info_span!(
             "reconcile",
             controller = %self.name,
+            cluster = tracing::field::Empty,
             kind = %self.kind,
             namespace = key.namespace().unwrap_or_default(),
             name = key.name(),
@@ -202,7 +205,11 @@ where
             trigger = %trigger,
             object = %key,
             attempt,
-        )
+        );
+        if let Some(cluster) = &self.cluster {
+            span.record("cluster", &**cluster);
+        }
+        span
     }
 
     /// Why `key` cannot name an object of this kind, if it cannot (a namespaced kind needs

@@ -10,28 +10,29 @@ use kube_informer::{
     ObjectKey,
     fifo::DeletedObject,
     informer::{HandlerFuncs, HandlerOptions, SharedIndexInformer},
-    workqueue::RateLimitingQueue,
 };
 use parking_lot::Mutex;
 
-use super::controller::ClusterKey;
+use super::inbox::Inbox;
+use crate::controller::KeySink as _;
 
-/// Queues keys in every member followed now.
-#[derive(Clone)]
+/// Queues keys in every member followed now (through its inbox: held until it syncs).
+#[derive(Clone, Default)]
 pub(super) struct Fanout {
-    pub(super) queue: RateLimitingQueue<ClusterKey>,
-    pub(super) members: Arc<Mutex<Vec<Arc<str>>>>,
+    members: Arc<Mutex<Vec<Arc<Inbox>>>>,
 }
 
 impl Fanout {
+    /// The members followed now.
+    pub(super) fn set(&self, members: Vec<Arc<Inbox>>) {
+        *self.members.lock() = members;
+    }
+
     fn add(&self, keys: Vec<ObjectKey>) {
         let members = self.members.lock().clone();
         for key in keys {
-            for cluster in &members {
-                self.queue.add(ClusterKey {
-                    cluster: cluster.clone(),
-                    key: key.clone(),
-                });
+            for inbox in &members {
+                inbox.add(key.clone());
             }
         }
     }

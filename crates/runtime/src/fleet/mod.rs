@@ -41,7 +41,9 @@
 mod controller;
 mod health;
 mod hub;
+mod inbox;
 mod member;
+mod members;
 pub mod sources;
 
 use std::{collections::BTreeMap, sync::Arc};
@@ -210,12 +212,14 @@ impl Fleet {
     }
 
     /// Applies `source`'s events until it ends or `cancel`; then disengages every member
-    /// (its informers stopped and awaited).
+    /// (its informers stopped and awaited). Dropping the future instead disengages them
+    /// too, without waiting (each member's informers stop at their next await).
     pub async fn run(
         &self,
         source: impl Stream<Item = ClusterEvent> + Send,
         cancel: CancellationToken,
     ) {
+        let mut guard = DisengageOnDrop(Some(self));
         let mut source = std::pin::pin!(source);
         loop {
             let event = tokio::select! {
@@ -229,6 +233,7 @@ impl Fleet {
         for name in names {
             self.disengage(&name).await;
         }
+        guard.0 = None;
     }
 
     /// How many source events have been applied, as it grows: a test (or a health check)
@@ -324,6 +329,17 @@ impl Fleet {
         });
     }
 
+    /// Disengages every member at once, without waiting for their informers.
+    fn disengage_now(&self) {
+        let engaged = std::mem::take(&mut *self.inner.engaged.lock());
+        self.inner.clusters.send_modify(BTreeMap::clear);
+        for (name, engaged) in engaged {
+            engaged.cluster.disengaged.cancel();
+            engaged.cluster.factory.shutdown_now();
+            tracing::info!(cluster = %name, "cluster disengaged (the fleet's run was dropped)");
+        }
+    }
+
     async fn disengage(&self, name: &str) {
         let Some(engaged) = self.inner.engaged.lock().remove(name) else {
             return;
@@ -335,5 +351,16 @@ impl Fleet {
         engaged.cluster.disengaged.cancel();
         engaged.cluster.factory.shutdown().await;
         tracing::info!(cluster = %name, "cluster disengaged");
+    }
+}
+
+/// Disengages every member if [`Fleet::run`] is dropped before it has done so itself.
+struct DisengageOnDrop<'a>(Option<&'a Fleet>);
+
+impl Drop for DisengageOnDrop<'_> {
+    fn drop(&mut self) {
+        if let Some(fleet) = self.0 {
+            fleet.disengage_now();
+        }
     }
 }

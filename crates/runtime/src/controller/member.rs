@@ -1,0 +1,93 @@
+//! A [`Controller`] as one member of a [fleet](crate::fleet): its handlers feed the fleet's
+//! queue (through a [`KeySink`](super::sink::KeySink)), and the fleet's workers call its
+//! worker — so a fleet reconcile gets everything a plain one does (relations, predicates,
+//! read-your-writes, deadlines, metrics, triggers in its span).
+
+use std::{future::Future, sync::Arc};
+
+use kube::Resource;
+use kube_informer::{ObjectKey, workqueue::Requeue};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use super::{Controller, Reconciler, relations::Attachments, worker};
+
+/// A member's controller, started: its handlers attached, its triggers running, its worker
+/// ready. Dropped, its handlers close and its triggers are aborted.
+pub(crate) struct Running<K, Ctx, R: Reconciler<K, Ctx>> {
+    worker: worker::Worker<K, Ctx, R>,
+    attached: Attachments,
+    triggers: JoinSet<()>,
+}
+
+impl<K> Controller<K>
+where
+    K: Resource + Clone + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Clone + Send + Sync + 'static,
+{
+    /// Attaches its handlers, starts its factory and triggers, and waits for its caches
+    /// until `disengaged`; each time a cache misses the deadline, it says so and waits on
+    /// (the member stays out of the fleet's queue meanwhile). `None`: disengaged first.
+    pub(crate) async fn start_member<Ctx, R>(
+        mut self,
+        reconcile: Arc<R>,
+        error_policy: Arc<worker::Policy<K, R::Error, Ctx>>,
+        ctx: Arc<Ctx>,
+        cluster: Arc<str>,
+        disengaged: &CancellationToken,
+    ) -> Option<Running<K, Ctx, R>>
+    where
+        Ctx: Send + Sync + 'static,
+        R: Reconciler<K, Ctx>,
+    {
+        let attached = self.attach();
+        let mut triggers = JoinSet::new();
+        for trigger in self.triggers.drain(..) {
+            triggers.spawn(trigger.into_inner());
+        }
+        self.factory.start();
+        for wait in &self.syncs {
+            loop {
+                tokio::select! {
+                    () = disengaged.cancelled() => return None,
+                    synced = wait(self.cache_sync_timeout) => match synced {
+                        Ok(()) => break,
+                        Err(error) => tracing::warn!(
+                            controller = %self.name, %cluster, %error,
+                            "a member's cache has not synced; its keys wait"
+                        ),
+                    },
+                }
+            }
+        }
+        let worker = self.worker(reconcile, error_policy, ctx, Some(cluster));
+        Some(Running {
+            worker,
+            attached,
+            triggers,
+        })
+    }
+}
+
+impl<K, Ctx, R> Running<K, Ctx, R>
+where
+    K: Send + Sync + 'static,
+    Ctx: Send + Sync + 'static,
+    R: Reconciler<K, Ctx>,
+{
+    /// One reconcile of `key` in this member, as a plain controller's worker runs it.
+    pub(crate) fn reconcile(
+        &self,
+        key: ObjectKey,
+        attempt: u32,
+    ) -> impl Future<Output = Requeue> + Send + 'static + use<K, Ctx, R> {
+        self.worker.call(key, attempt)
+    }
+
+    /// Detaches its handlers (waiting until none runs) and stops its triggers.
+    pub(crate) async fn stop(mut self) {
+        self.triggers.abort_all();
+        while self.triggers.join_next().await.is_some() {}
+        self.attached.remove().await;
+    }
+}

@@ -1,0 +1,207 @@
+//! The members a [`FleetController`](super::FleetController) follows: for each, a
+//! [`Controller`] on the member's factory whose handlers feed the fleet's queue through the
+//! member's [`Inbox`], started (caches synced) on a task the fleet controller owns.
+
+use std::{collections::HashMap, future::Future, sync::Arc};
+
+use kube_informer::workqueue::{RateLimitingQueue, Requeue};
+use parking_lot::Mutex;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use super::{Cluster, controller::ClusterKey, inbox::Inbox};
+use crate::controller::{Controller, Policy, Reconciler, RunningMember};
+
+/// One member as the fleet controller follows it.
+pub(super) struct Member<K, Ctx, R: Reconciler<K, Ctx>> {
+    generation: u64,
+    /// Cancelled when the member goes (a child of the cluster's `disengaged`).
+    disengaged: CancellationToken,
+    pub(super) inbox: Arc<Inbox>,
+    /// Its controller, once its caches have synced.
+    running: Option<RunningMember<K, Ctx, R>>,
+}
+
+/// The members by name.
+type ByName<K, Ctx, R> = Arc<Mutex<HashMap<Arc<str>, Member<K, Ctx, R>>>>;
+
+/// Makes a member's controller: on its factory, feeding its inbox.
+pub(super) type Build<K> = Arc<dyn Fn(&Cluster, Arc<Inbox>) -> Controller<K> + Send + Sync>;
+
+/// Makes a member's reconcile context.
+pub(super) type MakeCtx<Ctx> = Box<dyn Fn(&Cluster) -> Arc<Ctx> + Send + Sync>;
+
+/// The followed members, by name: what the workers look keys up in.
+pub(super) struct Followed<K, Ctx, R: Reconciler<K, Ctx>>(ByName<K, Ctx, R>);
+
+impl<K, Ctx, R: Reconciler<K, Ctx>> Clone for Followed<K, Ctx, R> {
+    fn clone(&self) -> Self {
+        Self(self.0.clone())
+    }
+}
+
+/// The followed members and the tasks that start them.
+pub(super) struct Members<K, Ctx, R: Reconciler<K, Ctx>> {
+    followed: Followed<K, Ctx, R>,
+    /// The tasks that start members (attach, sync); owned here, aborted when it stops.
+    starting: JoinSet<()>,
+}
+
+/// What a member's controller is made with.
+pub(super) struct Recipe<K: kube::Resource, Ctx, R: Reconciler<K, Ctx>> {
+    pub(super) queue: RateLimitingQueue<ClusterKey>,
+    pub(super) build: Build<K>,
+    pub(super) make_ctx: MakeCtx<Ctx>,
+    pub(super) reconcile: Arc<R>,
+    pub(super) error_policy: Arc<Policy<K, R::Error, Ctx>>,
+}
+
+impl<K, Ctx, R> Followed<K, Ctx, R>
+where
+    K: Send + Sync + 'static,
+    Ctx: Send + Sync + 'static,
+    R: Reconciler<K, Ctx>,
+{
+    /// Reconciles `key` in its member, cancelled if the member goes; a key of a member no
+    /// longer followed (or not yet synced, which its inbox prevents) is dropped.
+    pub(super) fn reconcile(
+        &self,
+        key: ClusterKey,
+        attempt: u32,
+    ) -> impl Future<Output = Requeue> + Send + 'static + use<K, Ctx, R> {
+        let found = {
+            let followed = self.0.lock();
+            followed.get(&key.cluster).and_then(|member| {
+                let running = member.running.as_ref()?;
+                Some((
+                    running.reconcile(key.key, attempt),
+                    member.disengaged.clone(),
+                ))
+            })
+        };
+        async move {
+            let Some((reconciling, disengaged)) = found else {
+                return Requeue::Never;
+            };
+            tokio::select! {
+                () = disengaged.cancelled() => {
+                    tracing::info!("the cluster was disengaged; reconcile cancelled");
+                    Requeue::Never
+                }
+                requeue = reconciling => requeue,
+            }
+        }
+    }
+}
+
+impl<K, Ctx, R> Members<K, Ctx, R>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Clone + Send + Sync + 'static,
+    Ctx: Send + Sync + 'static,
+    R: Reconciler<K, Ctx>,
+{
+    pub(super) fn new() -> Self {
+        Self {
+            followed: Followed(Arc::default()),
+            starting: JoinSet::new(),
+        }
+    }
+
+    /// What the workers reconcile through.
+    pub(super) fn followed(&self) -> Followed<K, Ctx, R> {
+        self.followed.clone()
+    }
+
+    /// The inboxes of the members followed now.
+    pub(super) fn inboxes(&self) -> Vec<Arc<Inbox>> {
+        let followed = self.followed.0.lock();
+        followed.values().map(|m| m.inbox.clone()).collect()
+    }
+
+    /// Follows `clusters`: stops following members gone (or engaged anew), starts
+    /// following new ones. Returns the inboxes of the new ones.
+    pub(super) async fn follow(
+        &mut self,
+        clusters: &std::collections::BTreeMap<String, Cluster>,
+        recipe: &Recipe<K, Ctx, R>,
+    ) -> Vec<Arc<Inbox>> {
+        let gone: Vec<Member<K, Ctx, R>> = {
+            let mut followed = self.followed.0.lock();
+            let stale: Vec<Arc<str>> = followed
+                .iter()
+                .filter(|(name, m)| {
+                    clusters.get(&***name).map(Cluster::generation) != Some(m.generation)
+                })
+                .map(|(name, _)| name.clone())
+                .collect();
+            stale.iter().filter_map(|n| followed.remove(n)).collect()
+        };
+        for member in gone {
+            stop(member).await;
+        }
+        while self.starting.try_join_next().is_some() {}
+        let mut new = Vec::new();
+        for (name, cluster) in clusters {
+            let name: Arc<str> = Arc::from(name.as_str());
+            if self.followed.0.lock().contains_key(&name) {
+                continue;
+            }
+            let inbox = Arc::new(Inbox::new(recipe.queue.clone(), name.clone()));
+            let controller = (recipe.build)(cluster, inbox.clone());
+            let disengaged = cluster.disengaged().child_token();
+            let member = Member {
+                generation: cluster.generation(),
+                disengaged: disengaged.clone(),
+                inbox: inbox.clone(),
+                running: None,
+            };
+            self.followed.0.lock().insert(name.clone(), member);
+            new.push(inbox);
+            let ctx = (recipe.make_ctx)(cluster);
+            let (reconcile, policy) = (recipe.reconcile.clone(), recipe.error_policy.clone());
+            let (followed, generation) = (self.followed.0.clone(), cluster.generation());
+            self.starting.spawn(async move {
+                let started = controller
+                    .start_member(reconcile, policy, ctx, name.clone(), &disengaged)
+                    .await;
+                let Some(running) = started else { return };
+                let mut followed = followed.lock();
+                match followed.get_mut(&name) {
+                    Some(member) if member.generation == generation => {
+                        member.running = Some(running);
+                        member.inbox.open();
+                    }
+                    // Gone while it synced: dropping it closes its handlers.
+                    _ => {}
+                }
+            });
+        }
+        new
+    }
+
+    /// Stops following every member: reconciles cancelled, handlers detached, starting
+    /// tasks ended.
+    pub(super) async fn stop_all(&mut self) {
+        let all: Vec<Member<K, Ctx, R>> = self.followed.0.lock().drain().map(|(_, m)| m).collect();
+        for member in all {
+            stop(member).await;
+        }
+        self.starting.abort_all();
+        while self.starting.join_next().await.is_some() {}
+    }
+}
+
+/// Stops following `member`: its reconciles in flight end now (the fleet cancels its
+/// cluster's token too), then its handlers are detached.
+async fn stop<K, Ctx, R>(member: Member<K, Ctx, R>)
+where
+    K: Send + Sync + 'static,
+    Ctx: Send + Sync + 'static,
+    R: Reconciler<K, Ctx>,
+{
+    member.disengaged.cancel();
+    if let Some(running) = member.running {
+        running.stop().await;
+    }
+}
