@@ -60,6 +60,7 @@ pub struct Backend {
     proxy: TcpProxy,
     direct: kube::Client,
     proxied: kube::Client,
+    proxied_config: kube::Config,
 }
 
 impl std::fmt::Debug for Backend {
@@ -91,13 +92,14 @@ impl Backend {
             .expect("a free port");
         let url = format!("http://127.0.0.1:{}", proxy.port());
         let config = kube::Config::new(url.parse().expect("a URL"));
-        let proxied = kube::Client::try_from(config).expect("a client");
+        let proxied = kube::Client::try_from(config.clone()).expect("a client");
         let direct = server.client().expect("a client");
         Backend {
             server: Server::Fake(server),
             proxy,
             direct,
             proxied,
+            proxied_config: config,
         }
     }
 
@@ -130,12 +132,13 @@ impl Backend {
         config.cluster_url = format!("https://127.0.0.1:{}", proxy.port())
             .parse()
             .expect("a URL");
-        let proxied = kube::Client::try_from(config).expect("a client");
+        let proxied = kube::Client::try_from(config.clone()).expect("a client");
         Some(Backend {
             direct: env.client(),
             server: Server::Real(Box::new(env)),
             proxy,
             proxied,
+            proxied_config: config,
         })
     }
 
@@ -155,6 +158,14 @@ impl Backend {
     /// A client through the partitionable proxy: give it to the code under test.
     pub fn informer_client(&self) -> kube::Client {
         self.proxied.clone()
+    }
+
+    /// A client of its own through the partitionable proxy: unlike
+    /// [`informer_client`](Self::informer_client)'s clones, which share the backend's
+    /// connection pool, dropping every clone of it closes its connections (and ends their
+    /// tasks).
+    pub fn new_informer_client(&self) -> kube::Client {
+        kube::Client::try_from(self.proxied_config.clone()).expect("a client")
     }
 
     /// A proxy of its own in front of the server, and a client through it: scenarios that

@@ -135,6 +135,14 @@ async fn apply_creates_then_merges_and_needs_a_field_manager() {
     let merged = patch(&server, &uri, ty, body(json!({"b": "2"}))).await;
     assert_eq!(merged.status, 200);
     assert_eq!(merged.json()["data"]["b"], "2");
+
+    // Without apiVersion and kind, kube-apiserver 1.36 answers (seen by the fleet e2e):
+    // 400 BadRequest, "invalid object type: /, Kind=".
+    let untyped = json!({"metadata": {"name": "applied"}, "data": {"c": "3"}});
+    let refused = patch(&server, &uri, ty, untyped).await;
+    assert_eq!(refused.status, 400);
+    assert_eq!(refused.json()["reason"], "BadRequest");
+    assert_eq!(refused.json()["message"], "invalid object type: /, Kind=");
 }
 
 #[tokio::test]

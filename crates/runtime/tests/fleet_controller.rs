@@ -388,3 +388,41 @@ async fn an_owned_childs_change_reconciles_its_owner_in_its_own_member() {
         done.unwrap();
     }
 }
+
+/// A member removed leaves nothing of the fleet controller behind: its controller's
+/// handlers, its informers and its reconcile (hung, cancelled) all end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_removed_member_leaves_no_task_of_the_controller() {
+    let (east, west) = (member(&["e1"]).await, member(&["hang-w"]).await);
+    let options = ControllerOptions::default()
+        .name("fleet-tasks")
+        .workers(4)
+        .max_in_flight_per_group(Some(2))
+        .reconcile_timeout(Some(std::time::Duration::from_secs(5)))
+        .backoff(
+            std::time::Duration::from_millis(100),
+            std::time::Duration::from_secs(2),
+        );
+    let running = start(options);
+    running.clusters.engage("east", east.client().unwrap());
+    until("east reconciled", || running.saw("east/e1")).await;
+    let metrics = tokio::runtime::Handle::current().metrics();
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    let before = metrics.num_alive_tasks();
+    running.clusters.engage("west", west.client().unwrap());
+    until("west's reconcile hangs", || running.saw("west/hang-w")).await;
+    running.clusters.remove("west");
+    until("west's reconcile cancelled", || {
+        running.cancelled.load(Ordering::SeqCst)
+    })
+    .await;
+    for _ in 0..100 {
+        if metrics.num_alive_tasks() <= before {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    eprintln!("before {before}, now {}", metrics.num_alive_tasks());
+    until("west's tasks ended", || metrics.num_alive_tasks() <= before).await;
+    running.stop().await;
+}

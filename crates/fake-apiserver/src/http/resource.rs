@@ -101,7 +101,22 @@ fn apply(
         ));
     };
     let config = parse_body(call.body)?;
+    typed(&config)?;
     inner.apply(&ty.gvr, ns, name, &config, manager, params.force, part)
+}
+
+/// An apply configuration must say its `apiVersion` and `kind`: kube-apiserver answers 400
+/// `invalid object type: <group>/<version>, Kind=<kind>` (as Go prints a GVK) otherwise.
+fn typed(config: &serde_json::Value) -> Result<(), ApiError> {
+    let field = |name: &str| config.get(name).and_then(|v| v.as_str()).unwrap_or("");
+    let (api_version, kind) = (field("apiVersion"), field("kind"));
+    if !api_version.is_empty() && !kind.is_empty() {
+        return Ok(());
+    }
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    Err(ApiError::bad_request(format!(
+        "invalid object type: {group}/{version}, Kind={kind}"
+    )))
 }
 
 pub(super) fn resource_reply(
