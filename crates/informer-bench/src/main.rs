@@ -14,6 +14,7 @@ mod clients;
 #[cfg(feature = "decoders")]
 mod decoders;
 mod fairness;
+mod fleet;
 mod measure;
 mod orchestrate;
 mod protobuf;
@@ -137,6 +138,29 @@ enum Command {
         #[arg(long, value_delimiter = ',', default_value = "1,8,64")]
         workers: Vec<usize>,
     },
+    /// One fleet controller over many member clusters (fake-apiservers, in this process):
+    /// the time to engage them all, memory per member, and reconcile latency with every
+    /// member healthy and with one stalled
+    Fleet {
+        /// Member clusters
+        #[arg(long, default_value_t = 20)]
+        members: usize,
+        /// ConfigMaps in each member
+        #[arg(long, default_value_t = 1_000)]
+        objects: usize,
+        /// The fleet controller's workers
+        #[arg(long, default_value_t = 8)]
+        workers: usize,
+        /// At most this many workers per member
+        #[arg(long, default_value_t = 2)]
+        per_member: usize,
+        /// Changes whose latency is measured, per phase
+        #[arg(long, default_value_t = 200)]
+        changes: usize,
+        /// Milliseconds between two measured changes
+        #[arg(long, default_value_t = 10)]
+        period_ms: u64,
+    },
     /// serde_json against simd-json and sonic-rs on the same pods
     #[cfg(feature = "decoders")]
     Decoders {
@@ -198,6 +222,21 @@ fn main() {
             period: std::time::Duration::from_millis(period_ms),
             work: std::time::Duration::from_millis(work_ms),
             workers,
+        }),
+        Some(Command::Fleet {
+            members,
+            objects,
+            workers,
+            per_member,
+            changes,
+            period_ms,
+        }) => fleet::run(&fleet::Plan {
+            members: members.max(2),
+            objects,
+            workers,
+            per_member,
+            changes,
+            period: std::time::Duration::from_millis(period_ms),
         }),
         #[cfg(feature = "decoders")]
         Some(Command::Decoders { events }) => decoders::run(events),

@@ -292,6 +292,18 @@ async fn a_managers_fleet_reports_each_member_and_stays_ready_while_one_is_down(
         tokio::time::sleep(Duration::from_millis(10)).await;
         ready = get(addr, "/readyz").await.0;
     }
+    // Each member has its line; the unreachable one's failure does not fail the replica.
+    let (code, body) = get(addr, "/readyz?verbose").await;
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("[+]fleet cluster up ok"), "{body}");
+    assert!(
+        body.contains("[-]fleet cluster down failed: not synced"),
+        "{body}"
+    );
+    assert!(
+        body.contains("[-]fleet cluster broken failed: its kubeconfig cannot be used"),
+        "{body}"
+    );
     let (_, metrics) = get(addr, "/metrics").await;
     for line in [
         r#"fleet_cluster_engaged{cluster="up"} 1"#,

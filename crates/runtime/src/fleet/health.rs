@@ -35,6 +35,24 @@ pub struct ClusterHealth {
     pub error: Option<String>,
 }
 
+impl ClusterHealth {
+    /// `Ok` when it is engaged and ready; otherwise why not, as `/readyz` lists it.
+    pub fn verdict(&self) -> Result<(), String> {
+        if let Some(error) = &self.error {
+            return Err(format!("its kubeconfig cannot be used: {error}"));
+        }
+        match (self.engaged, self.ready) {
+            (true, true) => Ok(()),
+            (false, _) => Err("not engaged".to_owned()),
+            (true, false) if self.consecutive_failures > 0 => Err(format!(
+                "not synced; {} list/watch failures in a row",
+                self.consecutive_failures
+            )),
+            (true, false) => Err("not synced".to_owned()),
+        }
+    }
+}
+
 impl Fleet {
     /// Every member's health, by name: engaged ones and those whose kubeconfig failed.
     pub fn health(&self) -> Vec<ClusterHealth> {

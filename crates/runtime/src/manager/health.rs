@@ -56,6 +56,10 @@ impl HealthState {
 /// A user-defined check: `Ok(())` or why it fails.
 pub(crate) type Check = Arc<dyn Fn() -> Verdict + Send + Sync>;
 
+/// Lines `/readyz` shows without deciding its answer on them: one per fleet member, whose
+/// own outage must not take the replica out of its Services.
+pub(crate) type Details = Arc<dyn Fn() -> Vec<(String, Verdict)> + Send + Sync>;
+
 /// How far past its renew deadline the elector may be before `/healthz` fails.
 const STALL_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
@@ -67,6 +71,7 @@ pub(crate) struct Probes {
     pub(crate) max_failures: u32,
     pub(crate) healthz: Vec<(String, Check)>,
     pub(crate) readyz: Vec<(String, Check)>,
+    pub(crate) readyz_details: Vec<Details>,
 }
 
 impl Probes {
@@ -131,6 +136,18 @@ impl Probes {
         checks.extend(run_checks(&self.readyz));
         checks
     }
+
+    /// The lines `/readyz` shows for information (see [`Details`]); a panicking source
+    /// shows as one failed line.
+    pub(crate) fn readyz_details(&self) -> Vec<(String, Verdict)> {
+        self.readyz_details
+            .iter()
+            .flat_map(|details| {
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| details()))
+                    .unwrap_or_else(|_| vec![("details".to_owned(), Err("panicked".to_owned()))])
+            })
+            .collect()
+    }
 }
 
 /// Runs the user's checks; a panicking check fails, with its message.
@@ -145,12 +162,17 @@ fn run_checks(checks: &[(String, Check)]) -> Vec<(String, Verdict)> {
         .collect()
 }
 
-/// The checks as a status code and a body; `verbose` lists passing checks too.
-pub(crate) fn render(checks: &[(String, Verdict)], verbose: bool) -> (u16, String) {
+/// The checks as a status code and a body; `verbose` lists passing checks too. `details`
+/// are listed with them but do not decide the code.
+pub(crate) fn render(
+    checks: &[(String, Verdict)],
+    details: &[(String, Verdict)],
+    verbose: bool,
+) -> (u16, String) {
     let healthy = checks.iter().all(|(_, v)| v.is_ok());
     let mut body = String::new();
     if verbose || !healthy {
-        for (name, verdict) in checks {
+        for (name, verdict) in checks.iter().chain(details) {
             match verdict {
                 Ok(()) => body.push_str(&format!("[+]{name} ok\n")),
                 Err(why) => body.push_str(&format!("[-]{name} failed: {why}\n")),

@@ -138,6 +138,7 @@ pub struct Manager {
     recorder: std::sync::OnceLock<Recorder>,
     healthz: Vec<(String, Check)>,
     readyz: Vec<(String, Check)>,
+    readyz_details: Vec<health::Details>,
     /// Where the Leases are (when elected or sharded).
     leases: Option<Arc<dyn crate::lease::LeaseStore>>,
     /// The kinds the sharder places, from every sharded controller added.
@@ -254,6 +255,7 @@ impl Manager {
             recorder: std::sync::OnceLock::new(),
             healthz: Vec::new(),
             readyz: Vec::new(),
+            readyz_details: Vec::new(),
             leases,
             sharded_kinds: Arc::default(),
             controller_names: std::collections::BTreeSet::new(),

@@ -129,6 +129,7 @@ impl Manager {
                 max_failures: self.options.max_watch_failures,
                 healthz: std::mem::take(&mut self.healthz),
                 readyz: std::mem::take(&mut self.readyz),
+                readyz_details: std::mem::take(&mut self.readyz_details),
             });
             let server = super::server::serve(
                 listener,

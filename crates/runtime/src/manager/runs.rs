@@ -1,6 +1,8 @@
 //! What else a manager runs beside its controllers, on every replica: webhook servers,
 //! their certificates, and a fleet of clusters.
 
+use std::sync::Arc;
+
 use super::Manager;
 
 impl Manager {
@@ -35,6 +37,15 @@ impl Manager {
             let names: Vec<&str> = engaged.iter().map(|h| h.name.as_str()).collect();
             Err(format!("no member cluster is ready: {}", names.join(", ")))
         });
+        // One line per member, shown with `?verbose` (and with a failure) but not deciding
+        // the answer: a member down is that member's problem, not the replica's.
+        let detailed = fleet.clone();
+        self.readyz_details.push(Arc::new(move || {
+            let members = detailed.health().into_iter();
+            members
+                .map(|h| (format!("fleet cluster {}", h.name), h.verdict()))
+                .collect()
+        }));
         let fleet = fleet.clone();
         self.add("fleet", false, move |cancel| async move {
             fleet.run(source, cancel).await;

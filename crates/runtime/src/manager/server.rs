@@ -65,11 +65,11 @@ fn answer(
     });
     let (code, body, content_type) = match request.uri().path() {
         "/healthz" | "/livez" => {
-            let (code, body) = render(&probes.healthz(), verbose);
+            let (code, body) = render(&probes.healthz(), &[], verbose);
             (code, body, "text/plain; charset=utf-8")
         }
         "/readyz" => {
-            let (code, body) = render(&probes.readyz(), verbose);
+            let (code, body) = render(&probes.readyz(), &probes.readyz_details(), verbose);
             (code, body, "text/plain; charset=utf-8")
         }
         "/metrics" => match registry {
