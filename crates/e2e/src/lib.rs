@@ -13,7 +13,7 @@
 //!   resourceVersions; a failure prints the diverging keys.
 //!
 //! Each scenario is written once as `async fn(Backend)` and instantiated for both servers by
-//! [`both!`]. Without the real server's binaries (`KUBEBUILDER_ASSETS`), the real half skips
+//! [`both!`]; a fleet's, on three servers (a hub and two members), by [`three!`]. Without the real server's binaries (`KUBEBUILDER_ASSETS`), the real half skips
 //! with a loud banner (and fails when `KUBE_ENVTEST_REQUIRED=1`, as CI sets).
 
 mod backend;
@@ -23,6 +23,7 @@ mod crd;
 mod raw;
 mod recording;
 mod running;
+mod three;
 
 pub use backend::{Backend, BackendOptions, Request};
 pub use churn::{Churn, churn, config_map};
@@ -30,6 +31,7 @@ pub use compare::{assert_cache_matches, ensure_namespace, eventually, server_sta
 pub use raw::{Answer, error, send};
 pub use recording::{Answers, recording};
 pub use running::{Running, quick};
+pub use three::on_three;
 
 /// Instantiates a scenario `async fn name(backend: Backend)` as two tests, `name::fake` and
 /// `name::real`, with the given backend options.

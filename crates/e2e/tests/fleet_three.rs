@@ -19,7 +19,7 @@ use std::{
     time::Duration,
 };
 
-use e2e::{Backend, BackendOptions, assert_cache_matches, ensure_namespace, eventually, quick};
+use e2e::{Backend, assert_cache_matches, ensure_namespace, eventually, quick};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{
     Api, ResourceExt,
@@ -290,56 +290,4 @@ async fn a_member_added_then_removed_mid_reconcile(
     api.delete("hang", &Default::default()).await.unwrap();
 }
 
-/// Runs the scenario on three servers made by `make`. The servers (and the proxies in front
-/// of them) run on a runtime of their own, so that the scenario's runtime counts only the
-/// fleet's tasks: a watch's server side outlives its client by up to a bookmark interval.
-fn on_three<F>(make: impl Fn(&'static str) -> F)
-where
-    F: std::future::Future<Output = Option<Backend>> + Send + 'static,
-{
-    let servers = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let (hub, a, b) = servers.block_on(async {
-        tokio::join!(
-            servers_task(make("fleet hub")),
-            servers_task(make("fleet member a")),
-            servers_task(make("fleet member b")),
-        )
-    });
-    let (Some(hub), Some(a), Some(b)) = (hub, a, b) else {
-        return;
-    };
-    let scenario = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    scenario.block_on(a_hub_and_two_members(hub, a, b));
-    drop(scenario);
-    servers.shutdown_background();
-}
-
-/// `make` run as a task of the servers' runtime.
-async fn servers_task<F>(make: F) -> Option<Backend>
-where
-    F: std::future::Future<Output = Option<Backend>> + Send + 'static,
-{
-    tokio::spawn(make).await.unwrap()
-}
-
-#[test]
-fn fake() {
-    on_three(|_| async { Some(Backend::fake(BackendOptions::default()).await) });
-}
-
-#[test]
-#[cfg_attr(
-    envtest_missing,
-    ignore = "no KUBEBUILDER_ASSETS: `cargo run -p kube-envtest -- install 1.36.x`"
-)]
-fn real() {
-    on_three(|name| Backend::real(BackendOptions::default(), name));
-}
+e2e::three!(a_hub_and_two_members);

@@ -1,23 +1,40 @@
 //! A [`Controller`] as one member of a [fleet](crate::fleet): its handlers feed the fleet's
 //! queue (through a [`KeySink`](super::sink::KeySink)), and the fleet's workers call its
 //! worker — so a fleet reconcile gets everything a plain one does (relations, predicates,
-//! read-your-writes, deadlines, metrics, triggers in its span).
+//! read-your-writes, deadlines, metrics, triggers in its span, and the shard's half of the
+//! sharding protocol when sharded).
 
-use std::{future::Future, sync::Arc};
+use std::sync::Arc;
 
+use futures_util::{FutureExt as _, future::BoxFuture};
 use kube::Resource;
 use kube_informer::{ObjectKey, workqueue::Requeue};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use super::{Controller, Reconciler, relations::Attachments, worker};
+use super::{Cached, Controller, Reconciler, relations::Attachments, worker};
+
+/// One reconcile of a key (its attempt given), as the member's worker runs it.
+type Call = Box<dyn Fn(ObjectKey, u32) -> BoxFuture<'static, Requeue> + Send + Sync>;
 
 /// A member's controller, started: its handlers attached, its triggers running, its worker
 /// ready. Dropped, its handlers close and its triggers are aborted.
-pub(crate) struct Running<K, Ctx, R: Reconciler<K, Ctx>> {
-    worker: worker::Worker<K, Ctx, R>,
+pub(crate) struct Running {
+    call: Call,
     attached: Attachments,
     triggers: JoinSet<()>,
+}
+
+/// A reconcile shared by every member (the sharding wrapper takes one by value).
+struct Shared<R>(Arc<R>);
+
+impl<K, Ctx, R: Reconciler<K, Ctx>> Reconciler<K, Ctx> for Shared<R> {
+    type Error = R::Error;
+    type Future = R::Future;
+
+    fn reconcile(&self, object: Cached<K>, ctx: Arc<Ctx>) -> Self::Future {
+        self.0.reconcile(object, ctx)
+    }
 }
 
 impl<K> Controller<K>
@@ -35,7 +52,7 @@ where
         ctx: Arc<Ctx>,
         cluster: Arc<str>,
         disengaged: &CancellationToken,
-    ) -> Option<Running<K, Ctx, R>>
+    ) -> Option<Running>
     where
         Ctx: Send + Sync + 'static,
         R: Reconciler<K, Ctx>,
@@ -60,28 +77,31 @@ where
                 }
             }
         }
-        let worker = self.worker(reconcile, error_policy, ctx, Some(cluster));
+        let cluster = Some(cluster);
+        let call: Call = match self.options.shard.clone() {
+            Some(shard) => {
+                let client = self.factory.client().clone();
+                let sharded = shard.reconcile(client, self.dyntype.clone(), Shared(reconcile));
+                let worker = self.worker(Arc::new(sharded), error_policy, ctx, cluster);
+                Box::new(move |key, attempt| worker.call(key, attempt).boxed())
+            }
+            None => {
+                let worker = self.worker(reconcile, error_policy, ctx, cluster);
+                Box::new(move |key, attempt| worker.call(key, attempt).boxed())
+            }
+        };
         Some(Running {
-            worker,
+            call,
             attached,
             triggers,
         })
     }
 }
 
-impl<K, Ctx, R> Running<K, Ctx, R>
-where
-    K: Send + Sync + 'static,
-    Ctx: Send + Sync + 'static,
-    R: Reconciler<K, Ctx>,
-{
+impl Running {
     /// One reconcile of `key` in this member, as a plain controller's worker runs it.
-    pub(crate) fn reconcile(
-        &self,
-        key: ObjectKey,
-        attempt: u32,
-    ) -> impl Future<Output = Requeue> + Send + 'static + use<K, Ctx, R> {
-        self.worker.call(key, attempt)
+    pub(crate) fn reconcile(&self, key: ObjectKey, attempt: u32) -> BoxFuture<'static, Requeue> {
+        (self.call)(key, attempt)
     }
 
     /// Detaches its handlers (waiting until none runs) and stops its triggers.

@@ -70,15 +70,16 @@ impl<K: Watchable> Controller<K> {
     }
 
     /// A fleet member's controller: its handlers put keys into `sink` (the fleet's queue),
-    /// and the fleet's workers run its [`Member`](super::member::Member) half.
+    /// and the fleet's workers call it once started ([`Controller::start_member`]). Sharded,
+    /// it reads and places the member's objects as a plain sharded controller does its
+    /// cluster's.
     pub(crate) fn member(
         factory: &SharedInformerFactory,
         spec: InformerSpec<K>,
-        mut options: ControllerOptions,
+        options: ControllerOptions,
         sink: Arc<dyn KeySink>,
     ) -> Self {
-        options.shard = None;
-        let (informer, placed) = read(factory, None, Typed, spec, OWN);
+        let (informer, placed) = read(factory, options.shard.as_ref(), Typed, spec, OWN);
         let namespaced = K::Scope::NAMESPACED;
         Self::assemble(
             factory,

@@ -97,6 +97,10 @@ pub struct FleetController<K: kube::Resource> {
     spec: Arc<dyn Fn() -> InformerSpec<K> + Send + Sync>,
     configure: Vec<Configure<K>>,
     hub: Vec<hub::HubRelation>,
+    /// Sharded: each member whole on one replica.
+    pinned: bool,
+    /// Sharded under a manager: where the member kinds go for the sharder.
+    placing: Option<super::sharded::Placing>,
 }
 
 impl<K> FleetController<K>
@@ -109,7 +113,8 @@ where
     /// the fleet's, shared by every member; `max_in_flight_per_group` caps one member's
     /// share; the queue is fair by member (`fairness` is not used); `backoff` applies, a
     /// custom `rate_limiter` does not (it limits `ObjectKey`s, the fleet queues
-    /// [`ClusterKey`]s); `sharded` is not used.
+    /// [`ClusterKey`]s). Sharding a fleet is done by a sharded manager
+    /// ([`Manager::add_fleet_controller`](crate::Manager::add_fleet_controller)).
     pub fn new(fleet: &Fleet, options: ControllerOptions) -> Self {
         Self::new_with(fleet, InformerSpec::new, options)
     }
@@ -126,7 +131,39 @@ where
             spec: Arc::new(spec),
             configure: Vec::new(),
             hub: Vec::new(),
+            pinned: false,
+            placing: None,
         }
+    }
+
+    /// Sharded ([`Manager::add_fleet_controller`](crate::Manager::add_fleet_controller) under
+    /// a sharded manager): `true` places each member whole on one replica (the member's
+    /// name is its key on the ring: a per-cluster ring), `false` (the default) places each
+    /// `(cluster, object)` pair on its own, so N replicas split every member's objects.
+    #[must_use]
+    pub fn pin_clusters(mut self, pinned: bool) -> Self {
+        self.pinned = pinned;
+        self
+    }
+
+    /// Its name (its options').
+    pub fn name(&self) -> &str {
+        &self.options.name
+    }
+
+    /// Under a manager: its metrics and sharding, and where sharded member kinds go.
+    pub(crate) fn managed(
+        mut self,
+        options: impl FnOnce(ControllerOptions) -> ControllerOptions,
+        kinds: Option<crate::sharding::KindSets>,
+    ) -> Self {
+        self.options = options(self.options);
+        self.placing = kinds.map(|kinds| super::sharded::Placing {
+            controller: self.options.name.clone(),
+            pinned: self.pinned,
+            kinds,
+        });
+        self
     }
 
     /// Applies `configure` to each member's [`Controller`] before it starts: any relation,
@@ -228,7 +265,7 @@ where
             reconcile: Arc::new(reconcile),
             error_policy: Arc::new(error_policy),
         };
-        let mut members = Members::new();
+        let mut members = Members::new(self.placing.clone());
         let process = {
             let (followed, queue) = (members.followed(), queue.clone());
             move |key: ClusterKey| {

@@ -9,21 +9,22 @@ use parking_lot::Mutex;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use super::{Cluster, controller::ClusterKey, inbox::Inbox};
+use super::{Cluster, controller::ClusterKey, inbox::Inbox, sharded::Placing};
 use crate::controller::{Controller, Policy, Reconciler, RunningMember};
 
 /// One member as the fleet controller follows it.
-pub(super) struct Member<K, Ctx, R: Reconciler<K, Ctx>> {
+pub(super) struct Member {
     generation: u64,
     /// Cancelled when the member goes (a child of the cluster's `disengaged`).
     disengaged: CancellationToken,
     pub(super) inbox: Arc<Inbox>,
     /// Its controller, once its caches have synced.
-    running: Option<RunningMember<K, Ctx, R>>,
+    running: Option<RunningMember>,
 }
 
-/// The members by name.
-type ByName<K, Ctx, R> = Arc<Mutex<HashMap<Arc<str>, Member<K, Ctx, R>>>>;
+/// The followed members, by name: what the workers look keys up in.
+#[derive(Clone, Default)]
+pub(super) struct Followed(Arc<Mutex<HashMap<Arc<str>, Member>>>);
 
 /// Makes a member's controller: on its factory, feeding its inbox.
 pub(super) type Build<K> = Arc<dyn Fn(&Cluster, Arc<Inbox>) -> Controller<K> + Send + Sync>;
@@ -31,20 +32,13 @@ pub(super) type Build<K> = Arc<dyn Fn(&Cluster, Arc<Inbox>) -> Controller<K> + S
 /// Makes a member's reconcile context.
 pub(super) type MakeCtx<Ctx> = Box<dyn Fn(&Cluster) -> Arc<Ctx> + Send + Sync>;
 
-/// The followed members, by name: what the workers look keys up in.
-pub(super) struct Followed<K, Ctx, R: Reconciler<K, Ctx>>(ByName<K, Ctx, R>);
-
-impl<K, Ctx, R: Reconciler<K, Ctx>> Clone for Followed<K, Ctx, R> {
-    fn clone(&self) -> Self {
-        Self(self.0.clone())
-    }
-}
-
 /// The followed members and the tasks that start them.
-pub(super) struct Members<K, Ctx, R: Reconciler<K, Ctx>> {
-    followed: Followed<K, Ctx, R>,
+pub(super) struct Members {
+    followed: Followed,
     /// The tasks that start members (attach, sync); owned here, aborted when it stops.
     starting: JoinSet<()>,
+    /// Where a sharded fleet controller's member kinds go for the sharder.
+    placing: Option<Placing>,
 }
 
 /// What a member's controller is made with.
@@ -56,19 +50,14 @@ pub(super) struct Recipe<K: kube::Resource, Ctx, R: Reconciler<K, Ctx>> {
     pub(super) error_policy: Arc<Policy<K, R::Error, Ctx>>,
 }
 
-impl<K, Ctx, R> Followed<K, Ctx, R>
-where
-    K: Send + Sync + 'static,
-    Ctx: Send + Sync + 'static,
-    R: Reconciler<K, Ctx>,
-{
+impl Followed {
     /// Reconciles `key` in its member, cancelled if the member goes; a key of a member no
     /// longer followed (or not yet synced, which its inbox prevents) is dropped.
     pub(super) fn reconcile(
         &self,
         key: ClusterKey,
         attempt: u32,
-    ) -> impl Future<Output = Requeue> + Send + 'static + use<K, Ctx, R> {
+    ) -> impl Future<Output = Requeue> + Send + 'static + use<> {
         let found = {
             let followed = self.0.lock();
             followed.get(&key.cluster).and_then(|member| {
@@ -94,22 +83,17 @@ where
     }
 }
 
-impl<K, Ctx, R> Members<K, Ctx, R>
-where
-    K: kube::Resource + Clone + std::fmt::Debug + Send + Sync + 'static,
-    K::DynamicType: Clone + Send + Sync + 'static,
-    Ctx: Send + Sync + 'static,
-    R: Reconciler<K, Ctx>,
-{
-    pub(super) fn new() -> Self {
+impl Members {
+    pub(super) fn new(placing: Option<Placing>) -> Self {
         Self {
-            followed: Followed(Arc::default()),
+            followed: Followed::default(),
             starting: JoinSet::new(),
+            placing,
         }
     }
 
     /// What the workers reconcile through.
-    pub(super) fn followed(&self) -> Followed<K, Ctx, R> {
+    pub(super) fn followed(&self) -> Followed {
         self.followed.clone()
     }
 
@@ -121,12 +105,18 @@ where
 
     /// Follows `clusters`: stops following members gone (or engaged anew), starts
     /// following new ones. Returns the inboxes of the new ones.
-    pub(super) async fn follow(
+    pub(super) async fn follow<K, Ctx, R>(
         &mut self,
         clusters: &std::collections::BTreeMap<String, Cluster>,
         recipe: &Recipe<K, Ctx, R>,
-    ) -> Vec<Arc<Inbox>> {
-        let gone: Vec<Member<K, Ctx, R>> = {
+    ) -> Vec<Arc<Inbox>>
+    where
+        K: kube::Resource + Clone + std::fmt::Debug + Send + Sync + 'static,
+        K::DynamicType: Clone + Send + Sync + 'static,
+        Ctx: Send + Sync + 'static,
+        R: Reconciler<K, Ctx>,
+    {
+        let gone: Vec<(Arc<str>, Member)> = {
             let mut followed = self.followed.0.lock();
             let stale: Vec<Arc<str>> = followed
                 .iter()
@@ -135,9 +125,15 @@ where
                 })
                 .map(|(name, _)| name.clone())
                 .collect();
-            stale.iter().filter_map(|n| followed.remove(n)).collect()
+            stale
+                .into_iter()
+                .filter_map(|n| followed.remove(&n).map(|m| (n, m)))
+                .collect()
         };
-        for member in gone {
+        for (name, member) in gone {
+            if let Some(placing) = &self.placing {
+                placing.forget(&name);
+            }
             stop(member).await;
         }
         while self.starting.try_join_next().is_some() {}
@@ -149,6 +145,9 @@ where
             }
             let inbox = Arc::new(Inbox::new(recipe.queue.clone(), name.clone()));
             let controller = (recipe.build)(cluster, inbox.clone());
+            if let Some(placing) = &self.placing {
+                placing.place(&name, controller.sharded_kinds());
+            }
             let disengaged = cluster.disengaged().child_token();
             let member = Member {
                 generation: cluster.generation(),
@@ -183,8 +182,11 @@ where
     /// Stops following every member: reconciles cancelled, handlers detached, starting
     /// tasks ended.
     pub(super) async fn stop_all(&mut self) {
-        let all: Vec<Member<K, Ctx, R>> = self.followed.0.lock().drain().map(|(_, m)| m).collect();
-        for member in all {
+        let all: Vec<(Arc<str>, Member)> = self.followed.0.lock().drain().collect();
+        for (name, member) in all {
+            if let Some(placing) = &self.placing {
+                placing.forget(&name);
+            }
             stop(member).await;
         }
         self.starting.abort_all();
@@ -194,12 +196,7 @@ where
 
 /// Stops following `member`: its reconciles in flight end now (the fleet cancels its
 /// cluster's token too), then its handlers are detached.
-async fn stop<K, Ctx, R>(member: Member<K, Ctx, R>)
-where
-    K: Send + Sync + 'static,
-    Ctx: Send + Sync + 'static,
-    R: Reconciler<K, Ctx>,
-{
+async fn stop(member: Member) {
     member.disengaged.cancel();
     if let Some(running) = member.running {
         running.stop().await;

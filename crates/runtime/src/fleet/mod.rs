@@ -44,6 +44,7 @@ mod hub;
 mod inbox;
 mod member;
 mod members;
+mod sharded;
 pub mod sources;
 
 use std::{collections::BTreeMap, sync::Arc};

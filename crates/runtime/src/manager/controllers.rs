@@ -80,7 +80,7 @@ impl Manager {
     }
 
     /// The manager's metrics and sharding, added to a controller's options.
-    fn controller_options(&self, options: ControllerOptions) -> ControllerOptions {
+    pub(super) fn controller_options(&self, options: ControllerOptions) -> ControllerOptions {
         let mut options = options.metrics(&self.controller_metrics);
         if let Some(sharding) = &self.options.sharding {
             options = options.sharded(sharding.ring.clone(), sharding.shard.clone());
@@ -134,23 +134,32 @@ impl Manager {
 
     /// Registers a sharded controller's kinds with the sharder, started with the first.
     fn add_sharded_kinds(&mut self, kinds: &[crate::sharding::ShardedKind]) {
+        if kinds.is_empty() || self.options.sharding.is_none() {
+            return;
+        }
+        self.sharded_kinds.extend("", kinds);
+        self.start_sharder();
+    }
+
+    /// Runs the ring's sharder (once), placing the kinds in `sharded_kinds` as they change.
+    pub(super) fn start_sharder(&mut self) {
         let (Some(sharding), Some(elector), Some(leases)) =
             (&self.options.sharding, &self.elector, &self.leases)
         else {
             return;
         };
-        let first = self.sharded_kinds.lock().is_empty();
-        self.sharded_kinds.lock().extend(kinds.iter().cloned());
-        if first && !kinds.is_empty() {
-            let (sharding, lease, leases, kinds) = (
-                sharding.clone(),
-                elector.config().clone(),
-                leases.clone(),
-                self.sharded_kinds.clone(),
-            );
-            self.add("sharder", false, move |cancel| {
-                sharding::run_sharder(sharding, lease, leases, kinds, cancel)
-            });
+        if self.sharder_started {
+            return;
         }
+        self.sharder_started = true;
+        let (sharding, lease, leases, kinds) = (
+            sharding.clone(),
+            elector.config().clone(),
+            leases.clone(),
+            self.sharded_kinds.clone(),
+        );
+        self.add("sharder", false, move |cancel| {
+            sharding::run_sharder(sharding, lease, leases, kinds, cancel)
+        });
     }
 }

@@ -142,10 +142,12 @@ pub struct Manager {
     /// Where the Leases are (when elected or sharded).
     leases: Option<Arc<dyn crate::lease::LeaseStore>>,
     /// The kinds the sharder places, from every sharded controller added.
-    sharded_kinds: Arc<Mutex<Vec<crate::sharding::ShardedKind>>>,
+    sharded_kinds: crate::sharding::KindSets,
     /// The names of the controllers added, and the first added twice (refused at run).
     controller_names: std::collections::BTreeSet<String>,
     duplicate_controller: Option<String>,
+    /// Whether the ring's sharder has been added (with the first sharded kinds).
+    sharder_started: bool,
     /// The writes its controllers declared (for [`rbac`](Self::rbac)).
     declared: crate::rbac::Rbac,
     /// The namespace of the Leases it holds through the API (`None`: not elected, or a
@@ -257,9 +259,10 @@ impl Manager {
             readyz: Vec::new(),
             readyz_details: Vec::new(),
             leases,
-            sharded_kinds: Arc::default(),
+            sharded_kinds: crate::sharding::KindSets::default(),
             controller_names: std::collections::BTreeSet::new(),
             duplicate_controller: None,
+            sharder_started: false,
             declared: crate::rbac::Rbac::default(),
             lease_namespace,
         })

@@ -51,7 +51,13 @@ impl Manager {
                 &verbs,
             );
         }
-        for kind in self.sharded_kinds.lock().iter() {
+        // A fleet member's kinds are written in the member, not under this manager's account.
+        for kind in self
+            .sharded_kinds
+            .all()
+            .iter()
+            .filter(|k| k.member().is_none())
+        {
             let namespaces: Vec<String> = kind.namespace().map(str::to_owned).into_iter().collect();
             // The sharder's labels; `get`: whether a drained object still exists.
             let verbs = [Verb::Get, Verb::List, Verb::Watch, Verb::Patch];

@@ -53,6 +53,69 @@ impl Manager {
         });
     }
 
+    /// Runs `controller` over its fleet (only while leading, when elected), with the
+    /// manager's controller metrics. Under a sharded manager
+    /// ([`ManagerOptions::sharded`](crate::ManagerOptions::sharded)) each replica reconciles
+    /// its share of the fleet's `(cluster, object)` pairs — or of whole members, with
+    /// [`pin_clusters`](crate::fleet::FleetController::pin_clusters) — placed by the ring's
+    /// sharder in each member with the drain protocol of a sharded controller (see
+    /// [`sharding`](crate::sharding)). Add the fleet itself with
+    /// [`add_fleet`](Self::add_fleet).
+    ///
+    /// ```no_run
+    /// # async fn demo(mut manager: kube_informer_runtime::Manager, fleet: kube_informer_runtime::fleet::Fleet) {
+    /// use std::sync::Arc;
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use kube_informer_runtime::{controller::{Action, Cached, ControllerOptions}, fleet::FleetController};
+    ///
+    /// async fn reconcile(_: Cached<ConfigMap>, _: Arc<kube::Client>) -> Result<Action, kube::Error> {
+    ///     Ok(Action::Done)
+    /// }
+    ///
+    /// let controller = FleetController::<ConfigMap>::new(&fleet, ControllerOptions::default().name("cms"));
+    /// manager.add_fleet_controller(
+    ///     controller,
+    ///     |cluster| Arc::new(cluster.client().clone()),
+    ///     reconcile,
+    ///     |_, _, _| Action::Retry,
+    /// );
+    /// # }
+    /// ```
+    pub fn add_fleet_controller<K, Ctx, R, P>(
+        &mut self,
+        controller: crate::fleet::FleetController<K>,
+        make_ctx: impl Fn(&crate::fleet::Cluster) -> Arc<Ctx> + Send + Sync + 'static,
+        reconcile: R,
+        error_policy: P,
+    ) where
+        K: crate::controller::Watchable,
+        Ctx: Send + Sync + 'static,
+        R: crate::reconcile::Reconciler<K, Ctx>,
+        P: Fn(&crate::reconcile::Cached<K>, &R::Error, &Ctx) -> crate::reconcile::Action
+            + Send
+            + Sync
+            + 'static,
+    {
+        let sharded = self.options.sharding.is_some();
+        let kinds = sharded.then(|| self.sharded_kinds.clone());
+        let controller = controller.managed(|o| self.controller_options(o), kinds);
+        if sharded {
+            self.start_sharder();
+        }
+        let name = controller.name().to_owned();
+        if !self.controller_names.insert(name.clone()) {
+            tracing::error!(controller = %name, "a second controller of this name: the manager will refuse to run");
+            self.duplicate_controller
+                .get_or_insert_with(|| name.clone());
+        }
+        self.add(&name, true, move |cancel| async move {
+            controller
+                .run(make_ctx, reconcile, error_policy, cancel)
+                .await;
+            Ok(())
+        });
+    }
+
     /// Keeps `certs` made and rotated, on every replica (see
     /// [`webhook::certs`](crate::webhook::certs)); call
     /// [`provision`](crate::webhook::certs::WebhookCerts::provision) first, before the

@@ -3,13 +3,12 @@
 
 use std::{sync::Arc, time::Duration};
 
-use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
     leader_election::{LeaderElectionConfig, LeaderElector},
     lease::LeaseStore,
-    sharding::{Members, ShardedKind, Sharder, shard_lease},
+    sharding::{KindSets, Members, Sharder, shard_lease},
 };
 
 /// What [`ManagerOptions::sharded`](super::ManagerOptions::sharded) asked for.
@@ -60,19 +59,20 @@ impl Sharding {
 
 /// Runs the sharder while this replica is elected for it, until `cancel`: the election and
 /// the rounds both live in this future (nothing is spawned), and losing the election stops
-/// the rounds at once.
+/// the rounds at once. When the kinds change (a fleet member engaged or gone) the rounds
+/// start again over the new kinds, once they have been still for a moment.
 pub(crate) async fn run_sharder(
     sharding: Sharding,
     shard_lease: LeaderElectionConfig,
     leases: Arc<dyn LeaseStore>,
-    kinds: Arc<Mutex<Vec<ShardedKind>>>,
+    kind_sets: KindSets,
     cancel: CancellationToken,
 ) -> Result<(), String> {
     let elector = LeaderElector::new(leases.clone(), sharding.election(&shard_lease))
         .map_err(|e| e.to_string())?;
     let members = Members::new(leases, sharding.ring.clone());
     let sharder = Sharder::new(sharding.ring.clone());
-    let kinds = kinds.lock().clone();
+    let mut changes = kind_sets.subscribe();
     let rounds = async {
         let mut leading = elector.leading();
         loop {
@@ -95,11 +95,29 @@ pub(crate) async fn run_sharder(
                 return;
             }
             let stop = CancellationToken::new();
+            changes.borrow_and_update();
+            let kinds = kind_sets.all();
+            // No kind yet (a fleet's members not followed yet): nothing to place until one
+            // comes. (`Sharder::run` over no kinds would return at once.)
+            let placing = async {
+                if kinds.is_empty() {
+                    std::future::pending::<()>().await;
+                }
+                sharder
+                    .run(&members, &kinds, sharding.every, stop.clone())
+                    .await;
+            };
             tokio::select! {
-                () = sharder.run(&members, &kinds, sharding.every, stop.clone()) => return,
+                () = placing => return,
                 lost = leading.wait_for(|l| !*l) => {
                     stop.cancel();
                     if lost.is_err() {
+                        return;
+                    }
+                }
+                changed = settled(&mut changes) => {
+                    stop.cancel();
+                    if !changed {
                         return;
                     }
                 }
@@ -111,4 +129,23 @@ pub(crate) async fn run_sharder(
         () = rounds => {}
     }
     Ok(())
+}
+
+/// Waits for the kinds to change and then stay still for a second (members engaged one
+/// after the other start the sharder's caches again once, not once each); `false` when
+/// nobody can change them any more.
+async fn settled(
+    changes: &mut tokio::sync::watch::Receiver<
+        std::collections::BTreeMap<String, Vec<crate::sharding::ShardedKind>>,
+    >,
+) -> bool {
+    if changes.changed().await.is_err() {
+        return false;
+    }
+    loop {
+        tokio::select! {
+            changed = changes.changed() => if changed.is_err() { return true },
+            () = tokio::time::sleep(crate::sharding::OBSERVE_EVERY) => return true,
+        }
+    }
 }

@@ -74,6 +74,30 @@ impl ShardKey {
         Self(format!("{group}/{kind}/{namespace}/{name}"))
     }
 
+    /// The key of this object in fleet member `cluster`: `cluster:key`, so that the
+    /// `(cluster, object)` pairs of a fleet spread over the ring; or, `pinned`, the member's
+    /// name alone, so that every object of the member lands on one shard.
+    ///
+    /// ```
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use kube_informer_runtime::sharding::ShardKey;
+    ///
+    /// let mut cm = ConfigMap::default();
+    /// cm.metadata.namespace = Some("shop".into());
+    /// cm.metadata.name = Some("web".into());
+    /// let key = ShardKey::of(&cm, &()).unwrap();
+    /// assert_eq!(key.clone().in_member("east", false).as_str(), "east:/ConfigMap/shop/web");
+    /// assert_eq!(key.in_member("east", true).as_str(), "east");
+    /// ```
+    #[must_use]
+    pub fn in_member(self, cluster: &str, pinned: bool) -> Self {
+        if pinned {
+            Self(cluster.to_owned())
+        } else {
+            Self(format!("{cluster}:{}", self.0))
+        }
+    }
+
     /// The key as the ring hashes it.
     pub fn as_str(&self) -> &str {
         &self.0

@@ -65,6 +65,12 @@
 //!   Objects labelled without a holder (at creation, by an older sharder) are adopted as
 //!   labelled.
 //!
+//! - **Fleets**: a [`FleetController`](crate::fleet::FleetController) under a sharded
+//!   manager places `(cluster, object)` pairs the same way, with the labels written in each
+//!   member ([`ShardKey::in_member`], [`ShardedKind::in_member`]), or whole members on one
+//!   shard ([`pin_clusters`](crate::fleet::FleetController::pin_clusters)); see
+//!   [`Manager::add_fleet_controller`](crate::Manager::add_fleet_controller).
+//!
 //! Tested on fake-apiserver and kube-apiserver (the e2e crate's `sharding.rs` and
 //! `sharded_managers.rs`): disjoint caches whose union is everything,
 //! a joining shard taking its share, a killed and a partitioned replica taken over, and,
@@ -74,6 +80,7 @@
 
 mod admission;
 mod key;
+mod kind_sets;
 mod labels;
 mod layer;
 mod membership;
@@ -96,4 +103,4 @@ pub use self::{
     sharder::{Applied, Move, Sharder, Step},
     standing::{Standing, acknowledge_drain, standing},
 };
-pub(crate) use self::{layer::Shard, placing::OBSERVE_EVERY};
+pub(crate) use self::{kind_sets::KindSets, layer::Shard, placing::OBSERVE_EVERY};

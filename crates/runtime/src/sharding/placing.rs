@@ -207,11 +207,12 @@ impl Sharder {
         // Before the first ring is observed, nothing is placed.
         let Some(ring) = ring else { return };
         let kind = w.kind;
-        let moves = self.plan(
+        let moves = self.plan_in(
             ring,
             objects.iter().map(|o| &**o),
             kind.resource(),
             kind.placement(),
+            kind.member(),
         );
         if moves.is_empty() {
             return;

@@ -15,6 +15,8 @@ pub struct ShardedKind {
     namespace: Option<String>,
     resource: ApiResource,
     placement: Placement,
+    /// The fleet member its objects are in, and whether the member is pinned to one shard.
+    member: Option<(String, bool)>,
 }
 
 impl std::fmt::Debug for ShardedKind {
@@ -52,7 +54,24 @@ impl ShardedKind {
             namespace: namespace.map(str::to_owned),
             resource: resource.clone(),
             placement,
+            member: None,
         }
+    }
+
+    /// These objects are in fleet member `cluster` (its client is the one given): each is
+    /// placed by [`ShardKey::in_member`](super::ShardKey::in_member), so a ring splits a
+    /// fleet's `(cluster, object)` pairs, or with `pinned` gives each member whole to one
+    /// shard.
+    #[must_use]
+    pub fn in_member(mut self, cluster: &str, pinned: bool) -> Self {
+        self.member = Some((cluster.to_owned(), pinned));
+        self
+    }
+
+    /// The fleet member its objects are in, and whether pinned (see
+    /// [`in_member`](Self::in_member)).
+    pub fn member(&self) -> Option<(&str, bool)> {
+        self.member.as_ref().map(|(c, p)| (c.as_str(), *p))
     }
 
     /// The client its objects are read and labelled through.

@@ -117,6 +117,23 @@ impl Sharder {
         K: Resource + 'a,
         I: IntoIterator<Item = &'a K>,
     {
+        self.plan_in(ring, objects, dynamic_type, placement, None)
+    }
+
+    /// [`plan`](Self::plan) for objects of fleet member `member` (its name, and whether it is
+    /// pinned to one shard): keys by [`ShardKey::in_member`].
+    pub fn plan_in<'a, K, I>(
+        &self,
+        ring: &Ring,
+        objects: I,
+        dynamic_type: &K::DynamicType,
+        placement: Placement,
+        member: Option<(&str, bool)>,
+    ) -> Vec<Move>
+    where
+        K: Resource + 'a,
+        I: IntoIterator<Item = &'a K>,
+    {
         if ring.is_empty() {
             return Vec::new();
         }
@@ -128,6 +145,10 @@ impl Sharder {
                     Placement::Own => ShardKey::of(object, dynamic_type),
                     Placement::Controller => ShardKey::of_controller(meta),
                 }?;
+                let key = match member {
+                    Some((cluster, pinned)) => key.in_member(cluster, pinned),
+                    None => key,
+                };
                 let to = ring.shard_for(key.as_str())?;
                 let labels = meta.labels.as_ref();
                 let from = labels.and_then(|l| l.get(&self.label)).map(String::as_str);
