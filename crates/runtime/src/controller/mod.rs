@@ -99,7 +99,7 @@
 //! ```
 
 mod expectations;
-mod fleet_relation;
+mod foreign;
 mod member;
 mod metrics;
 mod new;
@@ -140,7 +140,10 @@ pub use self::{
     relate::Relation,
     relations::Change,
 };
-pub(crate) use self::{member::Running as RunningMember, sink::KeySink, worker::Policy};
+pub(crate) use self::{
+    foreign::Foreign, member::Running as RunningMember, relations::Attached, sink::KeySink,
+    worker::Policy,
+};
 pub use crate::reconcile::{Action, Cached, Reconciler};
 use crate::sharding::{Placement, ShardedKind};
 

@@ -46,6 +46,7 @@ mod member;
 mod members;
 mod sharded;
 pub mod sources;
+mod to_hub;
 
 use std::{collections::BTreeMap, sync::Arc};
 
