@@ -97,18 +97,8 @@ pub(crate) async fn run_sharder(
             let stop = CancellationToken::new();
             changes.borrow_and_update();
             let kinds = kind_sets.all();
-            // No kind yet (a fleet's members not followed yet): nothing to place until one
-            // comes. (`Sharder::run` over no kinds would return at once.)
-            let placing = async {
-                if kinds.is_empty() {
-                    std::future::pending::<()>().await;
-                }
-                sharder
-                    .run(&members, &kinds, sharding.every, stop.clone())
-                    .await;
-            };
             tokio::select! {
-                () = placing => return,
+                () = sharder.run(&members, &kinds, sharding.every, stop.clone()) => return,
                 lost = leading.wait_for(|l| !*l) => {
                     stop.cancel();
                     if lost.is_err() {

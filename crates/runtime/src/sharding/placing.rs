@@ -103,7 +103,8 @@ impl Sharder {
     /// round is logged and retried at the next one. Run one sharder per ring, under leader
     /// election (its writes are guarded by resourceVersion, so a second one during a
     /// handover only repeats work), with a `members` that has been observing the Leases
-    /// before (see [`Members::observe`]) if it can.
+    /// before (see [`Members::observe`]) if it can. Given no kinds, it places nothing and
+    /// waits for `cancel`.
     ///
     /// ```no_run
     /// # async fn run(client: kube::Client) {
@@ -123,6 +124,13 @@ impl Sharder {
         every: Duration,
         cancel: CancellationToken,
     ) {
+        if kinds.is_empty() {
+            // Nothing to place yet (a fleet's members not followed yet): still a sharder
+            // until `cancel`, not one that returns at once (its caller would take that for
+            // the end and give up its election).
+            cancel.cancelled().await;
+            return;
+        }
         let watched: Vec<Watched<'_>> = kinds.iter().map(|k| Watched::new(self, k)).collect();
         // The caches live in this future: dropping it (the sharder lost its election)
         // stops them.
