@@ -58,10 +58,7 @@ where
         R: Reconciler<K, Ctx>,
     {
         let attached = self.attach();
-        let mut triggers = JoinSet::new();
-        for trigger in self.triggers.drain(..) {
-            triggers.spawn(trigger.into_inner());
-        }
+        let triggers = self.start_triggers();
         self.factory.start();
         for wait in &self.syncs {
             loop {

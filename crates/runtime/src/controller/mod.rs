@@ -141,8 +141,8 @@ pub use self::{
     relations::Change,
 };
 pub(crate) use self::{
-    foreign::Foreign, member::Running as RunningMember, relations::Attached, sink::KeySink,
-    worker::Policy,
+    foreign::Foreign, member::Running as RunningMember, relations::Attached, run::spawn_workers,
+    sink::KeySink, worker::Policy,
 };
 pub use crate::reconcile::{Action, Cached, Reconciler};
 use crate::sharding::{Placement, ShardedKind};

@@ -5,12 +5,15 @@
 use std::{future::Future, sync::Arc};
 
 use kube::Resource;
-use kube_informer::{informer::HandlerOptions, workqueue::Workers};
+use kube_informer::{
+    informer::HandlerOptions,
+    workqueue::{QueueItem, RateLimitingQueue, Requeue, Workers},
+};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    Action, Cached, Controller, ControllerError, Reconciler,
+    Action, Cached, Controller, ControllerError, ControllerOptions, Reconciler,
     relations::{self, Attachments},
     worker,
 };
@@ -143,32 +146,14 @@ where
         R: Reconciler<K, Ctx>,
         P: Fn(&Cached<K>, &R::Error, &Ctx) -> Action + Send + Sync + 'static,
     {
-        if let Some(metrics) = &self.metrics {
-            metrics.set_workers(&self.name, self.options.workers);
-        }
-        let mut triggers = JoinSet::new();
-        for trigger in self.triggers.drain(..) {
-            triggers.spawn(trigger.into_inner());
-        }
+        let mut triggers = self.start_triggers();
         let worker = self.worker(Arc::new(reconcile), Arc::new(error_policy), ctx, None);
-        let count = self.options.workers;
         let queue = self.queue.clone();
         let process = move |key| {
             let attempt = queue.num_requeues(&key) + 1;
             worker.call(key, attempt)
         };
-        let mut workers = match self.options.scaling.clone() {
-            None => Workers::spawn(&self.queue, count, process),
-            Some(scaling) => {
-                let (metrics, name) = (self.metrics.clone(), self.name.clone());
-                let scaling = scaling.on_change(move |workers| {
-                    if let Some(metrics) = &metrics {
-                        metrics.set_workers(&name, workers);
-                    }
-                });
-                Workers::spawn_scaled(&self.queue, scaling, process)
-            }
-        };
+        let mut workers = spawn_workers(&self.queue, &self.options, process);
         tokio::select! {
             () = graceful.cancelled() => {
                 tokio::select! {
@@ -183,6 +168,16 @@ where
         triggers.abort_all();
         while triggers.join_next().await.is_some() {}
     }
+    /// Starts its triggers ([`reconcile_all_on`](Self::reconcile_all_on), and relations
+    /// that follow other clusters) as tasks owned by what it returns.
+    pub(super) fn start_triggers(&mut self) -> JoinSet<()> {
+        let mut triggers = JoinSet::new();
+        for trigger in self.triggers.drain(..) {
+            triggers.spawn(trigger.into_inner());
+        }
+        triggers
+    }
+
     /// Attaches its handlers (the primary's and each relation's), owned by what it returns:
     /// removed when that is, closed if it is dropped.
     pub(super) fn attach(&mut self) -> Attachments {
@@ -234,6 +229,36 @@ where
             triggers: self.enqueue.triggers.clone(),
             kind: self.enqueue.kind.clone(),
             cluster,
+        }
+    }
+}
+
+/// Starts the workers `options` ask for (a count, or scaled) on `queue`, each calling
+/// `process`, and keeps the controller's worker gauge (`options.metrics`) up to date: a
+/// controller's own workers, or a fleet controller's over its members.
+pub(crate) fn spawn_workers<T, F, Fut>(
+    queue: &RateLimitingQueue<T>,
+    options: &ControllerOptions,
+    process: F,
+) -> Workers<T>
+where
+    T: QueueItem,
+    F: Fn(T) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Requeue> + Send + 'static,
+{
+    let (metrics, name) = (options.metrics.clone(), options.name.clone());
+    if let Some(metrics) = &metrics {
+        metrics.set_workers(&name, options.workers);
+    }
+    match options.scaling.clone() {
+        None => Workers::spawn(queue, options.workers, process),
+        Some(scaling) => {
+            let scaling = scaling.on_change(move |workers| {
+                if let Some(metrics) = &metrics {
+                    metrics.set_workers(&name, workers);
+                }
+            });
+            Workers::spawn_scaled(queue, scaling, process)
         }
     }
 }

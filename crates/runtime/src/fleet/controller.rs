@@ -8,7 +8,7 @@ use kube_informer::{
     informer::SharedIndexInformer,
     workqueue::{
         BucketRateLimiter, ItemExponentialFailureRateLimiter, MaxOfRateLimiter, QueueConfig,
-        RateLimitingQueue, Workers,
+        RateLimitingQueue,
     },
 };
 use tokio_util::sync::CancellationToken;
@@ -18,7 +18,7 @@ use super::{
     members::{Build, Members, Recipe},
 };
 use crate::{
-    controller::{Action, Cached, Controller, ControllerOptions, Watchable},
+    controller::{Action, Cached, Controller, ControllerOptions, Watchable, spawn_workers},
     reconcile::Reconciler,
 };
 
@@ -273,21 +273,7 @@ where
                 followed.reconcile(key, attempt)
             }
         };
-        let (metrics, name) = (self.options.metrics.clone(), self.options.name.clone());
-        if let Some(metrics) = &metrics {
-            metrics.set_workers(&name, self.options.workers);
-        }
-        let mut workers = match self.options.scaling.clone() {
-            None => Workers::spawn(&queue, self.options.workers, process),
-            Some(scaling) => {
-                let scaling = scaling.on_change(move |workers| {
-                    if let Some(metrics) = &metrics {
-                        metrics.set_workers(&name, workers);
-                    }
-                });
-                Workers::spawn_scaled(&queue, scaling, process)
-            }
-        };
+        let mut workers = spawn_workers(&queue, &self.options, process);
         let fanout = hub::Fanout::default();
         let hub = std::mem::take(&mut self.hub);
         let all_keys: Vec<_> = hub.iter().map(|r| r.all_keys.clone()).collect();

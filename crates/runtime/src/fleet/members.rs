@@ -9,7 +9,7 @@ use parking_lot::Mutex;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use super::{Cluster, controller::ClusterKey, inbox::Inbox, sharded::Placing};
+use super::{Cluster, controller::ClusterKey, inbox::Inbox, let_go, sharded::Placing};
 use crate::controller::{Controller, Policy, Reconciler, RunningMember};
 
 /// One member as the fleet controller follows it.
@@ -116,25 +116,15 @@ impl Members {
         Ctx: Send + Sync + 'static,
         R: Reconciler<K, Ctx>,
     {
-        let gone: Vec<(Arc<str>, Member)> = {
-            let mut followed = self.followed.0.lock();
-            let stale: Vec<Arc<str>> = followed
-                .iter()
-                .filter(|(name, m)| {
-                    clusters.get(&***name).map(Cluster::generation) != Some(m.generation)
-                })
-                .map(|(name, _)| name.clone())
-                .collect();
-            stale
-                .into_iter()
-                .filter_map(|n| followed.remove(&n).map(|m| (n, m)))
-                .collect()
+        let gone = {
+            let followed = self.followed.0.lock();
+            let_go(followed.iter().map(|(n, m)| (&**n, m.generation)), clusters)
         };
-        for (name, member) in gone {
-            if let Some(placing) = &self.placing {
-                placing.forget(&name);
+        for name in gone {
+            let member = self.followed.0.lock().remove(name.as_str());
+            if let Some(member) = member {
+                self.unfollow(&name, member).await;
             }
-            stop(member).await;
         }
         while self.starting.try_join_next().is_some() {}
         let mut new = Vec::new();
@@ -184,21 +174,24 @@ impl Members {
     pub(super) async fn stop_all(&mut self) {
         let all: Vec<(Arc<str>, Member)> = self.followed.0.lock().drain().collect();
         for (name, member) in all {
-            if let Some(placing) = &self.placing {
-                placing.forget(&name);
-            }
-            stop(member).await;
+            self.unfollow(&name, member).await;
         }
         self.starting.abort_all();
         while self.starting.join_next().await.is_some() {}
     }
 }
 
-/// Stops following `member`: its reconciles in flight end now (the fleet cancels its
-/// cluster's token too), then its handlers are detached.
-async fn stop(member: Member) {
-    member.disengaged.cancel();
-    if let Some(running) = member.running {
-        running.stop().await;
+impl Members {
+    /// Stops following `member` (`name`, already out of the map): its kinds are no longer
+    /// placed, its reconciles in flight end now (the fleet cancels its cluster's token
+    /// too), then its handlers are detached.
+    async fn unfollow(&self, name: &str, member: Member) {
+        if let Some(placing) = &self.placing {
+            placing.forget(name);
+        }
+        member.disengaged.cancel();
+        if let Some(running) = member.running {
+            running.stop().await;
+        }
     }
 }

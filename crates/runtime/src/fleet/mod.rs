@@ -146,6 +146,21 @@ impl Cluster {
     }
 }
 
+/// Of the members a follower follows (`(name, generation)`), those it must let go: gone
+/// from `clusters`, or engaged there anew (another generation).
+pub(crate) fn let_go<'a>(
+    followed: impl IntoIterator<Item = (&'a str, u64)>,
+    clusters: &BTreeMap<String, Cluster>,
+) -> Vec<String> {
+    followed
+        .into_iter()
+        .filter(|(name, generation)| {
+            clusters.get(*name).map(Cluster::generation) != Some(*generation)
+        })
+        .map(|(name, _)| name.to_owned())
+        .collect()
+}
+
 /// An engaged member and what its credentials were made from.
 struct Engaged {
     cluster: Cluster,

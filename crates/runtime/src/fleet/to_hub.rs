@@ -7,7 +7,7 @@ use std::{collections::HashMap, sync::Arc};
 use kube::Resource;
 use kube_informer::{ObjectKey, ReadOnlyStore};
 
-use super::{Cluster, Fleet};
+use super::{Fleet, let_go};
 use crate::controller::{Attached, Controller, Foreign, Watchable};
 
 /// One member as the relation follows it.
@@ -84,13 +84,8 @@ async fn follow_members<O: Watchable>(fleet: Fleet, foreign: Arc<Foreign>, map: 
     let mut followed = PerMember::<O>(HashMap::new());
     loop {
         let clusters = changes.borrow_and_update().clone();
-        let gone: Vec<String> = followed
-            .0
-            .iter()
-            .filter(|(n, f)| clusters.get(*n).map(Cluster::generation) != Some(f.generation))
-            .map(|(n, _)| n.clone())
-            .collect();
-        for member in gone {
+        let followed_now = followed.0.iter().map(|(n, f)| (n.as_str(), f.generation));
+        for member in let_go(followed_now, &clusters) {
             if let Some(gone) = followed.0.remove(&member) {
                 gone.attached.remove().await;
                 foreign.requeue(&gone.store, |o| map(&member, o), "disengaged");

@@ -110,11 +110,7 @@ impl Manager {
     {
         let name = controller.name().to_owned();
         let leader_only = !controller.runs_on_every_replica();
-        if !self.controller_names.insert(name.clone()) {
-            tracing::error!(controller = %name, "a second controller of this name: the manager will refuse to run");
-            self.duplicate_controller
-                .get_or_insert_with(|| name.clone());
-        }
+        self.register_name(&name);
         self.add_sharded_kinds(controller.sharded_kinds());
         self.declared
             .extend(controller.declared_writes().permissions());
@@ -130,6 +126,15 @@ impl Manager {
                 })
             }),
         });
+    }
+
+    /// Notes a controller's name; a second one of a name makes the manager refuse to run.
+    pub(super) fn register_name(&mut self, name: &str) {
+        if !self.controller_names.insert(name.to_owned()) {
+            tracing::error!(controller = %name, "a second controller of this name: the manager will refuse to run");
+            self.duplicate_controller
+                .get_or_insert_with(|| name.to_owned());
+        }
     }
 
     /// Registers a sharded controller's kinds with the sharder, started with the first.

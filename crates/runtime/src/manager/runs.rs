@@ -103,11 +103,7 @@ impl Manager {
             self.start_sharder();
         }
         let name = controller.name().to_owned();
-        if !self.controller_names.insert(name.clone()) {
-            tracing::error!(controller = %name, "a second controller of this name: the manager will refuse to run");
-            self.duplicate_controller
-                .get_or_insert_with(|| name.clone());
-        }
+        self.register_name(&name);
         self.add(&name, true, move |cancel| async move {
             controller
                 .run(make_ctx, reconcile, error_policy, cancel)
