@@ -160,6 +160,26 @@ impl Backend {
         self.proxied.clone()
     }
 
+    /// A kubeconfig (JSON) that reaches the server through the partitionable proxy, as the
+    /// admin: for code under test that makes its own client (a fleet's member).
+    pub fn kubeconfig(&self) -> String {
+        let server = match &self.server {
+            Server::Fake(_) => format!("http://127.0.0.1:{}", self.proxy.port()),
+            Server::Real(_) => format!("https://127.0.0.1:{}", self.proxy.port()),
+        };
+        let mut kubeconfig = match &self.server {
+            Server::Fake(_) => serde_json::json!({
+                "apiVersion": "v1", "kind": "Config", "current-context": "c",
+                "clusters": [{"name": "k", "cluster": {}}],
+                "users": [{"name": "u", "user": {}}],
+                "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
+            }),
+            Server::Real(env) => serde_json::to_value(env.kubeconfig()).expect("JSON"),
+        };
+        kubeconfig["clusters"][0]["cluster"]["server"] = server.into();
+        kubeconfig.to_string()
+    }
+
     /// A client of its own through the partitionable proxy: unlike
     /// [`informer_client`](Self::informer_client)'s clones, which share the backend's
     /// connection pool, dropping every clone of it closes its connections (and ends their

@@ -1,9 +1,9 @@
-//! A fleet over real kube-apiservers (kube-envtest): a hub whose kubeconfig Secret engages
-//! a member (real TLS, a service account's token), a fleet controller reconciling the
-//! member's objects through that member's client; the Secret rotated to another token keeps
-//! the member's informers (no new LIST or watch, read from the member's audit log) while
-//! the next request carries the new token; a garbage Secret is that member's error only;
-//! the Secret deleted disengages it.
+//! A fleet over real kube-apiservers (kube-envtest): a hub whose kubeconfig Secret (the
+//! generic source's opt-in label) engages a member (real TLS, a service account's token),
+//! a fleet controller reconciling the member's objects through that member's client; the
+//! Secret rotated to another token keeps the member's informers (no new LIST or watch,
+//! read from the member's audit log) while the next request carries the new token; a
+//! garbage Secret is that member's error only; the Secret deleted disengages it.
 
 use std::{sync::Arc, time::Duration};
 
@@ -50,8 +50,8 @@ fn kubeconfig(member: &Environment, token: &str) -> String {
 
 fn secret(kubeconfig: &str) -> Secret {
     serde_json::from_value(json!({
-        "metadata": {"name": "member-a-kubeconfig", "labels": {"cluster.x-k8s.io/cluster-name": "member-a"}},
-        "stringData": {"value": kubeconfig},
+        "metadata": {"name": "member-a", "labels": {"sigs.k8s.io/multicluster-runtime-kubeconfig": "true"}},
+        "stringData": {"kubeconfig": kubeconfig},
     }))
     .unwrap()
 }
@@ -170,11 +170,11 @@ async fn a_hub_secret_engages_a_real_member_and_rotates_its_token_in_place() {
     // watch as fleet-2); the next reconcile's GET goes as fleet-2.
     let mut applied = fleet.applied();
     let count = *applied.borrow_and_update();
-    let mut rotated = secrets.get("member-a-kubeconfig").await.unwrap();
+    let mut rotated = secrets.get("member-a").await.unwrap();
     rotated.data = None;
     rotated.string_data = secret(&kubeconfig(&member, &second)).string_data;
     secrets
-        .replace("member-a-kubeconfig", &PostParams::default(), &rotated)
+        .replace("member-a", &PostParams::default(), &rotated)
         .await
         .unwrap();
     applied.wait_for(|n| *n > count).await.unwrap();
@@ -196,11 +196,11 @@ async fn a_hub_secret_engages_a_real_member_and_rotates_its_token_in_place() {
 
     // Garbage: an error of member-a, which keeps working.
     let count = *applied.borrow_and_update();
-    let mut garbage = secrets.get("member-a-kubeconfig").await.unwrap();
+    let mut garbage = secrets.get("member-a").await.unwrap();
     garbage.data = None;
     garbage.string_data = secret("clusters: [garbage").string_data;
     secrets
-        .replace("member-a-kubeconfig", &PostParams::default(), &garbage)
+        .replace("member-a", &PostParams::default(), &garbage)
         .await
         .unwrap();
     applied.wait_for(|n| *n > count).await.unwrap();
@@ -213,7 +213,7 @@ async fn a_hub_secret_engages_a_real_member_and_rotates_its_token_in_place() {
 
     // Deleted: disengaged.
     secrets
-        .delete("member-a-kubeconfig", &Default::default())
+        .delete("member-a", &Default::default())
         .await
         .unwrap();
     let mut changes = fleet.changes();

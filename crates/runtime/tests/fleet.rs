@@ -220,23 +220,27 @@ async fn kubeconfig_secrets_in_the_hub_engage_and_disengage_members() {
     let secrets = Gvr::core("secrets");
     let encoded = base64::engine::general_purpose::STANDARD.encode(kubeconfig(&a, "t1"));
     hub.create(&secrets, Some("fleet-system"), json!({
-        "metadata": {"name": "member-a-kubeconfig", "labels": {"cluster.x-k8s.io/cluster-name": "member-a"}},
-        "data": {"value": encoded},
+        "metadata": {"name": "member-a", "labels": {"sigs.k8s.io/multicluster-runtime-kubeconfig": "true", "env": "prod"}},
+        "data": {"kubeconfig": encoded},
     }))
     .unwrap();
-    // An unlabelled Secret is not a cluster.
-    hub.create(
-        &secrets,
-        Some("fleet-system"),
-        json!({
-            "metadata": {"name": "other"}, "data": {"value": encoded},
-        }),
-    )
-    .unwrap();
+    // A Secret that does not opt in is not a cluster, not even Cluster API's.
+    for (name, labels) in [
+        ("other", json!({})),
+        (
+            "capi-kubeconfig",
+            json!({"cluster.x-k8s.io/cluster-name": "capi"}),
+        ),
+    ] {
+        let secret = json!({"metadata": {"name": name, "labels": labels}, "data": {"value": encoded, "kubeconfig": encoded}});
+        hub.create(&secrets, Some("fleet-system"), secret).unwrap();
+    }
     until("member-a cached", || cached(&fleet, "member-a") == 1).await;
     assert_eq!(fleet.clusters().len(), 1);
+    let labels = fleet.cluster("member-a").unwrap().labels().clone();
+    assert_eq!(labels.get("env").map(String::as_str), Some("prod"));
 
-    hub.delete(&secrets, Some("fleet-system"), "member-a-kubeconfig")
+    hub.delete(&secrets, Some("fleet-system"), "member-a")
         .unwrap();
     until("member-a disengaged", || {
         fleet.cluster("member-a").is_none()

@@ -112,7 +112,9 @@ impl Running {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_reconcile_runs_for_every_member_and_follows_them_in_and_out() {
     let (east, west) = (member(&["e1", "hang-e"]).await, member(&["w1"]).await);
-    let running = start(ControllerOptions::default().name("fleet-cms").workers(2));
+    // Four workers: by default a member holds at most half (two), so east's hung
+    // reconcile leaves it one for e1.
+    let running = start(ControllerOptions::default().name("fleet-cms").workers(4));
     running.clusters.engage("east", east.client().unwrap());
     running.clusters.engage("west", west.client().unwrap());
     until("both members reconciled", || {

@@ -112,6 +112,16 @@ pub struct ControllerOptions {
     /// The `backoff` asked for, for controllers whose keys are not `ObjectKey`s (a fleet's).
     pub(crate) backoff: Option<(Duration, Duration)>,
     pub(crate) every_replica: bool,
+    /// Which of `group_limit` and `reconcile_timeout` were set by the caller: a fleet
+    /// controller gives the others its own defaults.
+    pub(crate) explicit: Explicit,
+}
+
+/// Options set explicitly (even to `None`), where a fleet's defaults differ.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Explicit {
+    pub(crate) group_limit: bool,
+    pub(crate) reconcile_timeout: bool,
 }
 
 impl Default for ControllerOptions {
@@ -133,6 +143,7 @@ impl Default for ControllerOptions {
             rate_limiter: None,
             backoff: None,
             every_replica: false,
+            explicit: Explicit::default(),
         }
     }
 }
@@ -182,11 +193,13 @@ impl ControllerOptions {
     }
 
     /// At most `limit` keys of one [fairness](Self::fairness) group reconciled at once
-    /// (default `None`: no limit), so one tenant's slow reconciles cannot take every
-    /// worker; its other keys wait while the other groups use the rest.
+    /// (default `None`: no limit; in a [fleet](crate::fleet::FleetController), half the
+    /// workers rounded up, a group being a member), so one tenant's slow reconciles cannot
+    /// take every worker; its other keys wait while the other groups use the rest.
     #[must_use]
     pub fn max_in_flight_per_group(mut self, limit: Option<usize>) -> Self {
         self.group_limit = limit;
+        self.explicit.group_limit = true;
         self
     }
 
@@ -341,11 +354,13 @@ impl ControllerOptions {
 
     /// How long one reconcile may run before it is cancelled (at its next await point) and
     /// retried with backoff, counted in `controller_runtime_reconcile_timeouts_total`
-    /// (default `None`: no limit, as controller-runtime). A hung reconcile otherwise holds
+    /// (default `None`: no limit, as controller-runtime; in a
+    /// [fleet](crate::fleet::FleetController), 2 minutes). A hung reconcile otherwise holds
     /// its worker, and its key, forever.
     #[must_use]
     pub fn reconcile_timeout(mut self, limit: Option<Duration>) -> Self {
         self.reconcile_timeout = limit;
+        self.explicit.reconcile_timeout = true;
         self
     }
 
@@ -371,3 +386,23 @@ impl ControllerOptions {
         self
     }
 }
+
+impl ControllerOptions {
+    /// These options with a fleet's defaults where the caller set none: at most half the
+    /// workers (rounded up) per member, and a reconcile deadline — so that with no option
+    /// set, a member that never answers holds some workers for a while, never all of them
+    /// for ever.
+    pub(crate) fn with_fleet_defaults(mut self) -> Self {
+        if !self.explicit.group_limit {
+            let most = self.scaling.as_ref().map_or(self.workers, |s| s.ceiling());
+            self.group_limit = Some(most.div_ceil(2).max(1));
+        }
+        if !self.explicit.reconcile_timeout {
+            self.reconcile_timeout = Some(FLEET_RECONCILE_TIMEOUT);
+        }
+        self
+    }
+}
+
+/// A fleet controller's reconcile deadline unless set.
+pub(crate) const FLEET_RECONCILE_TIMEOUT: Duration = Duration::from_secs(120);

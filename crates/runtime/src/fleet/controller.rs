@@ -11,16 +11,9 @@ use kube_informer::{
         RateLimitingQueue,
     },
 };
-use tokio_util::sync::CancellationToken;
 
-use super::{
-    Cluster, Fleet, hub,
-    members::{Build, Members, Recipe},
-};
-use crate::{
-    controller::{Action, Cached, Controller, ControllerOptions, Watchable, spawn_workers},
-    reconcile::Reconciler,
-};
+use super::{Cluster, Fleet, hub, members::Build};
+use crate::controller::{Controller, ControllerOptions, Watchable};
 
 /// A key in a fleet: the member cluster and the object's key there.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -55,11 +48,23 @@ type Configure<K> = Arc<dyn Fn(Controller<K>) -> Controller<K> + Send + Sync>;
 /// Isolation: a member's keys enter the queue only once its caches have synced (a member
 /// unreachable from the start holds no worker). The queue is
 /// [fair](kube_informer::workqueue::QueueConfig::fair_by) by cluster — while one member has
-/// keys waiting, no other member gets two reconciles ahead of it — and
-/// [`ControllerOptions::max_in_flight_per_group`] caps how many workers one member may hold,
-/// so a slow or hung member cannot take them all. A failing key backs off on its own. A
+/// keys waiting, no other member gets two reconciles ahead of it. By default — with no
+/// option set — one member holds at most half the workers (rounded up:
+/// [`ControllerOptions::max_in_flight_per_group`]), a reconcile is cancelled after 2
+/// minutes ([`ControllerOptions::reconcile_timeout`]), and the members' clients made from
+/// kubeconfigs time out ([`ClientTimeouts`](super::ClientTimeouts)): a member whose API
+/// server accepts connections and never answers holds its share of the workers for a
+/// while, never all of them, never for ever. A failing key backs off on its own. A
 /// disengaged member's reconciles in flight are cancelled before its informers stop; its
-/// keys still queued are dropped when taken.
+/// keys still queued are dropped when taken. A panic in `make_ctx` or `configure` for one
+/// member is logged and leaves that member unfollowed (until it is engaged anew); the
+/// others go on.
+///
+/// Under a [`Manager`](crate::Manager) with leader election
+/// ([`add_fleet_controller`](crate::Manager::add_fleet_controller)), every replica keeps
+/// the members' informers this controller reads warm (a standby's `/readyz` reflects its
+/// members), and only the leader reconciles: a failover starts with synced caches, no
+/// relist.
 ///
 /// ```no_run
 /// # async fn demo(fleet: kube_informer_runtime::fleet::Fleet) {
@@ -92,16 +97,21 @@ type Configure<K> = Arc<dyn Fn(Controller<K>) -> Controller<K> + Send + Sync>;
 /// # }
 /// ```
 pub struct FleetController<K: kube::Resource> {
-    fleet: Fleet,
-    options: ControllerOptions,
+    pub(super) fleet: Fleet,
+    pub(super) options: ControllerOptions,
     spec: Arc<dyn Fn() -> InformerSpec<K> + Send + Sync>,
     configure: Vec<Configure<K>>,
-    hub: Vec<hub::HubRelation>,
+    pub(super) hub: Vec<hub::HubRelation>,
     /// Sharded: each member whole on one replica.
     pinned: bool,
     /// Sharded under a manager: where the member kinds go for the sharder.
-    placing: Option<super::sharded::Placing>,
+    pub(super) placing: Option<super::sharded::Placing>,
+    /// Which members it follows (default: all).
+    pub(super) filter: Option<Filter>,
 }
+
+/// Which members a fleet controller follows.
+pub(super) type Filter = Arc<dyn Fn(&Cluster) -> bool + Send + Sync>;
 
 impl<K> FleetController<K>
 where
@@ -127,13 +137,36 @@ where
     ) -> Self {
         Self {
             fleet: fleet.clone(),
-            options,
+            options: options.with_fleet_defaults(),
             spec: Arc::new(spec),
             configure: Vec::new(),
             hub: Vec::new(),
             pinned: false,
             placing: None,
+            filter: None,
         }
+    }
+
+    /// Follows only the members `filter` accepts (default: every member), read again each
+    /// time the fleet changes: a member whose labels change so that it no longer passes is
+    /// let go (its reconciles cancelled, its handlers detached), one that starts passing is
+    /// followed. A filter that panics is taken as a no, for that member.
+    ///
+    /// ```no_run
+    /// # fn demo(fleet: &kube_informer_runtime::fleet::Fleet) {
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use kube_informer_runtime::{controller::ControllerOptions, fleet::FleetController};
+    ///
+    /// // Only the members whose Cluster (or ClusterProfile) is labelled env=prod.
+    /// let controller = FleetController::<ConfigMap>::new(fleet, ControllerOptions::default())
+    ///     .clusters(|cluster| cluster.labels().get("env").is_some_and(|env| env == "prod"));
+    /// # let _ = controller;
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn clusters(mut self, filter: impl Fn(&Cluster) -> bool + Send + Sync + 'static) -> Self {
+        self.filter = Some(Arc::new(filter));
+        self
     }
 
     /// Sharded ([`Manager::add_fleet_controller`](crate::Manager::add_fleet_controller) under
@@ -149,6 +182,11 @@ where
     /// Its name (its options').
     pub fn name(&self) -> &str {
         &self.options.name
+    }
+
+    /// Whether it reconciles on every replica, leader or not (its options').
+    pub(crate) fn runs_on_every_replica(&self) -> bool {
+        self.options.every_replica
     }
 
     /// Under a manager: its metrics and sharding, and where sharded member kinds go.
@@ -243,69 +281,8 @@ where
         self
     }
 
-    /// Reconciles until `cancel`: each member engaged gets `make_ctx(&cluster)` and its
-    /// controller; each disengaged one has its reconciles cancelled and its keys dropped.
-    /// Dropping the future instead stops the same (handlers closed, tasks aborted).
-    pub async fn run<Ctx, R, P>(
-        mut self,
-        make_ctx: impl Fn(&Cluster) -> Arc<Ctx> + Send + Sync + 'static,
-        reconcile: R,
-        error_policy: P,
-        cancel: CancellationToken,
-    ) where
-        Ctx: Send + Sync + 'static,
-        R: Reconciler<K, Ctx>,
-        P: Fn(&Cached<K>, &R::Error, &Ctx) -> Action + Send + Sync + 'static,
-    {
-        let queue = self.queue();
-        let recipe = Recipe {
-            queue: queue.clone(),
-            build: self.builder(),
-            make_ctx: Box::new(make_ctx),
-            reconcile: Arc::new(reconcile),
-            error_policy: Arc::new(error_policy),
-        };
-        let mut members = Members::new(self.placing.clone());
-        let process = {
-            let (followed, queue) = (members.followed(), queue.clone());
-            move |key: ClusterKey| {
-                let attempt = queue.num_requeues(&key) + 1;
-                followed.reconcile(key, attempt)
-            }
-        };
-        let mut workers = spawn_workers(&queue, &self.options, process);
-        let fanout = hub::Fanout::default();
-        let hub = std::mem::take(&mut self.hub);
-        let all_keys: Vec<_> = hub.iter().map(|r| r.all_keys.clone()).collect();
-        let detach: Vec<hub::Detach> = hub
-            .into_iter()
-            .map(|r| (r.attach)(fanout.clone()))
-            .collect();
-        let mut changes = self.fleet.changes();
-        loop {
-            let clusters = changes.borrow_and_update().clone();
-            let new = members.follow(&clusters, &recipe).await;
-            fanout.set(members.inboxes());
-            // A member engaged now gets the keys of every hub object (queued once it syncs).
-            for inbox in new {
-                for key in all_keys.iter().flat_map(|keys| keys()) {
-                    crate::controller::KeySink::add(&*inbox, key);
-                }
-            }
-            tokio::select! {
-                () = cancel.cancelled() => break,
-                changed = changes.changed() => if changed.is_err() { break },
-            }
-        }
-        workers.abort().await;
-        for detach in detach {
-            detach().await;
-        }
-        members.stop_all().await;
-    }
-
     /// The fleet's queue: fair by member, each member's share of workers capped.
-    fn queue(&self) -> RateLimitingQueue<ClusterKey> {
+    pub(super) fn queue(&self) -> RateLimitingQueue<ClusterKey> {
         let mut config = QueueConfig::default()
             .name(self.options.name.clone())
             .fair_by(|key: &ClusterKey| Cow::Borrowed(&*key.cluster))
@@ -322,10 +299,11 @@ where
         RateLimitingQueue::new(config)
     }
 
-    /// Makes a member's controller: on its factory, feeding its inbox, configured.
-    fn builder(&mut self) -> Build<K> {
+    /// Makes a member's controller: on its factory, feeding its inbox, configured (a panic
+    /// in `configure` is the caller's to catch).
+    pub(super) fn builder(&self) -> Build<K> {
         let (spec, options) = (self.spec.clone(), self.options.clone());
-        let configure = std::mem::take(&mut self.configure);
+        let configure = self.configure.clone();
         Arc::new(move |cluster, inbox| {
             let controller = Controller::member(cluster.factory(), spec(), options.clone(), inbox);
             configure

@@ -38,8 +38,30 @@ impl Fanout {
     }
 }
 
-/// Stops a relation's handler (awaited when the controller stops).
-pub(super) type Detach = Box<dyn FnOnce() -> BoxFuture<'static, ()> + Send>;
+/// A relation's handler on its hub informer, for as long as the fleet controller runs:
+/// [removed](Self::remove) (awaited) when it stops, closed at once if it is dropped — a
+/// dropped `FleetController::run` leaves no handler behind.
+pub(super) struct Detach {
+    close: Box<dyn Fn() + Send + Sync>,
+    remove: Option<Box<dyn FnOnce() -> BoxFuture<'static, ()> + Send>>,
+}
+
+impl Detach {
+    /// Detaches the handler and waits until it is no longer called.
+    pub(super) async fn remove(mut self) {
+        if let Some(remove) = self.remove.take() {
+            remove().await;
+        }
+    }
+}
+
+impl Drop for Detach {
+    fn drop(&mut self) {
+        if self.remove.is_some() {
+            (self.close)();
+        }
+    }
+}
 
 /// One hub relation: every key its hub objects map to now, and how to attach its handler.
 pub(super) struct HubRelation {
@@ -75,13 +97,18 @@ where
                 on_update.add(keys);
             })
             .on_delete(move |gone: DeletedObject<O>| on_delete.add(delete_map(gone.object())));
-        let registration =
-            informer.add_event_handler(handler, HandlerOptions::default().name("fleet hub"));
-        Box::new(move || {
-            Box::pin(async move {
-                let _ = informer.remove_event_handler(&registration).await;
-            })
-        })
+        let registration = Arc::new(
+            informer.add_event_handler(handler, HandlerOptions::default().name("fleet hub")),
+        );
+        let closing = registration.clone();
+        Detach {
+            close: Box::new(move || closing.close()),
+            remove: Some(Box::new(move || {
+                Box::pin(async move {
+                    let _ = informer.remove_event_handler(&registration).await;
+                })
+            })),
+        }
     });
     HubRelation { all_keys, attach }
 }

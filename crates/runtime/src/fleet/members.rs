@@ -2,14 +2,25 @@
 //! [`Controller`] on the member's factory whose handlers feed the fleet's queue through the
 //! member's [`Inbox`], started (caches synced) on a task the fleet controller owns.
 
-use std::{collections::HashMap, future::Future, sync::Arc};
+use std::{
+    collections::{BTreeMap, HashMap},
+    future::Future,
+    panic::AssertUnwindSafe,
+    sync::Arc,
+};
 
 use kube_informer::workqueue::{RateLimitingQueue, Requeue};
 use parking_lot::Mutex;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use super::{Cluster, controller::ClusterKey, inbox::Inbox, let_go, sharded::Placing};
+use super::{
+    Cluster,
+    controller::{ClusterKey, Filter},
+    inbox::Inbox,
+    let_go,
+    sharded::Placing,
+};
 use crate::controller::{Controller, Policy, Reconciler, RunningMember};
 
 /// One member as the fleet controller follows it.
@@ -39,10 +50,15 @@ pub(super) struct Members {
     starting: JoinSet<()>,
     /// Where a sharded fleet controller's member kinds go for the sharder.
     placing: Option<Placing>,
+    /// Members whose controller or context could not be made (user code panicked), by
+    /// the generation that failed: not tried again until engaged anew.
+    failed: HashMap<String, u64>,
 }
 
 /// What a member's controller is made with.
 pub(super) struct Recipe<K: kube::Resource, Ctx, R: Reconciler<K, Ctx>> {
+    /// The fleet controller's name, for logs.
+    pub(super) controller: String,
     pub(super) queue: RateLimitingQueue<ClusterKey>,
     pub(super) build: Build<K>,
     pub(super) make_ctx: MakeCtx<Ctx>,
@@ -89,6 +105,7 @@ impl Members {
             followed: Followed::default(),
             starting: JoinSet::new(),
             placing,
+            failed: HashMap::new(),
         }
     }
 
@@ -103,11 +120,13 @@ impl Members {
         followed.values().map(|m| m.inbox.clone()).collect()
     }
 
-    /// Follows `clusters`: stops following members gone (or engaged anew), starts
-    /// following new ones. Returns the inboxes of the new ones.
+    /// Follows `clusters` (those `filter` accepts): stops following members gone (or
+    /// engaged anew, or filtered out), starts following new ones. Returns the inboxes of
+    /// the new ones.
     pub(super) async fn follow<K, Ctx, R>(
         &mut self,
-        clusters: &std::collections::BTreeMap<String, Cluster>,
+        clusters: &BTreeMap<String, Cluster>,
+        filter: Option<&Filter>,
         recipe: &Recipe<K, Ctx, R>,
     ) -> Vec<Arc<Inbox>>
     where
@@ -116,6 +135,10 @@ impl Members {
         Ctx: Send + Sync + 'static,
         R: Reconciler<K, Ctx>,
     {
+        let clusters = &accepted(clusters, filter, recipe.controller.as_str());
+        self.failed.retain(|name, generation| {
+            clusters.get(name).map(Cluster::generation) == Some(*generation)
+        });
         let gone = {
             let followed = self.followed.0.lock();
             let_go(followed.iter().map(|(n, m)| (&**n, m.generation)), clusters)
@@ -129,12 +152,22 @@ impl Members {
         while self.starting.try_join_next().is_some() {}
         let mut new = Vec::new();
         for (name, cluster) in clusters {
+            if self.failed.contains_key(name) {
+                continue;
+            }
             let name: Arc<str> = Arc::from(name.as_str());
             if self.followed.0.lock().contains_key(&name) {
                 continue;
             }
             let inbox = Arc::new(Inbox::new(recipe.queue.clone(), name.clone()));
-            let controller = (recipe.build)(cluster, inbox.clone());
+            let made = guarded(&recipe.controller, &name, || {
+                let controller = (recipe.build)(cluster, inbox.clone());
+                (controller, (recipe.make_ctx)(cluster))
+            });
+            let Some((controller, ctx)) = made else {
+                self.failed.insert(name.to_string(), cluster.generation());
+                continue;
+            };
             if let Some(placing) = &self.placing {
                 placing.place(&name, controller.sharded_kinds());
             }
@@ -147,7 +180,6 @@ impl Members {
             };
             self.followed.0.lock().insert(name.clone(), member);
             new.push(inbox);
-            let ctx = (recipe.make_ctx)(cluster);
             let (reconcile, policy) = (recipe.reconcile.clone(), recipe.error_policy.clone());
             let (followed, generation) = (self.followed.0.clone(), cluster.generation());
             self.starting.spawn(async move {
@@ -192,6 +224,38 @@ impl Members {
         member.disengaged.cancel();
         if let Some(running) = member.running {
             running.stop().await;
+        }
+    }
+}
+
+/// The members of `clusters` that `filter` accepts (a filter that panics says no).
+pub(super) fn accepted(
+    clusters: &BTreeMap<String, Cluster>,
+    filter: Option<&Filter>,
+    controller: &str,
+) -> BTreeMap<String, Cluster> {
+    let Some(filter) = filter else {
+        return clusters.clone();
+    };
+    clusters
+        .iter()
+        .filter(|(name, cluster)| guarded(controller, name, || filter(cluster)).unwrap_or(false))
+        .map(|(name, cluster)| (name.clone(), cluster.clone()))
+        .collect()
+}
+
+/// Runs user code made for member `cluster` (its controller's configuration, its context,
+/// the cluster filter); a panic is logged and is `None`, that member's problem only.
+pub(super) fn guarded<T>(controller: &str, cluster: &str, make: impl FnOnce() -> T) -> Option<T> {
+    match std::panic::catch_unwind(AssertUnwindSafe(make)) {
+        Ok(made) => Some(made),
+        Err(panic) => {
+            let panic = crate::util::panic_message(&*panic);
+            tracing::error!(
+                controller, cluster, %panic,
+                "user code for this member panicked: the member is not followed until it is engaged anew"
+            );
+            None
         }
     }
 }

@@ -38,25 +38,28 @@
 //! ([`Fleet::errors`], logged): an engaged member keeps its working credentials until a
 //! usable kubeconfig replaces them.
 
+mod apply;
 mod controller;
 mod health;
 mod hub;
 mod inbox;
 mod member;
 mod members;
+mod running;
 mod sharded;
 pub mod sources;
 mod to_hub;
+mod warm;
 
 use std::{collections::BTreeMap, sync::Arc};
 
-use futures_util::{Stream, StreamExt};
 use kube_informer::factory::{FactoryOptions, SharedInformerFactory};
 use parking_lot::Mutex;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 pub use self::{
+    apply::ClientTimeouts,
     controller::{ClusterKey, FleetController},
     health::ClusterHealth,
     member::MemberError,
@@ -71,6 +74,8 @@ pub enum ClusterEvent {
         name: String,
         /// The kubeconfig (YAML or JSON; its current context).
         kubeconfig: String,
+        /// The member's labels ([`Cluster::labels`]): the inventory object's.
+        labels: BTreeMap<String, String>,
     },
     /// Engage `name` with this client (from code; replaces an engaged member's client).
     Client {
@@ -78,6 +83,8 @@ pub enum ClusterEvent {
         name: String,
         /// Its client.
         client: kube::Client,
+        /// The member's labels ([`Cluster::labels`]).
+        labels: BTreeMap<String, String>,
     },
     /// Disengage `name`.
     Remove {
@@ -105,6 +112,7 @@ pub struct Cluster {
     factory: SharedInformerFactory,
     disengaged: CancellationToken,
     generation: u64,
+    labels: Arc<BTreeMap<String, String>>,
 }
 
 impl std::fmt::Debug for Cluster {
@@ -144,6 +152,14 @@ impl Cluster {
     pub fn generation(&self) -> u64 {
         self.generation
     }
+
+    /// Its labels, as its source gives them (a Cluster API `Cluster`'s, a
+    /// `ClusterProfile`'s, a kubeconfig Secret's): what a controller's
+    /// [cluster filter](FleetController::clusters) reads. A change of labels alone is not a
+    /// new generation: the member keeps its informers.
+    pub fn labels(&self) -> &BTreeMap<String, String> {
+        &self.labels
+    }
 }
 
 /// Of the members a follower follows (`(name, generation)`), those it must let go: gone
@@ -171,6 +187,7 @@ struct Engaged {
 
 struct Inner {
     options: FactoryOptions,
+    timeouts: ClientTimeouts,
     engaged: Mutex<BTreeMap<String, Engaged>>,
     errors: Mutex<BTreeMap<String, String>>,
     clusters: watch::Sender<BTreeMap<String, Cluster>>,
@@ -193,11 +210,18 @@ impl std::fmt::Debug for Fleet {
 }
 
 impl Fleet {
-    /// A fleet whose members' factories use `options`.
+    /// A fleet whose members' factories use `options`, their clients (from kubeconfigs)
+    /// the default [`ClientTimeouts`].
     pub fn new(options: FactoryOptions) -> Self {
+        Self::with_timeouts(options, ClientTimeouts::default())
+    }
+
+    /// [`new`](Self::new), the members' clients made from kubeconfigs with `timeouts`.
+    pub fn with_timeouts(options: FactoryOptions, timeouts: ClientTimeouts) -> Self {
         Self {
             inner: Arc::new(Inner {
                 options,
+                timeouts,
                 engaged: Mutex::default(),
                 errors: Mutex::default(),
                 clusters: watch::channel(BTreeMap::new()).0,
@@ -226,158 +250,5 @@ impl Fleet {
     /// usable one arrives or the cluster is removed).
     pub fn errors(&self) -> BTreeMap<String, String> {
         self.inner.errors.lock().clone()
-    }
-
-    /// Applies `source`'s events until it ends or `cancel`; then disengages every member
-    /// (its informers stopped and awaited). Dropping the future instead disengages them
-    /// too, without waiting (each member's informers stop at their next await).
-    pub async fn run(
-        &self,
-        source: impl Stream<Item = ClusterEvent> + Send,
-        cancel: CancellationToken,
-    ) {
-        let mut guard = DisengageOnDrop(Some(self));
-        let mut source = std::pin::pin!(source);
-        loop {
-            let event = tokio::select! {
-                () = cancel.cancelled() => break,
-                event = source.next() => event,
-            };
-            let Some(event) = event else { break };
-            self.apply(event).await;
-        }
-        let names: Vec<String> = self.inner.engaged.lock().keys().cloned().collect();
-        for name in names {
-            self.disengage(&name).await;
-        }
-        guard.0 = None;
-    }
-
-    /// How many source events have been applied, as it grows: a test (or a health check)
-    /// waits on it to know an event took effect.
-    pub fn applied(&self) -> watch::Receiver<u64> {
-        self.inner.applied.subscribe()
-    }
-
-    /// Applies one event.
-    pub async fn apply(&self, event: ClusterEvent) {
-        self.apply_event(event).await;
-        self.inner.applied.send_modify(|n| *n += 1);
-    }
-
-    async fn apply_event(&self, event: ClusterEvent) {
-        match event {
-            ClusterEvent::Remove { name } => {
-                self.inner.errors.lock().remove(&name);
-                self.disengage(&name).await;
-            }
-            ClusterEvent::Client { name, client } => {
-                self.disengage(&name).await;
-                self.engage(&name, client, None, None);
-            }
-            ClusterEvent::Kubeconfig { name, kubeconfig } => {
-                let parsed = match member::parse(&kubeconfig).await {
-                    Ok(parsed) => parsed,
-                    Err(error) => return self.failed(&name, &error),
-                };
-                let rotation = {
-                    let engaged = self.inner.engaged.lock();
-                    engaged.get(&name).and_then(|e| {
-                        let same = e.identity.as_deref() == Some(parsed.identity.as_str());
-                        same.then(|| e.token.clone()).flatten()
-                    })
-                };
-                if let Some(cell) = rotation {
-                    // Same server, same identity: only the token moves; the client, its
-                    // connections and the informers stay.
-                    member::set_token(&cell, parsed.token.as_deref());
-                    self.inner.errors.lock().remove(&name);
-                    tracing::info!(cluster = %name, "member credentials rotated in place");
-                    return;
-                }
-                let identity = parsed.identity.clone();
-                match member::client(parsed) {
-                    Ok((client, cell)) => {
-                        self.disengage(&name).await;
-                        self.engage(&name, client, Some(identity), Some(cell));
-                    }
-                    Err(error) => self.failed(&name, &error),
-                }
-            }
-        }
-    }
-
-    fn failed(&self, name: &str, error: &MemberError) {
-        let kept = self.inner.engaged.lock().contains_key(name);
-        tracing::error!(cluster = %name, %error, kept, "cannot use this cluster's kubeconfig");
-        self.inner
-            .errors
-            .lock()
-            .insert(name.to_owned(), error.to_string());
-    }
-
-    fn engage(
-        &self,
-        name: &str,
-        client: kube::Client,
-        identity: Option<String>,
-        token: Option<member::TokenCell>,
-    ) {
-        let generation =
-            1 + (self.inner.generations).fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let factory = SharedInformerFactory::new(client.clone(), self.inner.options.clone());
-        let cluster = Cluster {
-            name: name.into(),
-            client,
-            factory,
-            disengaged: CancellationToken::new(),
-            generation,
-        };
-        tracing::info!(cluster = %name, generation, "cluster engaged");
-        self.inner.errors.lock().remove(name);
-        let engaged = Engaged {
-            cluster: cluster.clone(),
-            identity,
-            token,
-        };
-        self.inner.engaged.lock().insert(name.to_owned(), engaged);
-        self.inner.clusters.send_modify(|clusters| {
-            clusters.insert(name.to_owned(), cluster);
-        });
-    }
-
-    /// Disengages every member at once, without waiting for their informers.
-    fn disengage_now(&self) {
-        let engaged = std::mem::take(&mut *self.inner.engaged.lock());
-        self.inner.clusters.send_modify(BTreeMap::clear);
-        for (name, engaged) in engaged {
-            engaged.cluster.disengaged.cancel();
-            engaged.cluster.factory.shutdown_now();
-            tracing::info!(cluster = %name, "cluster disengaged (the fleet's run was dropped)");
-        }
-    }
-
-    async fn disengage(&self, name: &str) {
-        let Some(engaged) = self.inner.engaged.lock().remove(name) else {
-            return;
-        };
-        self.inner.clusters.send_modify(|clusters| {
-            clusters.remove(name);
-        });
-        // Consumers stop their work for it first; then its informers stop.
-        engaged.cluster.disengaged.cancel();
-        engaged.cluster.factory.shutdown().await;
-        tracing::info!(cluster = %name, "cluster disengaged");
-    }
-}
-
-/// Disengages every member if [`Fleet::run`] is dropped before it has done so itself.
-struct DisengageOnDrop<'a>(Option<&'a Fleet>);
-
-impl Drop for DisengageOnDrop<'_> {
-    fn drop(&mut self) {
-        if let Some(fleet) = self.0 {
-            fleet.disengage_now();
-        }
     }
 }

@@ -53,8 +53,13 @@ impl Manager {
         });
     }
 
-    /// Runs `controller` over its fleet (only while leading, when elected), with the
-    /// manager's controller metrics. Under a sharded manager
+    /// Runs `controller` over its fleet (only while leading, when elected, unless it
+    /// [runs on every replica](crate::controller::ControllerOptions::runs_on_every_replica)),
+    /// with the manager's controller metrics. Every replica keeps the informers it reads in
+    /// each member synced — a standby's `/readyz` reflects its members, and a new leader
+    /// starts reconciling with warm caches, no relist. On shutdown it drains within its
+    /// [`drain_timeout`](crate::controller::ControllerOptions::drain_timeout); on a
+    /// leadership loss its reconciles are cancelled at once. Under a sharded manager
     /// ([`ManagerOptions::sharded`](crate::ManagerOptions::sharded)) each replica reconciles
     /// its share of the fleet's `(cluster, object)` pairs — or of whole members, with
     /// [`pin_clusters`](crate::fleet::FleetController::pin_clusters) — placed by the ring's
@@ -103,12 +108,31 @@ impl Manager {
             self.start_sharder();
         }
         let name = controller.name().to_owned();
+        let leader_only = !controller.runs_on_every_replica();
         self.register_name(&name);
-        self.add(&name, true, move |cancel| async move {
-            controller
-                .run(make_ctx, reconcile, error_policy, cancel)
-                .await;
-            Ok(())
+        if leader_only {
+            // Every replica keeps the members' informers warm; the leader reconciles.
+            let warm = controller.warm();
+            self.add(
+                format!("{name}-member-caches"),
+                false,
+                move |cancel| async move {
+                    warm(cancel).await;
+                    Ok(())
+                },
+            );
+        }
+        self.runnables.push(super::Runnable {
+            name,
+            leader_only,
+            start: Box::new(move |stop: super::Stop| {
+                Box::pin(async move {
+                    controller
+                        .run_until(make_ctx, reconcile, error_policy, stop.graceful, stop.halt)
+                        .await;
+                    Ok(())
+                })
+            }),
         });
     }
 

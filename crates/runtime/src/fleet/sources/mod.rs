@@ -1,6 +1,16 @@
-//! Where a fleet's clusters come from: kubeconfig Secrets in the hub, a folder of
-//! kubeconfig files, or code. Each is a stream of [`ClusterEvent`]s for
-//! [`Fleet::run`](super::Fleet::run).
+//! Where a fleet's clusters come from. Each is a stream of [`ClusterEvent`]s for
+//! [`Fleet::run`](super::Fleet::run):
+//!
+//! | source | members are | engaged | disengaged |
+//! |---|---|---|---|
+//! | [`cluster_api`] | Cluster API `Cluster`s (`<namespace>/<name>`) | control plane initialized and `<name>-kubeconfig` there | the `Cluster` deleted |
+//! | [`ClusterProfiles`] | `ClusterProfile`s of the cluster inventory API (`<namespace>/<name>`) | `ControlPlaneHealthy` and credentials there | the profile deleted |
+//! | [`kubeconfig_secrets`] | Secrets labelled [`KUBECONFIG_SECRET_LABEL`]`=true` (the Secret's name) | the Secret there | the Secret deleted |
+//! | [`kubeconfig_dir`] | kubeconfig files (the file's stem) | the file there | the file removed |
+//! | [`from_code`] | what you say | [`ClusterSender::engage`] | [`ClusterSender::remove`] |
+//!
+//! The inventory sources (Cluster API, ClusterProfile) follow the inventory object, not
+//! the Secrets beside it: only the object going away disengages a member.
 
 use std::{
     collections::BTreeMap,
@@ -8,21 +18,41 @@ use std::{
     time::Duration,
 };
 
-use futures_util::{Stream, StreamExt, stream};
-use k8s_openapi::api::core::v1::Secret;
-use kube::ResourceExt;
-use kube_informer::{
-    Selectors,
-    factory::{InformerSpec, SharedInformerFactory},
-    informer::{HandlerOptions, Notification},
-};
+use futures_util::{Stream, stream};
 use tokio::sync::mpsc;
 
+pub use self::{
+    cluster_api::{CLUSTER_API_GROUP, cluster_api},
+    cluster_profile::{
+        CLUSTER_PROFILE_GROUP, CONSUMER_LABEL, ClusterProfiles, PROFILE_LABEL, PROFILE_SECRET_KEY,
+    },
+    secrets::{KUBECONFIG_SECRET_KEY, KUBECONFIG_SECRET_LABEL, kubeconfig_secrets},
+};
 use super::ClusterEvent;
 
-/// The label Cluster API puts on a cluster's kubeconfig Secret: its value is the cluster's
-/// name.
+mod cluster_api;
+mod cluster_profile;
+mod join;
+mod secrets;
+
+/// The label Cluster API puts on the Secrets of a cluster (its kubeconfig, CA, etcd,
+/// service-account, proxy and bootstrap-data Secrets): its value is the cluster's name.
 pub const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";
+
+/// Why a source cannot start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SourceError {
+    /// The hub does not serve the API the source reads (not installed there).
+    #[error("the hub does not serve {what}: is it installed?")]
+    NotServed {
+        /// What is missing.
+        what: &'static str,
+    },
+    /// The hub could not be asked which APIs it serves.
+    #[error("cannot read the hub's API groups: {0}")]
+    Discovery(#[source] kube::Error),
+}
 
 /// Clusters given from code: a [`ClusterSender`] and the stream it feeds.
 ///
@@ -56,74 +86,40 @@ pub struct ClusterSender(mpsc::UnboundedSender<ClusterEvent>);
 impl ClusterSender {
     /// Engages `name` with `client` (replacing an engaged member of that name).
     pub fn engage(&self, name: &str, client: kube::Client) {
+        self.engage_labelled(name, client, BTreeMap::new());
+    }
+
+    /// [`engage`](Self::engage) with `labels` ([`Cluster::labels`](super::Cluster::labels),
+    /// for a controller's [cluster filter](super::FleetController::clusters)).
+    pub fn engage_labelled(
+        &self,
+        name: &str,
+        client: kube::Client,
+        labels: BTreeMap<String, String>,
+    ) {
         let name = name.to_owned();
-        let _ = self.0.send(ClusterEvent::Client { name, client });
+        let _ = self.0.send(ClusterEvent::Client {
+            name,
+            client,
+            labels,
+        });
     }
 
     /// Engages `name` with `kubeconfig`, or rotates its credentials.
     pub fn engage_kubeconfig(&self, name: &str, kubeconfig: impl Into<String>) {
         let (name, kubeconfig) = (name.to_owned(), kubeconfig.into());
-        let _ = self.0.send(ClusterEvent::Kubeconfig { name, kubeconfig });
+        let labels = BTreeMap::new();
+        let _ = self.0.send(ClusterEvent::Kubeconfig {
+            name,
+            kubeconfig,
+            labels,
+        });
     }
 
     /// Disengages `name`.
     pub fn remove(&self, name: &str) {
         let name = name.to_owned();
         let _ = self.0.send(ClusterEvent::Remove { name });
-    }
-}
-
-/// Clusters from the kubeconfig Secrets in the hub's `namespace` that carry
-/// [`CLUSTER_NAME_LABEL`] (as Cluster API makes them: `<name>-kubeconfig`, the kubeconfig
-/// under `value`; `kubeconfig` is read too). Created or changed: engaged, or its
-/// credentials rotated; deleted: disengaged. Start `hub` after this call; the stream ends
-/// when its informer stops.
-pub fn kubeconfig_secrets(
-    hub: &SharedInformerFactory,
-    namespace: &str,
-) -> impl Stream<Item = ClusterEvent> + Send + 'static {
-    let selectors = Selectors::default()
-        .in_namespace(namespace)
-        .labels(CLUSTER_NAME_LABEL);
-    let informer = hub.informer_with::<Secret>(InformerSpec::new().selectors(selectors));
-    let notifications = informer.stream(HandlerOptions::default().name("fleet-kubeconfigs"));
-    notifications.filter_map(|notification| async move {
-        match notification {
-            Notification::Add { object, .. } | Notification::Update { new: object, .. } => {
-                Some(from_secret(&object))
-            }
-            Notification::Delete(gone) => Some(ClusterEvent::Remove {
-                name: cluster_name(gone.object().as_ref()),
-            }),
-        }
-    })
-}
-
-fn cluster_name(secret: &Secret) -> String {
-    secret
-        .labels()
-        .get(CLUSTER_NAME_LABEL)
-        .filter(|n| !n.is_empty())
-        .cloned()
-        .unwrap_or_else(|| {
-            let name = secret.name_any();
-            name.strip_suffix("-kubeconfig").unwrap_or(&name).to_owned()
-        })
-}
-
-/// A Secret's cluster and kubeconfig (an empty one, which fails to parse, when it has
-/// neither key: the error names the cluster).
-fn from_secret(secret: &Secret) -> ClusterEvent {
-    let data = secret.data.as_ref();
-    let value = ["value", "kubeconfig"]
-        .iter()
-        .find_map(|key| data.and_then(|d| d.get(*key)));
-    let kubeconfig = value
-        .map(|v| String::from_utf8_lossy(&v.0).into_owned())
-        .unwrap_or_default();
-    ClusterEvent::Kubeconfig {
-        name: cluster_name(secret),
-        kubeconfig,
     }
 }
 
@@ -164,7 +160,12 @@ pub fn kubeconfig_dir(
             for (name, text) in &now {
                 if state.known.get(name) != Some(text) {
                     let (name, kubeconfig) = (name.clone(), text.clone());
-                    events.push(ClusterEvent::Kubeconfig { name, kubeconfig });
+                    let labels = BTreeMap::new();
+                    events.push(ClusterEvent::Kubeconfig {
+                        name,
+                        kubeconfig,
+                        labels,
+                    });
                 }
             }
             for name in state.known.keys().filter(|n| !now.contains_key(*n)) {
