@@ -2,7 +2,9 @@
 //! kube-apiservers (a hub holding the ring's Leases, two members): the ring's sharder
 //! labels every member object for the replica the ring of both puts it on (by
 //! `cluster:object`), each change is reconciled by that replica only, and when one replica
-//! is killed its share moves to the other, which then reconciles every change.
+//! is killed its share moves to the other, which then reconciles every change. With member
+//! `a` partitioned before the sharder is elected, `b` is placed and reconciled all the
+//! same (and its share moves when a replica is killed); `a` catches up once healed.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -175,13 +177,10 @@ async fn change_all(members: &[(&'static str, &Backend)], ledger: &Ledger, round
     }
 }
 
-async fn two_replicas_split_a_fleet(hub: Backend, a: Backend, b: Backend) {
-    let _ = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::INFO)
-        .with_test_writer()
-        .try_init();
+/// The hub's Lease namespace, and `OBJECTS` ConfigMaps in each member.
+async fn prepare(hub: &Backend, members: [&Backend; 2]) {
     ensure_namespace(&hub.client(), LEASES).await;
-    for member in [&a, &b] {
+    for member in members {
         ensure_namespace(&member.client(), NS).await;
         let api: Api<ConfigMap> = Api::namespaced(member.client(), NS);
         for i in 0..OBJECTS {
@@ -190,6 +189,14 @@ async fn two_replicas_split_a_fleet(hub: Backend, a: Backend, b: Backend) {
             api.create(&PostParams::default(), &cm).await.unwrap();
         }
     }
+}
+
+async fn two_replicas_split_a_fleet(hub: Backend, a: Backend, b: Backend) {
+    let _ = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::INFO)
+        .with_test_writer()
+        .try_init();
+    prepare(&hub, [&a, &b]).await;
     let members = [("a", &a), ("b", &b)];
     let ledger: Ledger = Arc::default();
     let first = replica(&hub, &members, "replica-0", &ledger).await;
@@ -223,3 +230,41 @@ async fn two_replicas_split_a_fleet(hub: Backend, a: Backend, b: Backend) {
 }
 
 e2e::three!(two_replicas_split_a_fleet);
+
+async fn a_partitioned_member_holds_back_only_itself(hub: Backend, a: Backend, b: Backend) {
+    prepare(&hub, [&a, &b]).await;
+    a.partition(); // before either replica, and so the sharder, starts
+    let members = [("a", &a), ("b", &b)];
+    let ledger: Ledger = Arc::default();
+    let first = replica(&hub, &members, "replica-0", &ledger).await;
+    let second = replica(&hub, &members, "replica-1", &ledger).await;
+    let objects = |c: &'static str| (0..OBJECTS).map(move |i| format!("{c}/cm-{i:02}"));
+    until_labels(
+        "b's objects on their replicas while a is cut off",
+        &[("b", &b)],
+        &placed(objects("b"), &["replica-0", "replica-1"]),
+    )
+    .await;
+    change_all(&[("b", &b)], &ledger, "1").await;
+
+    second.abort();
+    let _ = second.await;
+    until_labels(
+        "b's objects on the survivor",
+        &[("b", &b)],
+        &placed(objects("b"), &["replica-0"]),
+    )
+    .await;
+    a.heal();
+    until_labels(
+        "a caught up after healing",
+        &[("a", &a)],
+        &placed(objects("a"), &["replica-0"]),
+    )
+    .await;
+    change_all(&members, &ledger, "2").await;
+    first.abort();
+    let _ = first.await;
+}
+
+e2e::three!(a_partitioned_member_holds_back_only_itself);

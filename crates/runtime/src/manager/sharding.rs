@@ -1,14 +1,15 @@
 //! A sharded manager's extra parts: its shard Lease as its "leadership", and the elected
 //! sharder that places the objects of its controllers' kinds.
 
-use std::{sync::Arc, time::Duration};
+use std::{collections::HashMap, sync::Arc, time::Duration};
 
+use futures_util::{StreamExt, stream::FuturesUnordered};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
     leader_election::{LeaderElectionConfig, LeaderElector},
     lease::LeaseStore,
-    sharding::{KindSets, Members, Sharder, shard_lease},
+    sharding::{KindSets, Members, Sharder, Shards, SharedReads, shard_lease},
 };
 
 /// What [`ManagerOptions::sharded`](super::ManagerOptions::sharded) asked for.
@@ -59,8 +60,11 @@ impl Sharding {
 
 /// Runs the sharder while this replica is elected for it, until `cancel`: the election and
 /// the rounds both live in this future (nothing is spawned), and losing the election stops
-/// the rounds at once. When the kinds change (a fleet member engaged or gone) the rounds
-/// start again over the new kinds, once they have been still for a moment.
+/// the rounds at once. Each set of kinds (the manager's controllers', each fleet member's)
+/// is placed on its own, with caches of its own: a member whose cache cannot sync, or
+/// whose API server holds a write, delays that member's objects only; a member engaged or
+/// gone starts or stops its own caches, and the others keep theirs. The sets share their
+/// reads of the shard Leases ([`SharedReads`]).
 pub(crate) async fn run_sharder(
     sharding: Sharding,
     shard_lease: LeaderElectionConfig,
@@ -71,8 +75,8 @@ pub(crate) async fn run_sharder(
     let elector = LeaderElector::new(leases.clone(), sharding.election(&shard_lease))
         .map_err(|e| e.to_string())?;
     let members = Members::new(leases, sharding.ring.clone());
+    let reads = SharedReads::new(&members);
     let sharder = Sharder::new(sharding.ring.clone());
-    let mut changes = kind_sets.subscribe();
     let rounds = async {
         let mut leading = elector.leading();
         loop {
@@ -81,7 +85,7 @@ pub(crate) async fn run_sharder(
             // shard alive for one more Lease duration.
             let observing = async {
                 loop {
-                    if let Err(error) = members.observe().await {
+                    if let Err(error) = reads.observe().await {
                         tracing::debug!(%error, "cannot read the shard Leases");
                     }
                     tokio::time::sleep(crate::sharding::OBSERVE_EVERY).await;
@@ -94,23 +98,10 @@ pub(crate) async fn run_sharder(
             if !elected {
                 return;
             }
-            let stop = CancellationToken::new();
-            changes.borrow_and_update();
-            let kinds = kind_sets.all();
+            let sets = place_sets(&sharder, &kind_sets, &reads, sharding.every);
             tokio::select! {
-                () = sharder.run(&members, &kinds, sharding.every, stop.clone()) => return,
-                lost = leading.wait_for(|l| !*l) => {
-                    stop.cancel();
-                    if lost.is_err() {
-                        return;
-                    }
-                }
-                changed = settled(&mut changes) => {
-                    stop.cancel();
-                    if !changed {
-                        return;
-                    }
-                }
+                () = sets => return,
+                lost = leading.wait_for(|l| !*l) => if lost.is_err() { return },
             }
         }
     };
@@ -121,21 +112,45 @@ pub(crate) async fn run_sharder(
     Ok(())
 }
 
-/// Waits for the kinds to change and then stay still for a second (members engaged one
-/// after the other start the sharder's caches again once, not once each); `false` when
-/// nobody can change them any more.
-async fn settled(
-    changes: &mut tokio::sync::watch::Receiver<
-        std::collections::BTreeMap<String, Vec<crate::sharding::ShardedKind>>,
-    >,
-) -> bool {
-    if changes.changed().await.is_err() {
-        return false;
-    }
+/// Places every set of `kind_sets` on its own until the sets can change no more (dropped
+/// when the election is lost: every set's caches stop with it). A set that changes (its
+/// serial) has its rounds started again; one that goes has them stopped; the others go on.
+async fn place_sets(
+    sharder: &Sharder,
+    kind_sets: &KindSets,
+    reads: &SharedReads<'_>,
+    every: Duration,
+) {
+    let mut changes = kind_sets.subscribe();
+    let mut placing: HashMap<String, (u64, CancellationToken)> = HashMap::new();
+    let mut rounds = FuturesUnordered::new();
     loop {
+        changes.borrow_and_update();
+        let sets = kind_sets.sets();
+        placing.retain(|by, (serial, stop)| {
+            let same = sets.get(by).is_some_and(|set| set.serial == *serial);
+            if !same {
+                stop.cancel();
+            }
+            same
+        });
+        for (by, set) in sets {
+            if placing.contains_key(&by) {
+                continue;
+            }
+            let stop = CancellationToken::new();
+            placing.insert(by.clone(), (set.serial, stop.clone()));
+            let shards = Shards::Shared(reads);
+            rounds.push(async move {
+                sharder.run_on(shards, &set.kinds, every, stop).await;
+            });
+        }
         tokio::select! {
-            changed = changes.changed() => if changed.is_err() { return true },
-            () = tokio::time::sleep(crate::sharding::OBSERVE_EVERY) => return true,
+            changed = changes.changed() => if changed.is_err() { break },
+            Some(()) = rounds.next(), if !rounds.is_empty() => {}
         }
     }
+    // Nobody can change the sets any more: place the last ones until the election ends.
+    while rounds.next().await.is_some() {}
+    std::future::pending::<()>().await;
 }

@@ -103,4 +103,8 @@ pub use self::{
     sharder::{Applied, Move, Sharder, Step},
     standing::{Standing, acknowledge_drain, standing},
 };
-pub(crate) use self::{kind_sets::KindSets, layer::Shard, placing::OBSERVE_EVERY};
+pub(crate) use self::{
+    kind_sets::KindSets,
+    layer::Shard,
+    placing::{OBSERVE_EVERY, Shards, SharedReads},
+};

@@ -232,10 +232,14 @@ impl Sharder {
                 metadata["annotations"] = serde_json::json!({ &self.holder: step.to });
             }
         }
-        match api
-            .patch(&step.name, &PatchParams::default(), &Patch::Merge(&patch))
+        // A member that accepts the PATCH and never answers holds this write only so long:
+        // the round goes on, the object is placed again at the next one.
+        let (params, patch) = (PatchParams::default(), Patch::Merge(&patch));
+        let patching = api.patch(&step.name, &params, &patch);
+        let patched = tokio::time::timeout(super::placing::WRITE_TIMEOUT, patching)
             .await
-        {
+            .unwrap_or_else(|_| Err(timed_out()));
+        match patched {
             Ok(_) => {
                 tracing::debug!(ring = %self.ring, name = %step.name, from = ?step.from, to = %step.to, step = ?step.step, "labelled");
                 Ok(true)
@@ -251,6 +255,18 @@ impl Sharder {
 
 /// What to write on an object a shard reconciles ([`Placement::Own`]), held by `held`,
 /// labelled `from`, that the ring puts on `to`; `None`: nothing.
+/// A label write that got no answer in time, as the error the round logs.
+fn timed_out() -> kube::Error {
+    let message = format!(
+        "no answer to a label PATCH within {:?}",
+        super::placing::WRITE_TIMEOUT
+    );
+    kube::Error::Service(Box::new(std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        message,
+    )))
+}
+
 fn own_step<'a>(
     ring: &Ring,
     held: Option<&'a str>,
