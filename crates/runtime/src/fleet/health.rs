@@ -29,6 +29,10 @@ pub struct ClusterHealth {
     /// Whether every informer asked of it is synced and not failed (`false` before any is
     /// asked for).
     pub ready: bool,
+    /// Whether anything reads from it (an informer was asked of it): a member no
+    /// controller follows (a cluster filter's no) is engaged and idle, and neither makes
+    /// nor breaks readiness.
+    pub read: bool,
     /// List/watch failures in a row of its worst informer.
     pub consecutive_failures: u32,
     /// Why its last kubeconfig could not be used.
@@ -44,6 +48,7 @@ impl ClusterHealth {
         match (self.engaged, self.ready) {
             (true, true) => Ok(()),
             (false, _) => Err("not engaged".to_owned()),
+            (true, false) if !self.read => Err("nothing reads from it".to_owned()),
             (true, false) if self.consecutive_failures > 0 => Err(format!(
                 "not synced; {} list/watch failures in a row",
                 self.consecutive_failures
@@ -65,6 +70,7 @@ impl Fleet {
                 ClusterHealth {
                     engaged: true,
                     ready: !informers.is_empty() && informers.iter().all(|i| i.is_ready()),
+                    read: !informers.is_empty(),
                     consecutive_failures: informers
                         .iter()
                         .map(|i| i.reflector.consecutive_failures)
@@ -81,6 +87,7 @@ impl Fleet {
                     name,
                     engaged: false,
                     ready: false,
+                    read: false,
                     consecutive_failures: 0,
                     error: Some(error),
                 });

@@ -3,9 +3,10 @@
 //! shut down, their tasks awaited) when it goes; a rotated token reaches the member's
 //! requests without a new client or a relist.
 //!
-//! Clusters come from a [source](sources): kubeconfig Secrets labelled in the hub (Cluster
-//! API's `<name>-kubeconfig`), a folder of kubeconfig files, or code. [`Fleet::run`] applies
-//! what the source says; consumers follow [`Fleet::changes`].
+//! Clusters come from a [source](sources): Cluster API's `Cluster`s, the cluster inventory
+//! API's `ClusterProfile`s, kubeconfig Secrets that opt in with a label, a folder of
+//! kubeconfig files, or code. [`Fleet::run`] applies what the source says; consumers
+//! follow [`Fleet::changes`].
 //!
 //! ```no_run
 //! # async fn demo(hub: kube::Client) -> Result<(), Box<dyn std::error::Error>> {

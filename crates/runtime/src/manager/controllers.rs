@@ -117,6 +117,7 @@ impl Manager {
         self.runnables.push(Runnable {
             name,
             leader_only,
+            support: false,
             start: Box::new(move |stop: Stop| {
                 Box::pin(async move {
                     controller

@@ -100,6 +100,10 @@ type Start = Box<dyn FnOnce(Stop) -> BoxFuture<'static, Result<(), String>> + Se
 struct Runnable {
     name: String,
     leader_only: bool,
+    /// What the work stands on (a fleet's members and their caches): asked to stop only
+    /// once the controllers have drained, so a reconcile finishing its steps still has its
+    /// member.
+    support: bool,
     start: Start,
 }
 
@@ -357,9 +361,28 @@ impl Manager {
         F: FnOnce(CancellationToken) -> Fut + Send + 'static,
         Fut: Future<Output = Result<(), String>> + Send + 'static,
     {
+        self.add_task(name.into(), leader_only, false, task);
+    }
+
+    /// [`add`](Self::add) on every replica, for what the controllers stand on: its token
+    /// is cancelled only once every controller has drained.
+    pub(crate) fn add_support<F, Fut>(&mut self, name: impl Into<String>, task: F)
+    where
+        F: FnOnce(CancellationToken) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<(), String>> + Send + 'static,
+    {
+        self.add_task(name.into(), false, true, task);
+    }
+
+    fn add_task<F, Fut>(&mut self, name: String, leader_only: bool, support: bool, task: F)
+    where
+        F: FnOnce(CancellationToken) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<(), String>> + Send + 'static,
+    {
         self.runnables.push(Runnable {
-            name: name.into(),
+            name,
             leader_only,
+            support,
             start: Box::new(move |stop: Stop| {
                 Box::pin(async move {
                     tokio::select! {

@@ -153,16 +153,25 @@ impl Manager {
             election.spawn(async move { elector.run(cancel).await });
         }
         let (graceful_work, halt) = (CancellationToken::new(), CancellationToken::new());
+        let graceful_support = CancellationToken::new();
         let leader_halt = halt.child_token();
         let (mut leader_only, others): (Vec<_>, Vec<_>) =
             self.runnables.drain(..).partition(|r| r.leader_only);
-        let mut tasks = JoinSet::new();
+        let (mut tasks, mut support) = (JoinSet::new(), JoinSet::new());
         let stop = Stop {
             graceful: graceful_work.clone(),
             halt: halt.clone(),
         };
+        let support_stop = Stop {
+            graceful: graceful_support.clone(),
+            halt: halt.clone(),
+        };
         for runnable in others {
-            spawn(&mut tasks, runnable, &stop, &health);
+            if runnable.support {
+                spawn(&mut support, runnable, &support_stop, &health);
+            } else {
+                spawn(&mut tasks, runnable, &stop, &health);
+            }
         }
         let leader_stop = Stop {
             graceful: graceful_work.clone(),
@@ -219,6 +228,9 @@ impl Manager {
                 Some(done) = tasks.join_next(), if !tasks.is_empty() => {
                     if let Some(failed) = failure(done, &health) { break Ending::Failed(failed) }
                 }
+                Some(done) = support.join_next(), if !support.is_empty() => {
+                    if let Some(failed) = failure(done, &health) { break Ending::Failed(failed) }
+                }
                 Some(done) = leader_tasks.join_next(), if !leader_tasks.is_empty() => {
                     if let Some(failed) = failure(done, &health) { break Ending::Failed(failed) }
                 }
@@ -233,6 +245,7 @@ impl Manager {
         let shutdown = Shutdown {
             timeout: self.options.shutdown_timeout,
             graceful_work,
+            graceful_support,
             halt,
             force,
             leading: leading.filter(|_| was_leading),
@@ -240,7 +253,11 @@ impl Manager {
             election_cancel,
         };
         let result = shutdown
-            .run(ending, &mut leader_tasks, &mut tasks, &mut election)
+            .run(
+                ending,
+                [&mut leader_tasks, &mut tasks, &mut support],
+                &mut election,
+            )
             .await;
         if let Some(gauge) = &gauge {
             gauge.set(0);

@@ -19,8 +19,10 @@ impl Manager {
 
     /// Runs `fleet` from `source` on every replica (members' caches warm on standbys too),
     /// with its per-cluster metrics (`fleet_cluster_*`) on `/metrics` and a `/readyz` check
-    /// that fails only when members are engaged and none of them is ready: one member down
-    /// does not take the operator out of service, losing every member does. See
+    /// that fails only when members are read from and none of them is ready: one member down
+    /// does not take the operator out of service, losing every member does. Build `source`
+    /// on [`factory`](Self::factory): its informers then start with the manager's, count in
+    /// `/readyz`, and are in [`rbac`](Self::rbac). See
     /// [`fleet`](crate::fleet).
     pub fn add_fleet<S>(&mut self, fleet: &crate::fleet::Fleet, source: S)
     where
@@ -30,7 +32,8 @@ impl Manager {
         let checked = fleet.clone();
         self.add_readyz_check("fleet", move || {
             let health = checked.health();
-            let engaged: Vec<_> = health.iter().filter(|h| h.engaged).collect();
+            // Members nothing reads from (no controller follows them) are idle, not down.
+            let engaged: Vec<_> = health.iter().filter(|h| h.engaged && h.read).collect();
             if engaged.is_empty() || engaged.iter().any(|h| h.ready) {
                 return Ok(());
             }
@@ -47,7 +50,8 @@ impl Manager {
                 .collect()
         }));
         let fleet = fleet.clone();
-        self.add("fleet", false, move |cancel| async move {
+        // Members stay engaged until the fleet controllers have drained.
+        self.add_support("fleet", move |cancel| async move {
             fleet.run(source, cancel).await;
             Ok(())
         });
@@ -125,6 +129,7 @@ impl Manager {
         self.runnables.push(super::Runnable {
             name,
             leader_only,
+            support: false,
             start: Box::new(move |stop: super::Stop| {
                 Box::pin(async move {
                     controller

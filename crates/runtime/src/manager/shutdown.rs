@@ -1,6 +1,7 @@
-//! The manager's shutdown, in order and within one deadline: reconciles drain, then what
-//! still runs is cancelled and awaited, informers stop, and the Lease is released last —
-//! only once every reconcile has stopped, so a new leader never overlaps one.
+//! The manager's shutdown, in order and within one deadline: reconciles drain (then what
+//! they stand on, a fleet's members, is asked to stop), then what still runs is cancelled
+//! and awaited, informers stop, and the Lease is released last — only once every reconcile
+//! has stopped, so a new leader never overlaps one.
 
 use std::time::Duration;
 
@@ -26,6 +27,8 @@ type Tasks = JoinSet<(String, Result<(), String>)>;
 pub(super) struct Shutdown {
     pub(super) timeout: Duration,
     pub(super) graceful_work: CancellationToken,
+    /// Asked of what the work stands on, once the work has drained.
+    pub(super) graceful_support: CancellationToken,
     pub(super) halt: CancellationToken,
     pub(super) force: CancellationToken,
     /// Leadership, while this replica leads (a loss during the drain halts at once).
@@ -39,25 +42,33 @@ fn reserve(timeout: Duration) -> Duration {
     (timeout / 5).min(Duration::from_secs(5))
 }
 
-async fn join_all(leader_tasks: &mut Tasks, tasks: &mut Tasks) {
-    while leader_tasks.join_next().await.is_some() {}
-    while tasks.join_next().await.is_some() {}
+async fn join_all(groups: &mut [&mut Tasks]) {
+    for tasks in groups {
+        while tasks.join_next().await.is_some() {}
+    }
 }
 
 impl Shutdown {
     pub(super) async fn run(
         mut self,
         ending: Ending,
-        leader_tasks: &mut Tasks,
-        tasks: &mut Tasks,
+        tasks: [&mut Tasks; 3],
         election: &mut JoinSet<()>,
     ) -> Result<(), ManagerError> {
+        let [leader_tasks, tasks, support] = tasks;
+        let mut all = [leader_tasks, tasks, support];
         let end = Instant::now() + self.timeout;
         let drain_until = end - reserve(self.timeout);
         self.graceful_work.cancel();
-        // 1. Drain, until the drain deadline, a second signal, or a loss of leadership.
+        // 1. Drain, until the drain deadline, a second signal, or a loss of leadership:
+        //    the work first, then what it stands on.
+        let drain = async {
+            join_all(&mut all[..2]).await;
+            self.graceful_support.cancel();
+            join_all(&mut all[2..]).await;
+        };
         let drained = tokio::select! {
-            () = join_all(leader_tasks, tasks) => true,
+            () = drain => true,
             () = tokio::time::sleep_until(drain_until) => {
                 tracing::warn!("shutdown: the drain ran out of time; cancelling what still runs");
                 false
@@ -75,14 +86,15 @@ impl Shutdown {
         let stopped = drained || {
             self.halt.cancel();
             tokio::select! {
-                () = join_all(leader_tasks, tasks) => true,
+                () = join_all(&mut all) => true,
                 () = tokio::time::sleep_until(end) => false,
                 () = self.force.cancelled() => false,
             }
         };
         if !stopped {
-            leader_tasks.abort_all();
-            tasks.abort_all();
+            for tasks in &mut all {
+                tasks.abort_all();
+            }
             if !self.force.is_cancelled() {
                 tracing::error!(
                     "shutdown: work still running at the deadline (blocking code?); \
