@@ -85,6 +85,7 @@ mod labels;
 mod layer;
 mod membership;
 mod placing;
+mod reads;
 mod reconcile;
 mod ring;
 mod sharded_kind;
@@ -106,5 +107,6 @@ pub use self::{
 pub(crate) use self::{
     kind_sets::KindSets,
     layer::Shard,
-    placing::{OBSERVE_EVERY, Shards, SharedReads},
+    placing::OBSERVE_EVERY,
+    reads::{Shards, SharedReads},
 };

@@ -23,7 +23,7 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::{Members, Ring, ShardedKind, Sharder, slim::Placed};
+use super::{Members, Ring, ShardedKind, Sharder, reads::Shards, slim::Placed};
 
 /// Labels written at once, at most: a rebalance of tens of thousands of objects takes
 /// seconds, not minutes, without flooding the API server.
@@ -31,63 +31,6 @@ pub(super) const PARALLEL_WRITES: usize = 16;
 
 /// How long one label write may wait for its answer.
 pub(crate) const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// Where a sharder's rounds read the live shards from: each tick, a read of the shard
-/// Leases made after the tick asked (a plan is never made on an older one: a shard that
-/// died and came back must be seen alive before its objects are given away).
-pub(crate) enum Shards<'a> {
-    /// Reads the shard Leases itself.
-    Observe(&'a Members),
-    /// Shares reads with the sharders of the other sets (see [`SharedReads`]).
-    Shared(&'a SharedReads<'a>),
-}
-
-impl Shards<'_> {
-    async fn now(&self) -> Result<Ring, kube::Error> {
-        match self {
-            Self::Observe(members) => members.observe().await,
-            Self::Shared(reads) => reads.observe().await,
-        }
-    }
-}
-
-/// Reads of the shard Leases shared by the sharders of many sets (a fleet's members): a
-/// sharder that asks takes the first read that *started after it asked* — as fresh as one
-/// it would have made itself — so fifty members' sharders ticking together cost one or two
-/// small LISTs, never a plan on an older read.
-pub(crate) struct SharedReads<'a> {
-    members: &'a Members,
-    /// Asks so far; a read started when this was `n` serves every ask numbered below `n`.
-    asks: std::sync::atomic::AtomicU64,
-    /// The last read: the asks it serves, and its ring. One read at a time (FIFO).
-    last: tokio::sync::Mutex<Option<(u64, Ring)>>,
-}
-
-impl<'a> SharedReads<'a> {
-    pub(crate) fn new(members: &'a Members) -> Self {
-        Self {
-            members,
-            asks: std::sync::atomic::AtomicU64::new(0),
-            last: tokio::sync::Mutex::new(None),
-        }
-    }
-
-    /// The live shards, from a read started after this call.
-    pub(crate) async fn observe(&self) -> Result<Ring, kube::Error> {
-        use std::sync::atomic::Ordering::SeqCst;
-        let ask = self.asks.fetch_add(1, SeqCst);
-        let mut last = self.last.lock().await;
-        if let Some((serves, ring)) = &*last
-            && ask < *serves
-        {
-            return Ok(ring.clone());
-        }
-        let serves = self.asks.load(SeqCst);
-        let ring = self.members.observe().await?;
-        *last = Some((serves, ring.clone()));
-        Ok(ring)
-    }
-}
 
 /// How often the shard Leases are read (one small LIST): a shard's death is seen at most
 /// this long after its Lease expired, and a join this long after its Lease appeared.

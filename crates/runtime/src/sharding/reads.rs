@@ -1,0 +1,178 @@
+//! Where a sharder reads the live shards from, each tick: always a read of the shard
+//! Leases that started after the tick asked — a plan is never made on an older one (a
+//! shard that died and came back must be seen alive before its objects are given away) —
+//! shared, when many sharders run side by side (a fleet's members), by every ask made
+//! before it started.
+
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+
+use super::{Members, Ring};
+
+/// Where a sharder's rounds read the live shards from: each tick, a read of the shard
+/// Leases made after the tick asked (a plan is never made on an older one: a shard that
+/// died and came back must be seen alive before its objects are given away).
+pub(crate) enum Shards<'a> {
+    /// Reads the shard Leases itself.
+    Observe(&'a Members),
+    /// Shares reads with the sharders of the other sets (see [`SharedReads`]).
+    Shared(&'a SharedReads<'a>),
+}
+
+impl Shards<'_> {
+    pub(super) async fn now(&self) -> Result<Ring, kube::Error> {
+        match self {
+            Self::Observe(members) => members.observe().await,
+            Self::Shared(reads) => reads.observe().await,
+        }
+    }
+}
+
+/// Reads of the shard Leases shared by the sharders of many sets (a fleet's members): a
+/// sharder that asks takes the first read that *started after it asked* — as fresh as one
+/// it would have made itself — so fifty members' sharders ticking together cost one or two
+/// small LISTs, never a plan on an older read.
+pub(crate) struct SharedReads<'a> {
+    members: &'a Members,
+    /// Asks so far; a read started when this was `n` serves every ask numbered below `n`.
+    asks: AtomicU64,
+    /// The last read: the asks it serves, and its ring. One read at a time (FIFO).
+    last: tokio::sync::Mutex<Option<(u64, Ring)>>,
+}
+
+impl<'a> SharedReads<'a> {
+    pub(crate) fn new(members: &'a Members) -> Self {
+        Self {
+            members,
+            asks: AtomicU64::new(0),
+            last: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    /// The live shards, from a read started after this call.
+    pub(crate) async fn observe(&self) -> Result<Ring, kube::Error> {
+        let ask = self.asks.fetch_add(1, SeqCst);
+        let mut last = self.last.lock().await;
+        if let Some((serves, ring)) = &*last
+            && ask < *serves
+        {
+            return Ok(ring.clone());
+        }
+        let serves = self.asks.load(SeqCst);
+        let ring = self.members.observe().await?;
+        *last = Some((serves, ring.clone()));
+        Ok(ring)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, atomic::AtomicUsize};
+
+    use futures_util::future::BoxFuture;
+    use k8s_openapi::api::coordination::v1::Lease;
+    use tokio::sync::Semaphore;
+
+    use super::*;
+    use crate::lease::LeaseStore;
+
+    /// Leases of the ring `web`: its `n`th LIST (from 1) answers the shard `s<n>` alive,
+    /// once the gate lets it through.
+    struct Gated {
+        lists: AtomicUsize,
+        gate: Semaphore,
+    }
+
+    impl Default for Gated {
+        fn default() -> Self {
+            Self {
+                lists: AtomicUsize::new(0),
+                gate: Semaphore::new(0),
+            }
+        }
+    }
+
+    impl LeaseStore for Gated {
+        fn get<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<Option<Lease>, kube::Error>> {
+            Box::pin(async { unreachable!("the observer only lists") })
+        }
+        fn create<'a>(&'a self, _: &'a Lease) -> BoxFuture<'a, Result<Lease, kube::Error>> {
+            Box::pin(async { unreachable!("the observer only lists") })
+        }
+        fn replace<'a>(
+            &'a self,
+            _: &'a str,
+            _: &'a Lease,
+        ) -> BoxFuture<'a, Result<Lease, kube::Error>> {
+            Box::pin(async { unreachable!("the observer only lists") })
+        }
+        fn list<'a>(
+            &'a self,
+            _: &'a str,
+            _: &'a str,
+        ) -> BoxFuture<'a, Result<Vec<Lease>, kube::Error>> {
+            Box::pin(async move {
+                let n = self.lists.fetch_add(1, SeqCst) + 1;
+                self.gate.acquire().await.expect("open").forget();
+                let lease: Lease = serde_json::from_value(serde_json::json!({
+                    "metadata": {"name": format!("web-s{n}"), "resourceVersion": "1"},
+                    "spec": {"holderIdentity": format!("s{n}"), "leaseDurationSeconds": 15},
+                }))
+                .expect("a Lease");
+                Ok(vec![lease])
+            })
+        }
+    }
+
+    fn shards(ring: &Ring) -> Vec<&str> {
+        ring.shards().collect()
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_read_serves_the_asks_made_before_it_started_and_no_later_one() {
+        let store = Arc::new(Gated::default());
+        let members = Members::new(store.clone(), "web");
+        let reads = SharedReads::new(&members);
+        let started = |n: usize| {
+            let store = store.clone();
+            async move {
+                while store.lists.load(SeqCst) < n {
+                    tokio::task::yield_now().await;
+                }
+            }
+        };
+        // `a` starts read 1; `b` and `c` ask while it is under way, so read 1 is too old
+        // for them; they share read 2.
+        let a = reads.observe();
+        let b = async {
+            started(1).await;
+            reads.observe().await
+        };
+        let c = async {
+            started(1).await;
+            reads.observe().await
+        };
+        let open = async {
+            started(1).await;
+            for _ in 0..10 {
+                tokio::task::yield_now().await; // `b` and `c` asked and wait
+            }
+            store.gate.add_permits(2);
+        };
+        let (a, b, c, ()) = tokio::join!(a, b, c, open);
+        assert_eq!(shards(&a.unwrap()), ["s1"]);
+        assert_eq!(
+            shards(&b.unwrap()),
+            ["s2"],
+            "b was served a read older than its ask"
+        );
+        assert_eq!(
+            shards(&c.unwrap()),
+            ["s2"],
+            "c was served a read older than its ask"
+        );
+        assert_eq!(store.lists.load(SeqCst), 2, "b and c shared one read");
+        // Asked after read 2: a read of its own.
+        store.gate.add_permits(1);
+        assert_eq!(shards(&reads.observe().await.unwrap()), ["s3"]);
+    }
+}
