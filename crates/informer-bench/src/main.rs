@@ -13,6 +13,7 @@
 mod clients;
 #[cfg(feature = "decoders")]
 mod decoders;
+mod failover;
 mod fairness;
 mod fleet;
 mod measure;
@@ -161,6 +162,19 @@ enum Command {
         #[arg(long, default_value_t = 10)]
         period_ms: u64,
     },
+    /// A fleet under leader election: the leader killed, the standby's takeover with warm
+    /// member caches (time, LISTs), against a fleet controller without them
+    FleetFailover {
+        /// Member clusters
+        #[arg(long, default_value_t = 20)]
+        members: usize,
+        /// ConfigMaps in each member
+        #[arg(long, default_value_t = 1_000)]
+        objects: usize,
+        /// The Lease's duration, in seconds (renewed within half of it)
+        #[arg(long, default_value_t = 4)]
+        lease_s: u64,
+    },
     /// serde_json against simd-json and sonic-rs on the same pods
     #[cfg(feature = "decoders")]
     Decoders {
@@ -237,6 +251,15 @@ fn main() {
             per_member,
             changes,
             period: std::time::Duration::from_millis(period_ms),
+        }),
+        Some(Command::FleetFailover {
+            members,
+            objects,
+            lease_s,
+        }) => failover::run(&failover::Plan {
+            members: members.max(1),
+            objects,
+            lease: std::time::Duration::from_secs(lease_s.max(2)),
         }),
         #[cfg(feature = "decoders")]
         Some(Command::Decoders { events }) => decoders::run(events),
