@@ -27,7 +27,8 @@ use kube_informer_runtime::{
     leader_election::LeaderElectionConfig,
 };
 use parking_lot::Mutex;
-use serde_json::json;
+
+use crate::fleet::member;
 
 /// What the run was asked for.
 #[derive(Debug, Clone)]
@@ -36,8 +37,6 @@ pub(crate) struct Plan {
     pub(crate) objects: usize,
     pub(crate) lease: Duration,
 }
-
-const NS: &str = "apps";
 
 /// The first reconcile of each member by each replica.
 type Firsts = Arc<Mutex<HashMap<(&'static str, String), Instant>>>;
@@ -52,26 +51,7 @@ async fn reconcile(
 }
 
 pub(crate) fn run(plan: &Plan) -> Result<(), String> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
-    runtime.block_on(measure(plan))
-}
-
-async fn member(objects: usize) -> Result<FakeApiServer, String> {
-    let server = FakeApiServer::start(ServerConfig::default().namespaces([NS]))
-        .await
-        .map_err(|e| e.to_string())?;
-    let seed = (0..objects).map(|i| {
-        json!({"metadata": {"name": format!("cm-{i:05}"), "namespace": NS},
-            "data": {"config": "x".repeat(200)}})
-    });
-    server
-        .seed(&Gvr::core("configmaps"), seed)
-        .map_err(|e| e.to_string())?;
-    Ok(server)
+    crate::fleet::on_two_threads(measure(plan))
 }
 
 /// Syncs of ConfigMaps (LISTs, or watches that stream the initial list) every member has

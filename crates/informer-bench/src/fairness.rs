@@ -44,12 +44,7 @@ struct Outcome {
 }
 
 pub(crate) fn run(plan: &Plan) -> Result<(), String> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
-    runtime.block_on(async {
+    crate::fleet::on_two_threads(async {
         println!(
             "fairness: a burst of {} ConfigMaps in one namespace, {} quiet namespaces changing \
              one object every {:?}, {:?} per reconcile",

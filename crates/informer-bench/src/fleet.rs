@@ -42,7 +42,8 @@ pub(crate) struct Plan {
     pub(crate) period: Duration,
 }
 
-const NS: &str = "apps";
+/// The members' namespace.
+pub(crate) const NS: &str = "apps";
 
 /// When each object (`cluster/name`) was created by the run, and when its first reconcile
 /// started.
@@ -74,15 +75,23 @@ async fn reconcile(cm: Cached<ConfigMap>, ctx: Arc<Ctx>) -> Result<Action, kube:
 }
 
 pub(crate) fn run(plan: &Plan) -> Result<(), String> {
+    on_two_threads(measure(plan))
+}
+
+/// Runs `measure` on a runtime of two worker threads (the machine's cores).
+pub(crate) fn on_two_threads(
+    measure: impl std::future::Future<Output = Result<(), String>>,
+) -> Result<(), String> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
-    runtime.block_on(measure(plan))
+    runtime.block_on(measure)
 }
 
-async fn member(objects: usize) -> Result<FakeApiServer, String> {
+/// A member: a fake-apiserver with `objects` ConfigMaps (two labels, 200 bytes of data).
+pub(crate) async fn member(objects: usize) -> Result<FakeApiServer, String> {
     let server = FakeApiServer::start(ServerConfig::default().namespaces([NS]))
         .await
         .map_err(|e| e.to_string())?;
