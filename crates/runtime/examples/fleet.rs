@@ -22,7 +22,7 @@ use kube_informer::{
 use kube_informer_runtime::{
     CancellationToken,
     controller::{Action, Cached, ControllerOptions},
-    fleet::{Cluster, Fleet, FleetController, sources},
+    fleet::{Cluster, Fleet, FleetController, MemberClients, sources},
 };
 use serde_json::json;
 use tokio::task::JoinSet;
@@ -131,7 +131,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     let templates = hub_factory.informer::<ConfigMap>();
     hub_factory.start();
-    let fleet = Fleet::new(FactoryOptions::default());
+    // The folder is ours, not a Secret anyone may write: its kubeconfigs may run their
+    // cloud's exec plugin and name certificate files, as kubectl's do.
+    let clients = MemberClients::default()
+        .allow_exec(true)
+        .allow_local_files(true);
+    let fleet = Fleet::with_clients(FactoryOptions::default(), clients);
     let cancel = CancellationToken::new();
     let mut tasks = JoinSet::new();
     let source = sources::kubeconfig_dir(&dir, Duration::from_millis(500));

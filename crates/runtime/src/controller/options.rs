@@ -389,12 +389,14 @@ impl ControllerOptions {
 
 impl ControllerOptions {
     /// These options with a fleet's defaults where the caller set none: at most half the
-    /// workers (rounded up) per member, and a reconcile deadline — so that with no option
-    /// set, a member that never answers holds some workers for a while, never all of them
-    /// for ever.
+    /// workers (rounded up; with worker scaling, half its floor) per member, and a
+    /// reconcile deadline — so that with no option set and two workers or more, a member
+    /// that never answers holds some workers for a while, never all of them for ever.
     pub(crate) fn with_fleet_defaults(mut self) -> Self {
         if !self.explicit.group_limit {
-            let most = self.scaling.as_ref().map_or(self.workers, |s| s.ceiling());
+            // The floor: the workers there always are (half the ceiling could be all of
+            // them while scaled down).
+            let most = self.scaling.as_ref().map_or(self.workers, |s| s.floor());
             self.group_limit = Some(most.div_ceil(2).max(1));
         }
         if !self.explicit.reconcile_timeout {

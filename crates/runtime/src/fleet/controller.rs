@@ -52,9 +52,9 @@ type Configure<K> = Arc<dyn Fn(Controller<K>) -> Controller<K> + Send + Sync>;
 /// option set — one member holds at most half the workers (rounded up:
 /// [`ControllerOptions::max_in_flight_per_group`]), a reconcile is cancelled after 2
 /// minutes ([`ControllerOptions::reconcile_timeout`]), and the members' clients made from
-/// kubeconfigs time out ([`ClientTimeouts`](super::ClientTimeouts)): a member whose API
-/// server accepts connections and never answers holds its share of the workers for a
-/// while, never all of them, never for ever. A failing key backs off on its own. A
+/// kubeconfigs time out ([`MemberClients`](super::MemberClients)): with two workers or
+/// more, a member whose API server accepts connections and never answers holds its share
+/// of the workers for a while, never all of them, never for ever. A failing key backs off on its own. A
 /// disengaged member's reconciles in flight are cancelled before its informers stop; its
 /// keys still queued are dropped when taken. A panic in `make_ctx` or `configure` for one
 /// member is logged and leaves that member unfollowed (until it is engaged anew); the

@@ -17,9 +17,72 @@ pub enum MemberError {
     /// Not a kubeconfig (YAML or JSON), or no usable context in it.
     #[error("not a usable kubeconfig: {0}")]
     Kubeconfig(String),
-    /// The client could not be built (an HTTPS server without a TLS feature of `kube`).
+    /// The client could not be built (an HTTPS server without a TLS feature of `kube`, an
+    /// exec plugin that failed). Tried again with backoff.
     #[error("cannot build a client: {0}")]
     Client(#[source] kube::Error),
+    /// The kubeconfig asks for what the fleet does not allow: to run a command (`exec`,
+    /// `auth-provider`) or to read a file of the operator's (a token file, a certificate or
+    /// key by path) — see [`MemberClients`](super::MemberClients).
+    #[error("refused: {0}")]
+    Refused(String),
+    /// Building the client (its exec plugin) did not finish in time. Tried again with
+    /// backoff.
+    #[error("building the client did not finish within {0:?} (an exec plugin that hangs?)")]
+    TimedOut(std::time::Duration),
+}
+
+impl MemberError {
+    /// Whether trying again later may succeed (a plugin or a network that failed), as
+    /// opposed to a kubeconfig that will fail the same way until it changes.
+    pub(crate) fn is_transient(&self) -> bool {
+        matches!(self, Self::Client(_) | Self::TimedOut(_))
+    }
+}
+
+/// What a kubeconfig may ask of the operator's process.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Allowed {
+    pub(crate) exec: bool,
+    pub(crate) local_files: bool,
+}
+
+/// Refuses what `allowed` does not allow, in any user or cluster of `kubeconfig`.
+fn check(kubeconfig: &Kubeconfig, allowed: Allowed) -> Result<(), MemberError> {
+    let refuse = |what: &str, opt_in: &str| {
+        Err(MemberError::Refused(format!(
+            "the kubeconfig {what}, which a fleet does not allow by default (a Secret's \
+             writer would run code or read files in the operator); allow it with \
+             MemberClients::{opt_in}"
+        )))
+    };
+    for user in kubeconfig
+        .auth_infos
+        .iter()
+        .filter_map(|u| u.auth_info.as_ref())
+    {
+        if !allowed.exec && (user.exec.is_some() || user.auth_provider.is_some()) {
+            return refuse("runs a command (exec or auth-provider)", "allow_exec");
+        }
+        let files = [&user.token_file, &user.client_certificate, &user.client_key];
+        if !allowed.local_files && files.iter().any(|f| f.is_some()) {
+            return refuse(
+                "reads a local file (tokenFile, client-certificate or client-key)",
+                "allow_local_files",
+            );
+        }
+    }
+    let clusters = kubeconfig
+        .clusters
+        .iter()
+        .filter_map(|c| c.cluster.as_ref());
+    if !allowed.local_files && clusters.clone().any(|c| c.certificate_authority.is_some()) {
+        return refuse(
+            "reads a local file (certificate-authority)",
+            "allow_local_files",
+        );
+    }
+    Ok(())
 }
 
 /// A parsed kubeconfig: where and who, the token apart.
@@ -28,12 +91,15 @@ pub(crate) struct Parsed {
     pub(crate) token: Option<String>,
     /// Everything but the token, to tell a token rotation from a new identity.
     pub(crate) identity: String,
+    /// Whether building its client runs a command (an exec plugin), which blocks.
+    pub(crate) runs_a_command: bool,
 }
 
-/// Parses `text` (its current context).
-pub(crate) async fn parse(text: &str) -> Result<Parsed, MemberError> {
+/// Parses `text` (its current context), refusing what `allowed` does not allow.
+pub(crate) async fn parse(text: &str, allowed: Allowed) -> Result<Parsed, MemberError> {
     let kubeconfig =
         Kubeconfig::from_yaml(text).map_err(|e| MemberError::Kubeconfig(e.to_string()))?;
+    check(&kubeconfig, allowed)?;
     let mut config =
         kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
             .await
@@ -50,10 +116,13 @@ pub(crate) async fn parse(text: &str) -> Result<Parsed, MemberError> {
         "{} {:?} {:?} {} {credentials}",
         config.cluster_url, config.root_cert, config.tls_server_name, config.accept_invalid_certs
     );
+    let runs_a_command =
+        config.auth_info.exec.is_some() || config.auth_info.auth_provider.is_some();
     Ok(Parsed {
         config,
         token,
         identity,
+        runs_a_command,
     })
 }
 
@@ -128,12 +197,19 @@ mod tests {
     async fn a_swapped_token_reaches_the_next_request_of_the_same_client() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let server = format!("http://{}", listener.local_addr().unwrap());
-        let first = parse(&kubeconfig(&server, "old-token")).await.unwrap();
-        let rotated = parse(&kubeconfig(&server, "new-token")).await.unwrap();
-        assert_eq!(first.identity, rotated.identity, "only the token differs");
-        let moved = parse(&kubeconfig("http://127.0.0.1:1", "old-token"))
+        let first = parse(&kubeconfig(&server, "old-token"), Allowed::default())
             .await
             .unwrap();
+        let rotated = parse(&kubeconfig(&server, "new-token"), Allowed::default())
+            .await
+            .unwrap();
+        assert_eq!(first.identity, rotated.identity, "only the token differs");
+        let moved = parse(
+            &kubeconfig("http://127.0.0.1:1", "old-token"),
+            Allowed::default(),
+        )
+        .await
+        .unwrap();
         assert_ne!(first.identity, moved.identity);
 
         let (client, cell) = client(first).unwrap();
@@ -150,12 +226,42 @@ mod tests {
 
     #[tokio::test]
     async fn garbage_is_an_error_that_says_so() {
-        let Err(error) = parse("not: [a kubeconfig").await else {
+        let Err(error) = parse("not: [a kubeconfig", Allowed::default()).await else {
             panic!("garbage parsed");
         };
         assert!(
             error.to_string().contains("not a usable kubeconfig"),
             "{error}"
+        );
+    }
+
+    #[tokio::test]
+    async fn exec_and_local_files_are_refused_unless_allowed() {
+        let with_user = |user: &str| {
+            format!(
+                "apiVersion: v1\nkind: Config\ncurrent-context: c\n\
+                 clusters: [{{name: k, cluster: {{server: \"http://127.0.0.1:1\"}}}}]\n\
+                 users: [{{name: u, user: {user}}}]\n\
+                 contexts: [{{name: c, context: {{cluster: k, user: u}}}}]\n"
+            )
+        };
+        let exec =
+            with_user("{exec: {apiVersion: client.authentication.k8s.io/v1, command: /bin/true}}");
+        let file = with_user("{tokenFile: /etc/shadow}");
+        for (text, opt_in) in [(&exec, "allow_exec"), (&file, "allow_local_files")] {
+            let Err(error) = parse(text, Allowed::default()).await else {
+                panic!("accepted: {text}");
+            };
+            assert!(error.to_string().contains(opt_in), "{error}");
+            assert!(!error.is_transient());
+        }
+        let files = Allowed {
+            exec: false,
+            local_files: true,
+        };
+        assert!(
+            parse(&exec, files).await.is_err(),
+            "exec needs its own opt-in"
         );
     }
 }

@@ -60,7 +60,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 pub use self::{
-    apply::ClientTimeouts,
+    apply::MemberClients,
     controller::{ClusterKey, FleetController},
     health::ClusterHealth,
     member::MemberError,
@@ -188,7 +188,7 @@ struct Engaged {
 
 struct Inner {
     options: FactoryOptions,
-    timeouts: ClientTimeouts,
+    clients: MemberClients,
     engaged: Mutex<BTreeMap<String, Engaged>>,
     errors: Mutex<BTreeMap<String, String>>,
     clusters: watch::Sender<BTreeMap<String, Cluster>>,
@@ -211,18 +211,18 @@ impl std::fmt::Debug for Fleet {
 }
 
 impl Fleet {
-    /// A fleet whose members' factories use `options`, their clients (from kubeconfigs)
-    /// the default [`ClientTimeouts`].
+    /// A fleet whose members' factories use `options`, their clients made from
+    /// kubeconfigs as [`MemberClients::default`] says (timeouts; no exec, no local files).
     pub fn new(options: FactoryOptions) -> Self {
-        Self::with_timeouts(options, ClientTimeouts::default())
+        Self::with_clients(options, MemberClients::default())
     }
 
-    /// [`new`](Self::new), the members' clients made from kubeconfigs with `timeouts`.
-    pub fn with_timeouts(options: FactoryOptions, timeouts: ClientTimeouts) -> Self {
+    /// [`new`](Self::new), the members' clients made from kubeconfigs as `clients` says.
+    pub fn with_clients(options: FactoryOptions, clients: MemberClients) -> Self {
         Self {
             inner: Arc::new(Inner {
                 options,
-                timeouts,
+                clients,
                 engaged: Mutex::default(),
                 errors: Mutex::default(),
                 clusters: watch::channel(BTreeMap::new()).0,

@@ -10,7 +10,9 @@
 //! | [`from_code`] | what you say | [`ClusterSender::engage`] | [`ClusterSender::remove`] |
 //!
 //! The inventory sources (Cluster API, ClusterProfile) follow the inventory object, not
-//! the Secrets beside it: only the object going away disengages a member.
+//! the Secrets beside it: only the object going away disengages a member (new credentials
+//! with another client certificate engage it anew, as any new identity does: see
+//! [`Fleet`](super::Fleet)).
 
 use std::{
     collections::BTreeMap,
@@ -126,7 +128,9 @@ impl ClusterSender {
 /// Clusters from the kubeconfig files of `dir` (`*.yaml`, `*.yml`, `*.json`,
 /// `*.kubeconfig`; the file's stem is the cluster's name), read again every `every`: a new
 /// file engages, a changed one rotates or re-engages, a removed one disengages. A folder
-/// that cannot be read is logged and tried again.
+/// that cannot be read is logged and tried again. Kubeconfigs that run an exec plugin or
+/// name certificate files (as most of kubectl's do) need a fleet that allows them
+/// ([`MemberClients`](super::MemberClients)).
 pub fn kubeconfig_dir(
     dir: impl Into<PathBuf>,
     every: Duration,
