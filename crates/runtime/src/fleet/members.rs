@@ -89,6 +89,8 @@ impl Followed {
                 return Requeue::Never;
             };
             tokio::select! {
+                // A member already gone gets no first request.
+                biased;
                 () = disengaged.cancelled() => {
                     tracing::info!("the cluster was disengaged; reconcile cancelled");
                     Requeue::Never

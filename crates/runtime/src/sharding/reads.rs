@@ -35,8 +35,10 @@ pub(crate) struct SharedReads<'a> {
     members: &'a Members,
     /// Asks so far; a read started when this was `n` serves every ask numbered below `n`.
     asks: AtomicU64,
-    /// The last read: the asks it serves, and its ring. One read at a time (FIFO).
-    last: tokio::sync::Mutex<Option<(u64, Ring)>>,
+    /// The last read: the asks it serves, and its ring or why it failed (a failure is
+    /// shared too: fifty sharders do not each wait for a failing read in turn). One read
+    /// at a time (FIFO).
+    last: tokio::sync::Mutex<Option<(u64, Result<Ring, String>)>>,
 }
 
 impl<'a> SharedReads<'a> {
@@ -52,15 +54,19 @@ impl<'a> SharedReads<'a> {
     pub(crate) async fn observe(&self) -> Result<Ring, kube::Error> {
         let ask = self.asks.fetch_add(1, SeqCst);
         let mut last = self.last.lock().await;
-        if let Some((serves, ring)) = &*last
+        if let Some((serves, read)) = &*last
             && ask < *serves
         {
-            return Ok(ring.clone());
+            return read.clone().map_err(|why| {
+                let shared = std::io::Error::other(format!("reading the shard Leases: {why}"));
+                kube::Error::Service(Box::new(shared))
+            });
         }
         let serves = self.asks.load(SeqCst);
-        let ring = self.members.observe().await?;
-        *last = Some((serves, ring.clone()));
-        Ok(ring)
+        let read = self.members.observe().await;
+        let kept = read.as_ref().map(Ring::clone).map_err(ToString::to_string);
+        *last = Some((serves, kept));
+        read
     }
 }
 
@@ -80,14 +86,23 @@ mod tests {
     struct Gated {
         lists: AtomicUsize,
         gate: Semaphore,
+        /// The LIST that fails (0: none).
+        failing: usize,
+    }
+
+    impl Gated {
+        fn failing(n: usize) -> Self {
+            Self {
+                lists: AtomicUsize::new(0),
+                gate: Semaphore::new(0),
+                failing: n,
+            }
+        }
     }
 
     impl Default for Gated {
         fn default() -> Self {
-            Self {
-                lists: AtomicUsize::new(0),
-                gate: Semaphore::new(0),
-            }
+            Self::failing(0)
         }
     }
 
@@ -113,6 +128,10 @@ mod tests {
             Box::pin(async move {
                 let n = self.lists.fetch_add(1, SeqCst) + 1;
                 self.gate.acquire().await.expect("open").forget();
+                if n == self.failing {
+                    let down = std::io::Error::other("the hub is down");
+                    return Err(kube::Error::Service(Box::new(down)));
+                }
                 let lease: Lease = serde_json::from_value(serde_json::json!({
                     "metadata": {"name": format!("web-s{n}"), "resourceVersion": "1"},
                     "spec": {"holderIdentity": format!("s{n}"), "leaseDurationSeconds": 15},
@@ -129,7 +148,17 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread")]
     async fn a_read_serves_the_asks_made_before_it_started_and_no_later_one() {
-        let store = Arc::new(Gated::default());
+        a_read_serves_the_asks_made_before_it_started(Gated::default()).await;
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_failed_read_is_shared_too() {
+        a_read_serves_the_asks_made_before_it_started(Gated::failing(2)).await;
+    }
+
+    async fn a_read_serves_the_asks_made_before_it_started(store: Gated) {
+        let failing = store.failing == 2;
+        let store = Arc::new(store);
         let members = Members::new(store.clone(), "web");
         let reads = SharedReads::new(&members);
         let started = |n: usize| {
@@ -160,16 +189,13 @@ mod tests {
         };
         let (a, b, c, ()) = tokio::join!(a, b, c, open);
         assert_eq!(shards(&a.unwrap()), ["s1"]);
-        assert_eq!(
-            shards(&b.unwrap()),
-            ["s2"],
-            "b was served a read older than its ask"
-        );
-        assert_eq!(
-            shards(&c.unwrap()),
-            ["s2"],
-            "c was served a read older than its ask"
-        );
+        if failing {
+            assert!(b.is_err() && c.is_err(), "read 2 failed for both");
+        } else {
+            let (b, c) = (b.unwrap(), c.unwrap());
+            assert_eq!(shards(&b), ["s2"], "b was served a read older than its ask");
+            assert_eq!(shards(&c), ["s2"], "c was served a read older than its ask");
+        }
         assert_eq!(store.lists.load(SeqCst), 2, "b and c shared one read");
         // Asked after read 2: a read of its own.
         store.gate.add_permits(1);

@@ -253,8 +253,6 @@ impl Sharder {
     }
 }
 
-/// What to write on an object a shard reconciles ([`Placement::Own`]), held by `held`,
-/// labelled `from`, that the ring puts on `to`; `None`: nothing.
 /// A label write that got no answer in time, as the error the round logs.
 fn timed_out() -> kube::Error {
     let message = format!(
@@ -267,6 +265,8 @@ fn timed_out() -> kube::Error {
     )))
 }
 
+/// What to write on an object a shard reconciles ([`Placement::Own`]), held by `held`,
+/// labelled `from`, that the ring puts on `to`; `None`: nothing.
 fn own_step<'a>(
     ring: &Ring,
     held: Option<&'a str>,

@@ -148,13 +148,21 @@ fn control_plane_up(status: &Value) -> bool {
         || status["phase"] == "Provisioned"
 }
 
+/// The cluster whose kubeconfig `secret` is: named `<cluster>-kubeconfig` *and* labelled
+/// with that cluster (`<cluster>-user-kubeconfig`, which some providers add, is not).
+fn kubeconfig_of_cluster(secret: &Secret) -> Option<String> {
+    let name = secret.name_any();
+    let cluster = name.strip_suffix(KUBECONFIG_SUFFIX)?;
+    let labelled = secret.labels().get(CLUSTER_NAME_LABEL)?;
+    (labelled == cluster).then(|| cluster.to_owned())
+}
+
 /// A kubeconfig Secret's change, as its cluster's credentials; `None` for any other
 /// Secret.
 fn from_secret(notification: Notification<Secret>) -> Option<Input> {
     let secret = notification.object();
-    let secret_name = secret.name_any();
-    let cluster = secret_name.strip_suffix(KUBECONFIG_SUFFIX)?;
-    let name = member_name(secret.namespace().as_deref(), cluster);
+    let cluster = kubeconfig_of_cluster(secret)?;
+    let name = member_name(secret.namespace().as_deref(), &cluster);
     let gone = matches!(notification, Notification::Delete(_));
     let kubeconfig = (!gone).then(|| kubeconfig_of(secret));
     Some(Input::Credentials { name, kubeconfig })
@@ -172,7 +180,7 @@ fn kubeconfig_of(secret: &Secret) -> String {
 /// Drops the data of every Secret but a kubeconfig: CA, etcd, service-account and proxy
 /// keys and bootstrap data stay out of the cache.
 fn keep_kubeconfigs_only(mut secret: Secret) -> Secret {
-    if !secret.name_any().ends_with(KUBECONFIG_SUFFIX) {
+    if kubeconfig_of_cluster(&secret).is_none() {
         secret.data = None;
         secret.string_data = None;
     }
@@ -208,7 +216,7 @@ mod tests {
     fn other_secrets_are_not_credentials_and_keep_no_data() {
         let secret = |name: &str| -> Secret {
             serde_json::from_value(json!({
-                "metadata": {"name": name, "namespace": "capi"},
+                "metadata": {"name": name, "namespace": "capi", "labels": {CLUSTER_NAME_LABEL: "web"}},
                 "data": {"value": "a2luZDogQ29uZmln"},
             }))
             .unwrap()

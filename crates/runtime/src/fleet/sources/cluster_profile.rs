@@ -82,7 +82,11 @@ impl ClusterProfiles {
 
     /// Credentials from the profile's access provider `provider` (`status.accessProviders`,
     /// or the older `status.credentialProviders`): its `cluster` (server, CA, proxy) with
-    /// `exec` as the user — the plugin that gets a token for that provider (KEP-5339).
+    /// `exec` as the user — the plugin that gets a token for that provider (KEP-5339). The
+    /// cluster's extensions stay (the plugin reads its per-cluster configuration there,
+    /// with `provideClusterInfo`). The fleet must allow exec plugins
+    /// ([`MemberClients::allow_exec`](crate::fleet::MemberClients::allow_exec)): refused by
+    /// default, since a kubeconfig Secret's writer could otherwise run code in the operator.
     ///
     /// ```
     /// use kube::config::ExecConfig;
@@ -144,7 +148,8 @@ impl ClusterProfiles {
                 let informer = hub.informer_with::<Secret>(
                     InformerSpec::new().selectors(scoped(Selectors::default().labels(selector))),
                 );
-                informer.stream(options()).filter_map(from_secret).boxed()
+                let secrets = informer.stream(options());
+                secrets.flat_map(|n| stream::iter(from_secret(n))).boxed()
             }
             Credentials::Access { .. } => stream::empty().boxed(),
         };
@@ -153,7 +158,7 @@ impl ClusterProfiles {
     }
 }
 
-fn member_name(object: &impl ResourceExt, name: &str) -> String {
+fn member_name(object: &impl kube::Resource, name: &str) -> String {
     format!("{}/{name}", object.namespace().unwrap_or_default())
 }
 
@@ -165,7 +170,15 @@ fn from_profile(
     let profile = notification.object();
     let name = member_name(&**profile, &profile.name_any());
     if matches!(notification, Notification::Delete(_)) {
-        return vec![Input::ObjectGone { name }];
+        let mut gone = vec![Input::ObjectGone { name: name.clone() }];
+        if access.is_some() {
+            // The credentials came from the profile: they go with it.
+            gone.push(Input::Credentials {
+                name,
+                kubeconfig: None,
+            });
+        }
+        return gone;
     }
     let status = &profile.data["status"];
     let healthy = status["conditions"].as_array().is_some_and(|conditions| {
@@ -201,12 +214,9 @@ fn provider_cluster<'a>(status: &'a Value, provider: &str) -> Option<&'a Value> 
         .map(|p| &p["cluster"])
 }
 
-/// A kubeconfig of `cluster` (a kubeconfig's cluster entry) with `exec` as its user.
+/// A kubeconfig of `cluster` (a kubeconfig's cluster entry, its extensions kept) with
+/// `exec` as its user.
 fn kubeconfig(cluster: &Value, exec: &ExecConfig) -> String {
-    let mut cluster = cluster.clone();
-    if let Some(entry) = cluster.as_object_mut() {
-        entry.remove("extensions");
-    }
     json!({
         "apiVersion": "v1",
         "kind": "Config",
@@ -218,10 +228,27 @@ fn kubeconfig(cluster: &Value, exec: &ExecConfig) -> String {
     .to_string()
 }
 
-async fn from_secret(notification: Notification<Secret>) -> Option<Input> {
+/// A consumer Secret's change, as the credentials of the profile it names — and, when it
+/// was relabelled to another profile, the old one's credentials gone.
+fn from_secret(notification: Notification<Secret>) -> Vec<Input> {
     let secret = notification.object();
-    let profile = secret.labels().get(PROFILE_LABEL)?.clone();
-    let name = member_name(&**secret, &profile);
+    let of = |s: &Secret| {
+        let profile = s.labels().get(PROFILE_LABEL)?;
+        Some(member_name(s, profile))
+    };
+    let mut inputs = Vec::new();
+    if let Notification::Update { old, new } = &notification
+        && let Some(before) = of(old)
+        && of(new).as_ref() != Some(&before)
+    {
+        inputs.push(Input::Credentials {
+            name: before,
+            kubeconfig: None,
+        });
+    }
+    let Some(name) = of(secret) else {
+        return inputs;
+    };
     let gone = matches!(notification, Notification::Delete(_));
     let data: Option<&BTreeMap<_, _>> = secret.data.as_ref();
     let kubeconfig = (!gone).then(|| {
@@ -229,7 +256,8 @@ async fn from_secret(notification: Notification<Secret>) -> Option<Input> {
             .map(|v| String::from_utf8_lossy(&v.0).into_owned())
             .unwrap_or_default()
     });
-    Some(Input::Credentials { name, kubeconfig })
+    inputs.push(Input::Credentials { name, kubeconfig });
+    inputs
 }
 
 #[cfg(test)]
@@ -240,7 +268,8 @@ mod tests {
     fn an_access_provider_gives_a_kubeconfig_with_the_exec_plugin() {
         let status = json!({"accessProviders": [
             {"name": "other", "cluster": {"server": "https://other"}},
-            {"name": "google", "cluster": {"server": "https://1.2.3.4", "certificate-authority-data": "Q0E=", "extensions": [{"name": "x"}]}},
+            {"name": "google", "cluster": {"server": "https://1.2.3.4", "certificate-authority-data": "Q0E=",
+                "extensions": [{"name": "client.authentication.k8s.io/exec", "extension": {"audience": "member-1"}}]}},
         ]});
         let exec = ExecConfig {
             api_version: Some("client.authentication.k8s.io/v1".into()),
@@ -253,6 +282,8 @@ mod tests {
         let entry = parsed.clusters[0].cluster.as_ref().unwrap();
         assert_eq!(entry.server.as_deref(), Some("https://1.2.3.4"));
         assert_eq!(entry.certificate_authority_data.as_deref(), Some("Q0E="));
+        let extensions = entry.extensions.as_ref().expect("kept for the plugin");
+        assert_eq!(extensions[0].extension["audience"], "member-1");
         let user = parsed.auth_infos[0].auth_info.as_ref().unwrap();
         assert_eq!(
             user.exec.as_ref().unwrap().command.as_deref(),
@@ -264,5 +295,40 @@ mod tests {
             provider_cluster(&old, "google").unwrap()["server"],
             "https://old"
         );
+    }
+
+    #[test]
+    fn a_consumer_secret_relabelled_to_another_profile_moves_its_credentials() {
+        let secret = |profile: &str| {
+            let secret: Secret = serde_json::from_value(json!({
+                "metadata": {"name": "s", "namespace": "fleet",
+                    "labels": {PROFILE_LABEL: profile, CONSUMER_LABEL: "me"}},
+                "data": {PROFILE_SECRET_KEY: "a2luZDogQ29uZmln"},
+            }))
+            .unwrap();
+            std::sync::Arc::new(secret)
+        };
+        let moved = from_secret(Notification::Update {
+            old: secret("a"),
+            new: secret("b"),
+        });
+        assert_eq!(
+            moved,
+            [
+                Input::Credentials {
+                    name: "fleet/a".into(),
+                    kubeconfig: None,
+                },
+                Input::Credentials {
+                    name: "fleet/b".into(),
+                    kubeconfig: Some("kind: Config".into()),
+                },
+            ]
+        );
+        let same = from_secret(Notification::Update {
+            old: secret("b"),
+            new: secret("b"),
+        });
+        assert_eq!(same.len(), 1, "no profile left: {same:?}");
     }
 }
