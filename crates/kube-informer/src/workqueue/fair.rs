@@ -268,13 +268,27 @@ impl<T: QueueItem> Lines<T> {
         !self.rings[FRONT].is_empty() || !self.rings[LOW].is_empty()
     }
 
-    /// How long the oldest queued item has waited (when timed).
+    /// How long the oldest item a worker could take has waited (when timed): the items of
+    /// a group at its in-flight limit wait for that group's own reconciles, which more
+    /// workers would not speed up.
     pub(super) fn longest_wait(&self, now: Instant) -> Option<std::time::Duration> {
         let groups = self.groups.iter().flatten();
         groups
+            .filter(|g| !g.at(self.limit))
             .filter_map(|g| g.oldest(&self.low_set))
             .min()
             .map(|at| now - at)
+    }
+
+    /// How many queued items a worker could take (those of groups below their in-flight
+    /// limit).
+    pub(super) fn takeable(&self) -> usize {
+        if self.limit.is_none() {
+            return self.len;
+        }
+        let capped = self.groups.iter().flatten().filter(|g| g.at(self.limit));
+        let parked: usize = capped.map(|g| g.depth(&self.low_set)).sum();
+        self.len.saturating_sub(parked)
     }
 
     /// Each group with items queued or held, for the per-group metrics.

@@ -254,12 +254,18 @@ impl<T: QueueItem> Shared<T> {
             .time_from(tokio::time::Instant::now());
     }
 
-    /// How long the oldest queued item has waited (once [timed](Self::time_waits)), how many
-    /// items are queued and how many held.
+    /// How long the oldest item a worker could take has waited (once
+    /// [timed](Self::time_waits)), how many such items are queued, and how many are held:
+    /// the items of a fairness group at its in-flight limit are not counted, since more
+    /// workers could not take them.
     pub(super) fn load(&self, now: tokio::time::Instant) -> (Option<Duration>, usize, usize) {
         let state = self.state.lock();
         let lines = &state.lines;
-        (lines.longest_wait(now), lines.len(), state.processing.len())
+        (
+            lines.longest_wait(now),
+            lines.takeable(),
+            state.processing.len(),
+        )
     }
 
     /// Records the number of workers in the metrics: after a change up or down

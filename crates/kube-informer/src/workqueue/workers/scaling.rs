@@ -6,7 +6,10 @@
 //! [`check_every`](WorkerScaling::check_every): when the oldest queued item has waited longer
 //! than the target it doubles the active count (up to the ceiling); when the queue has been
 //! empty with a worker idle for [`scale_down_after`](WorkerScaling::scale_down_after) it
-//! retires one (down to the floor). A retired worker finishes the item it holds first. Each
+//! retires one (down to the floor). Items of a fairness group at its
+//! [in-flight limit](super::super::QueueConfig::max_in_flight_per_group) count as neither
+//! waiting nor queued: more workers could not take them (a hung tenant's backlog never
+//! drives the workers to the ceiling, nor keeps them there). A retired worker finishes the item it holds first. Each
 //! change is logged and counted (`workqueue_workers`, `workqueue_worker_changes_total`).
 
 use std::{fmt, sync::Arc, time::Duration};
@@ -23,8 +26,9 @@ use super::super::{QueueItem, RateLimitingQueue};
 /// supervisor task looks at the queue every [`check_every`](Self::check_every): when the
 /// oldest queued item has waited longer than [`target_wait`](Self::target_wait) it doubles
 /// the active count (up to the ceiling); when the queue has been empty with a worker idle
-/// for [`scale_down_after`](Self::scale_down_after) it retires one (down to the floor). A
-/// retired worker finishes the item it holds first. Each change is logged and counted
+/// for [`scale_down_after`](Self::scale_down_after) it retires one (down to the floor). The
+/// items of a fairness group at its in-flight limit are not counted: no worker could take
+/// them. A retired worker finishes the item it holds first. Each change is logged and counted
 /// (`workqueue_workers`, `workqueue_worker_changes_total`).
 ///
 /// ```
@@ -205,7 +209,7 @@ pub(super) async fn supervise<T: QueueItem>(
             tracing::info!(
                 queue = name,
                 workers = next,
-                "the oldest queued item waited {:?} (target {:?}): {workers} → {next} workers",
+                "the oldest item a worker could take waited {:?} (target {:?}): {workers} → {next} workers",
                 waited.unwrap_or_default(),
                 scaling.target_wait
             );

@@ -164,3 +164,63 @@ async fn a_panicking_on_change_callback_does_not_stop_the_scaling() {
     );
     assert!(workers.drain(None).await);
 }
+
+/// A group parked at its in-flight limit (a fleet member whose reconciles hang, its other
+/// 198 keys waiting behind them) is not work more workers could do: the workers grow for
+/// the group's first two items, then not at all, and the other groups' items still get
+/// workers of their own.
+#[tokio::test(start_paused = true)]
+async fn a_group_parked_at_its_limit_does_not_grow_the_workers() {
+    let queue = RateLimitingQueue::new(
+        QueueConfig::default()
+            .name("capped")
+            .fair_by(|item: &u32| {
+                std::borrow::Cow::Owned(if *item < 1000 { "hung" } else { "ok" }.to_owned())
+            })
+            .max_in_flight_per_group(Some(2)),
+    );
+    let changes = Arc::new(Mutex::new(Vec::new()));
+    let scaling = WorkerScaling::new(1, 16)
+        .target_wait(Duration::from_millis(200))
+        .check_every(Duration::from_millis(50))
+        .on_change({
+            let changes = changes.clone();
+            move |n| changes.lock().push(n)
+        });
+    let done = Arc::new(Mutex::new(Vec::new()));
+    let mut workers = Workers::spawn_scaled(&queue, scaling, {
+        let done = done.clone();
+        move |item: u32| {
+            let done = done.clone();
+            async move {
+                if item < 1000 {
+                    std::future::pending::<()>().await; // hangs, holding its worker
+                }
+                done.lock().push(item);
+                Requeue::Never
+            }
+        }
+    });
+    for i in 0..200 {
+        queue.add(i);
+    }
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert_eq!(
+        workers.active(),
+        2,
+        "grew for the hung group's two takeable items only: {:?}",
+        changes.lock()
+    );
+    // Another group's work still grows the workers, and is done.
+    for i in 1000..1010 {
+        queue.add(i);
+    }
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert_eq!(
+        done.lock().len(),
+        10,
+        "the other group's items were reconciled"
+    );
+    assert!(workers.active() > 2, "grew for the other group's items");
+    workers.abort().await;
+}
