@@ -321,6 +321,9 @@ async fn a_panicking_or_hung_handler_is_a_refusal_and_the_connection_lives_on() 
         assert_eq!(response(&answer)["allowed"], false);
         let message = response(&answer)["status"]["message"].as_str().unwrap();
         assert!(message.contains("did not answer within 200ms"), "{message}");
+        // What the handler had of it: the budget less the body's arrival, never more.
+        let had = webhook::client::handler_had(message);
+        assert!(had <= Duration::from_millis(200), "{message}");
 
         // Same connection, still served.
         let (status, answer) = conn

@@ -2,7 +2,7 @@
 //! verdict (or its mutated object, as a JSON patch) encoded back, and every way it can go
 //! wrong answered as a refusal that names it.
 
-use std::{future::Future, marker::PhantomData, sync::Arc, time::Duration};
+use std::{future::Future, marker::PhantomData, sync::Arc};
 
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
@@ -162,7 +162,7 @@ impl<K> Route for AdmissionRoute<K>
 where
     K: Resource + Serialize + DeserializeOwned + Send + Sync + 'static,
 {
-    fn answer(&self, body: Bytes, timeout: Duration) -> BoxFuture<'static, Vec<u8>> {
+    fn answer(&self, body: Bytes, budget: super::Budget) -> BoxFuture<'static, Vec<u8>> {
         let (decide, kind) = (self.decide.clone(), self.kind);
         Box::pin(async move {
             let review: AdmissionReview<K> = match serde_json::from_slice(&body) {
@@ -183,7 +183,7 @@ where
             };
             let mut response = AdmissionResponse::from(&request);
             // Called inside the guard: a panic before its first await is caught too.
-            match guarded(async move { decide(request).await }, timeout).await {
+            match guarded(async move { decide(request).await }, budget).await {
                 Ok(Ok(Outcome::Allow(allowed))) => {
                     if !allowed.warnings.is_empty() {
                         response.warnings = Some(allowed.warnings);

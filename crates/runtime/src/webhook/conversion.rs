@@ -1,7 +1,7 @@
 //! The conversion route: a `ConversionReview`'s objects, each converted to the version the
 //! API server wants by the user's function, or the reason the first one could not be.
 
-use std::{fmt::Display, panic::AssertUnwindSafe, sync::Arc, time::Duration};
+use std::{fmt::Display, panic::AssertUnwindSafe, sync::Arc};
 
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
@@ -32,7 +32,7 @@ impl ConversionRoute {
 }
 
 impl Route for ConversionRoute {
-    fn answer(&self, body: Bytes, _: Duration) -> BoxFuture<'static, Vec<u8>> {
+    fn answer(&self, body: Bytes, _: super::Budget) -> BoxFuture<'static, Vec<u8>> {
         let convert = self.convert.clone();
         Box::pin(async move {
             let request = match serde_json::from_slice::<ConversionReview>(&body)

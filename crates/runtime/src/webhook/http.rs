@@ -74,9 +74,12 @@ impl Routes {
         if declared.is_some_and(|length| length > limit as u64) {
             return too_large();
         }
-        // The body within the handler's time: a client that stops sending holds nothing.
+        // One budget for reading the body and answering: a slow upload leaves the handler
+        // what is left of it, so the answer never comes after the caller's deadline.
+        let deadline = tokio::time::Instant::now() + timeout;
+        // The body within the budget: a client that stops sending holds nothing.
         let read = Limited::new(request.into_body(), limit).collect();
-        let body = match tokio::time::timeout(timeout, read).await {
+        let body = match tokio::time::timeout_at(deadline, read).await {
             Ok(Ok(body)) => body.to_bytes(),
             Ok(Err(error)) if error.is::<http_body_util::LengthLimitError>() => {
                 return too_large();
@@ -94,7 +97,12 @@ impl Routes {
             let message = format!("the body must be application/json, not {content_type:?}");
             return review(route.failure(&uid_of(&body), 400, &message));
         }
-        review(route.answer(body, timeout).await)
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let budget = super::Budget {
+            total: timeout,
+            left,
+        };
+        review(route.answer(body, budget).await)
     }
 }
 

@@ -104,7 +104,7 @@ pub const DEFAULT_ADDRESS: SocketAddr =
 /// A route's two answers, as JSON bodies: to a request, and to one refused before its
 /// handler saw it.
 trait Route: Send + Sync {
-    fn answer(&self, body: Bytes, timeout: Duration) -> BoxFuture<'static, Vec<u8>>;
+    fn answer(&self, body: Bytes, budget: Budget) -> BoxFuture<'static, Vec<u8>>;
     fn failure(&self, uid: &str, code: u16, message: &str) -> Vec<u8>;
 }
 
@@ -165,7 +165,8 @@ impl WebhookServer {
     /// object unchecked. The API server tells each call its deadline (`?timeout=10s`), and a
     /// request is given the shorter of this limit and that deadline less a margin (a
     /// tenth, at least 250 ms): a webhook registered with `timeoutSeconds: 5` is cut at
-    /// 4.5 s. Raise this for webhooks registered with more than 10 s.
+    /// 4.5 s. The budget covers the whole request: the time the body takes to arrive comes
+    /// out of the handler's. Raise this for webhooks registered with more than 10 s.
     #[must_use]
     pub fn handler_timeout(mut self, timeout: Duration) -> Self {
         self.handler_timeout = timeout;
@@ -331,10 +332,19 @@ impl BoundWebhookServer {
     }
 }
 
-/// Runs a handler's future: its panic, or its not answering within `timeout`, becomes the
-/// error message of the refusal.
-async fn guarded<T>(future: impl Future<Output = T>, timeout: Duration) -> Result<T, String> {
-    match tokio::time::timeout(timeout, AssertUnwindSafe(future).catch_unwind()).await {
+/// A request's time: its whole budget, and what is left of it for the handler once the
+/// body has arrived.
+#[derive(Clone, Copy, Debug)]
+struct Budget {
+    total: Duration,
+    left: Duration,
+}
+
+/// Runs a handler's future: its panic, or its not answering within what is left of the
+/// request's budget, becomes the error message of the refusal.
+async fn guarded<T>(future: impl Future<Output = T>, budget: Budget) -> Result<T, String> {
+    let Budget { total, left } = budget;
+    match tokio::time::timeout(left, AssertUnwindSafe(future).catch_unwind()).await {
         Ok(Ok(answer)) => Ok(answer),
         Ok(Err(panic)) => {
             let message = panic_message(&*panic);
@@ -342,9 +352,10 @@ async fn guarded<T>(future: impl Future<Output = T>, timeout: Duration) -> Resul
             Err(format!("the webhook handler panicked: {message}"))
         }
         Err(_) => {
-            tracing::warn!(?timeout, "a webhook handler did not answer in time");
+            tracing::warn!(?total, ?left, "a webhook handler did not answer in time");
             Err(format!(
-                "the webhook handler did not answer within {timeout:?}"
+                "the webhook handler did not answer within {total:?} (the request's budget; \
+                 the handler had {left:?} of it once the body arrived)"
             ))
         }
     }

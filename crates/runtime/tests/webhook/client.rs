@@ -99,3 +99,18 @@ impl Connection {
         (status, value)
     }
 }
+
+/// The time a hung handler's refusal says it had: "the handler had 599.8ms of it" (or
+/// "1.74s").
+pub(crate) fn handler_had(message: &str) -> std::time::Duration {
+    let text = message
+        .split("the handler had ")
+        .nth(1)
+        .and_then(|rest| rest.split(['"', ' ', ',']).next())
+        .unwrap_or_else(|| panic!("no duration in {message}"));
+    let (number, scale) = match text.strip_suffix("ms") {
+        Some(ms) => (ms, 1e-3),
+        None => (text.trim_end_matches('s'), 1.0),
+    };
+    std::time::Duration::from_secs_f64(number.parse::<f64>().expect("a number") * scale)
+}

@@ -1,0 +1,85 @@
+//! One budget per webhook request: the time a slow client takes to upload its body comes
+//! out of the handler's time, so the answer (a refusal, for a handler that hangs) is sent
+//! within one budget of the request's start — never after the caller's deadline, as it was
+//! when the body and the handler each had the whole budget.
+
+#[allow(dead_code)] // shared with the webhook tests, which use all of it
+#[path = "webhook/client.rs"]
+mod client;
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::core::admission::AdmissionRequest;
+use kube_envtest::ServingCerts;
+use kube_informer_runtime::{
+    CancellationToken,
+    tls::ServingCert,
+    webhook::{Allowed, Denied, WebhookServer},
+};
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const BUDGET: Duration = Duration::from_secs(1);
+const UPLOAD: Duration = Duration::from_millis(400);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_upload_leaves_the_handler_only_what_is_left_of_the_budget() {
+    let dir = std::env::temp_dir().join(format!("webhook-deadline-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let certs = ServingCerts::for_loopback().unwrap();
+    certs.write_to(&dir).unwrap();
+    let server = WebhookServer::new(ServingCert::from_dir(&dir))
+        .address(([127, 0, 0, 1], 0).into())
+        .handler_timeout(BUDGET)
+        .validating("/hang", |_: AdmissionRequest<ConfigMap>| {
+            std::future::pending::<Result<Allowed, Denied>>()
+        })
+        .bind()
+        .await
+        .unwrap();
+    let addr = server.local_addr();
+    let cancel = CancellationToken::new();
+    let serving = tokio::spawn(server.run(cancel.clone()));
+
+    let body = json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {"uid": "slow", "operation": "CREATE", "name": "c", "namespace": "ns",
+            "kind": {"group": "", "version": "v1", "kind": "ConfigMap"},
+            "resource": {"group": "", "version": "v1", "resource": "configmaps"},
+            "userInfo": {"username": "tester"}, "dryRun": false,
+            "object": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "ns"}}},
+    })
+    .to_string();
+    let mut tls = client::tls_stream(addr, &certs.ca_pem).await.unwrap();
+    let head = format!(
+        "POST /hang HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    let (first, rest) = body.split_at(body.len() / 2);
+    tls.write_all(head.as_bytes()).await.unwrap();
+    tls.write_all(first.as_bytes()).await.unwrap();
+    tls.flush().await.unwrap();
+    // The upload takes at least this long: the handler may have at most what is left.
+    tokio::time::sleep(UPLOAD).await;
+    tls.write_all(rest.as_bytes()).await.unwrap();
+    tls.flush().await.unwrap();
+    let (mut answer, mut chunk) = (String::new(), [0u8; 4096]);
+    while !answer.ends_with('}') {
+        let read = tls.read(&mut chunk).await.unwrap();
+        if read == 0 {
+            break;
+        }
+        answer.push_str(&String::from_utf8_lossy(&chunk[..read]));
+    }
+    assert!(answer.contains("\"uid\":\"slow\""), "{answer}");
+    assert!(answer.contains("did not answer within"), "{answer}");
+    let handler_had = client::handler_had(&answer);
+    assert!(
+        handler_had <= BUDGET - UPLOAD,
+        "the handler had {handler_had:?} after a {UPLOAD:?} upload, of a {BUDGET:?} budget: {answer}"
+    );
+    cancel.cancel();
+    serving.await.unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
