@@ -1,7 +1,7 @@
 //! `/debug/pprof/profile` on a manager's metrics port (feature `profiling`, opted in with
 //! `ManagerOptions::profiling`): a CPU profile in pprof's protobuf format, as `go tool pprof`
-//! reads it, with the functions that burned the CPU in it; bad lengths refused; and nothing
-//! served without the option. (Behind secure metrics: secure_metrics_real.rs.)
+//! reads it, with the functions that burned the CPU in it; bad lengths refused; a profile
+//! whose client went away ended at once; and nothing served without the option. (Behind secure metrics: secure_metrics_real.rs.)
 
 use std::time::{Duration, Instant};
 
@@ -88,8 +88,29 @@ async fn a_cpu_profile_in_pprof_format_names_the_busy_function() {
         "the busy function is not in the profile"
     );
 
+    // A client that goes away mid-profile ends it: the next profile may start at once,
+    // not five minutes later (the profiling thread outlived its request before).
+    let mut abandoned = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = "GET /debug/pprof/profile?seconds=300 HTTP/1.1\r\nHost: x\r\n\r\n";
+    abandoned.write_all(request.as_bytes()).await.unwrap();
+    until_code(addr, 409, "the 300 s profile running").await;
+    drop(abandoned);
+    until_code(addr, 200, "a new profile once the abandoned one ended").await;
+
     stop.cancel();
     running.join_next().await.unwrap().unwrap();
+}
+
+/// Asks for a one-second profile until one is answered `code` (a hang guard of a minute).
+async fn until_code(addr: std::net::SocketAddr, code: u16, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        if get(addr, "/debug/pprof/profile?seconds=1").await.0 == code {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("never: {what}");
 }
 
 #[tokio::test]

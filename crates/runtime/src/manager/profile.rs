@@ -6,12 +6,19 @@
 //!
 //! The profile samples every thread 100 times a second for `seconds` (default 30, at most
 //! 300) on a blocking thread; one profile at a time (a second request gets 409 meanwhile).
+//! A request dropped before its profile is done (the client gone, the manager stopped)
+//! ends the thread at once.
 
 use bytes::Bytes;
 use http::Response;
 use http_body_util::Full;
 
 use super::server::respond;
+#[cfg(feature = "profiling")]
+use {
+    parking_lot::{Condvar, Mutex},
+    std::sync::Arc,
+};
 
 /// Default and longest profile, in seconds.
 #[cfg(feature = "profiling")]
@@ -59,7 +66,11 @@ pub(super) async fn cpu(query: Option<&str>) -> Response<Full<Bytes>> {
     }
     let taking = Taking;
     // The profiler's guard is not Send, and symbolizing takes CPU: a blocking thread does it
-    // all. A client that goes away leaves it to finish (bounded by MAX_SECONDS).
+    // all. It waits for the profile's length on a condition this request owns: a client
+    // that goes away (or a manager that stops, dropping its connections) drops the request,
+    // which wakes the thread at once — nothing outlives the request by more than that.
+    let stop = Arc::new((Mutex::new(false), Condvar::new()));
+    let _stop_on_drop = StopOnDrop(stop.clone());
     let profiled = tokio::task::spawn_blocking(move || {
         let _taking = taking;
         let guard = pprof::ProfilerGuardBuilder::default()
@@ -67,7 +78,9 @@ pub(super) async fn cpu(query: Option<&str>) -> Response<Full<Bytes>> {
             .blocklist(&["libc", "libgcc", "pthread", "vdso"])
             .build()
             .map_err(|e| e.to_string())?;
-        std::thread::sleep(std::time::Duration::from_secs(seconds));
+        if stopped_within(&stop, std::time::Duration::from_secs(seconds)) {
+            return Err("the request went away".to_owned());
+        }
         let report = guard.report().build().map_err(|e| e.to_string())?;
         let profile = report.pprof().map_err(|e| e.to_string())?;
         Ok::<_, String>(pprof::protos::Message::encode_to_vec(&profile))
@@ -89,6 +102,32 @@ pub(super) async fn cpu(query: Option<&str>) -> Response<Full<Bytes>> {
         }
         Ok(Err(why)) => respond(500, format!("profiling failed: {why}\n"), "text/plain"),
         Err(join) => respond(500, format!("profiling failed: {join}\n"), "text/plain"),
+    }
+}
+
+/// Whether `stop` was set before `length` passed (the profile is then abandoned).
+#[cfg(feature = "profiling")]
+fn stopped_within(stop: &(Mutex<bool>, Condvar), length: std::time::Duration) -> bool {
+    let (stopped, wake) = stop;
+    let deadline = std::time::Instant::now() + length;
+    let mut stopped = stopped.lock();
+    while !*stopped {
+        if wake.wait_until(&mut stopped, deadline).timed_out() {
+            break;
+        }
+    }
+    *stopped
+}
+
+/// Wakes the profiling thread when the request is dropped (or answered).
+#[cfg(feature = "profiling")]
+struct StopOnDrop(Arc<(Mutex<bool>, Condvar)>);
+
+#[cfg(feature = "profiling")]
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        *self.0.0.lock() = true;
+        self.0.1.notify_all();
     }
 }
 
