@@ -110,3 +110,26 @@ async fn a_full_queue_drops_instead_of_blocking() {
         "three series, two writes each at most"
     );
 }
+
+/// `close` writes what was queued, ends the writer task (counted: nothing of the recorder
+/// is left running) and drops what is published after; a second close does nothing.
+#[tokio::test(flavor = "current_thread")]
+async fn close_writes_what_is_queued_and_leaves_no_task_behind() {
+    let alive = || {
+        tokio::runtime::Handle::current()
+            .metrics()
+            .num_alive_tasks()
+    };
+    let before = alive();
+    let (recorder, sink) = recorder();
+    assert_eq!(alive(), before + 1, "the writer task");
+    let synced = || NewEvent::new(EventType::Normal, "Synced", "Reconcile");
+    recorder.publish(&object("a"), synced());
+    recorder.close().await;
+    assert_eq!(alive(), before, "the writer ended with close");
+    assert_eq!(sink.writes().len(), 1, "the queued event was written");
+    recorder.publish(&object("b"), synced());
+    settle().await;
+    assert_eq!(sink.writes().len(), 1, "nothing written after close");
+    recorder.close().await;
+}

@@ -35,7 +35,8 @@ use k8s_openapi::{
 };
 use kube::Resource;
 use parking_lot::Mutex;
-use tokio::{sync::mpsc, time::Instant};
+use tokio::{sync::mpsc, task::JoinHandle, time::Instant};
+use tokio_util::sync::CancellationToken;
 
 use self::series::{Aggregator, Observed, SeriesKey};
 pub use self::sink::{EventSink, MemoryEvents, Written};
@@ -175,7 +176,18 @@ pub struct Recorder {
     queue: mpsc::Sender<Event>,
     dropped: Arc<Mutex<u64>>,
     aggregator: Arc<Mutex<Aggregator>>,
+    writer: Arc<Writer>,
 }
+
+/// The writer task, owned by the recorders: [closed](Recorder::close) and awaited, or —
+/// once the last recorder is dropped — ended by itself after writing what is due.
+struct Writer {
+    stop: CancellationToken,
+    task: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// How long [`Recorder::close`] lets the writer write what is queued and due.
+const CLOSE_WITHIN: Duration = Duration::from_secs(5);
 
 impl std::fmt::Debug for Recorder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -188,17 +200,51 @@ impl std::fmt::Debug for Recorder {
 impl Recorder {
     /// A recorder writing to `sink`: a `kube::Client` (events.k8s.io/v1), or
     /// [`MemoryEvents`] in tests. Needs a tokio runtime: it starts the writer task, which
-    /// ends when every clone of the recorder is dropped.
+    /// [`close`](Self::close) stops and awaits (a [`Manager`](crate::Manager) closes its
+    /// recorder before [`run`](crate::Manager::run) returns), and which otherwise ends when
+    /// every clone of the recorder is dropped.
     pub fn new(sink: impl EventSink, reporter: Reporter) -> Self {
         let sink: Arc<dyn EventSink> = Arc::new(sink);
         let (queue, events) = mpsc::channel(QUEUE);
         let aggregator = Arc::new(Mutex::new(Aggregator::default()));
-        tokio::spawn(write_events(events, sink, aggregator.clone()));
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(write_events(events, sink, aggregator.clone(), stop.clone()));
         Self {
             reporter,
             queue,
             dropped: Arc::default(),
             aggregator,
+            writer: Arc::new(Writer {
+                stop,
+                task: Mutex::new(Some(task)),
+            }),
+        }
+    }
+
+    /// Writes what is queued and every series still open, then stops the writer task and
+    /// waits for it — 5 s at most, then it is cancelled. Events published afterwards, by
+    /// any clone, are dropped. Idempotent.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// use std::sync::Arc;
+    /// use kube_informer_runtime::events::{MemoryEvents, Recorder, Reporter};
+    ///
+    /// let sink = Arc::new(MemoryEvents::default());
+    /// let recorder = Recorder::new(sink.clone(), Reporter::new("my-operator", "pod-0"));
+    /// // ... publish ...
+    /// recorder.close().await; // nothing of the recorder runs any more
+    /// # }
+    /// ```
+    pub async fn close(&self) {
+        self.writer.stop.cancel();
+        let task = self.writer.task.lock().take();
+        if let Some(mut task) = task
+            && tokio::time::timeout(CLOSE_WITHIN, &mut task).await.is_err()
+        {
+            tracing::warn!("the event writer did not finish within {CLOSE_WITHIN:?}; cancelled");
+            task.abort();
+            let _ = task.await;
         }
     }
 
@@ -297,18 +343,22 @@ async fn write_events(
     mut events: mpsc::Receiver<Event>,
     sink: Arc<dyn EventSink>,
     aggregator: Arc<Mutex<Aggregator>>,
+    stop: CancellationToken,
 ) {
     let mut tick = tokio::time::interval(Duration::from_secs(60));
     loop {
         tokio::select! {
             received = events.recv() => {
                 let Some(event) = received else { break };
-                let (key, observed) = aggregator.lock().observe(event.clone(), Instant::now());
-                match observed {
-                    Observed::Create => write(&*sink, &event, None).await,
-                    Observed::StartSeries => flush(&*sink, &aggregator, &key).await,
-                    Observed::Counted | Observed::Spam => {}
+                record(&*sink, &aggregator, event).await;
+            }
+            () = stop.cancelled() => {
+                // Closed: what was queued before is written, nothing after.
+                events.close();
+                while let Ok(event) = events.try_recv() {
+                    record(&*sink, &aggregator, event).await;
                 }
+                break;
             }
             _ = tick.tick() => {
                 let due = aggregator.lock().due(Instant::now());
@@ -322,6 +372,16 @@ async fn write_events(
     let due = aggregator.lock().due(Instant::now() + series::FINISH);
     for (key, series) in due {
         write_series(&*sink, &aggregator, &key, &series).await;
+    }
+}
+
+/// Writes `event` as the aggregator says: a new event, a series started, or nothing yet.
+async fn record(sink: &dyn EventSink, aggregator: &Mutex<Aggregator>, event: Event) {
+    let (key, observed) = aggregator.lock().observe(event.clone(), Instant::now());
+    match observed {
+        Observed::Create => write(sink, &event, None).await,
+        Observed::StartSeries => flush(sink, aggregator, &key).await,
+        Observed::Counted | Observed::Spam => {}
     }
 }
 

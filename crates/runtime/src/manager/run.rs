@@ -264,6 +264,10 @@ impl Manager {
         }
         server_cancel.cancel();
         while background.join_next().await.is_some() {}
+        // Every reconcile has stopped: write what they recorded, then the writer ends.
+        if let Some(recorder) = self.recorder.get() {
+            recorder.close().await;
+        }
         result
     }
 }
