@@ -90,10 +90,18 @@ async fn a_cpu_profile_in_pprof_format_names_the_busy_function() {
 
     // A client that goes away mid-profile ends it: the next profile may start at once,
     // not five minutes later (the profiling thread outlived its request before).
-    let mut abandoned = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let request = "GET /debug/pprof/profile?seconds=300 HTTP/1.1\r\nHost: x\r\n\r\n";
-    abandoned.write_all(request.as_bytes()).await.unwrap();
-    until_code(addr, 409, "the 300 s profile running").await;
+    let abandoned = loop {
+        let mut abandoned = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let request = "GET /debug/pprof/profile?seconds=300 HTTP/1.1\r\nHost: x\r\n\r\n";
+        abandoned.write_all(request.as_bytes()).await.unwrap();
+        let mut answer = [0u8; 64];
+        tokio::select! {
+            // Answered at once: a probe held the slot first (409). Ask again.
+            _ = abandoned.read(&mut answer) => {}
+            // Probes refused: the 300 s profile holds the slot.
+            () = until_code(addr, 409, "the 300 s profile running") => break abandoned,
+        }
+    };
     drop(abandoned);
     until_code(addr, 200, "a new profile once the abandoned one ended").await;
 
