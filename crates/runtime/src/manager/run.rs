@@ -247,7 +247,7 @@ impl Manager {
             graceful_work,
             graceful_support,
             halt,
-            force,
+            force: force.clone(),
             leading: leading.filter(|_| was_leading),
             factory: self.factory.clone(),
             election_cancel,
@@ -264,9 +264,13 @@ impl Manager {
         }
         server_cancel.cancel();
         while background.join_next().await.is_some() {}
-        // Every reconcile has stopped: write what they recorded, then the writer ends.
+        // Every reconcile has stopped: write what they recorded, then the writer ends (a
+        // second signal does not wait for it).
         if let Some(recorder) = self.recorder.get() {
-            recorder.close().await;
+            tokio::select! {
+                () = recorder.close() => {}
+                () = force.cancelled() => {}
+            }
         }
         result
     }
