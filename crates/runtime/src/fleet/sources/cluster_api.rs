@@ -22,6 +22,7 @@ use serde_json::Value;
 use super::{
     CLUSTER_NAME_LABEL, SourceError,
     join::{Input, Join},
+    member_name, secret_text,
 };
 use crate::fleet::ClusterEvent;
 
@@ -115,14 +116,9 @@ async fn served_version(hub: &kube::Client) -> Result<String, SourceError> {
         })
 }
 
-/// The member's name: `<namespace>/<name>`.
-fn member_name(namespace: Option<&str>, name: &str) -> String {
-    format!("{}/{name}", namespace.unwrap_or_default())
-}
-
 fn from_cluster(notification: Notification<DynamicObject>) -> Input {
     let cluster = notification.object();
-    let name = member_name(cluster.namespace().as_deref(), &cluster.name_any());
+    let name = member_name(&**cluster, &cluster.name_any());
     if matches!(notification, Notification::Delete(_)) {
         return Input::ObjectGone { name };
     }
@@ -162,19 +158,10 @@ fn kubeconfig_of_cluster(secret: &Secret) -> Option<String> {
 fn from_secret(notification: Notification<Secret>) -> Option<Input> {
     let secret = notification.object();
     let cluster = kubeconfig_of_cluster(secret)?;
-    let name = member_name(secret.namespace().as_deref(), &cluster);
+    let name = member_name(&**secret, &cluster);
     let gone = matches!(notification, Notification::Delete(_));
-    let kubeconfig = (!gone).then(|| kubeconfig_of(secret));
+    let kubeconfig = (!gone).then(|| secret_text(secret, "value"));
     Some(Input::Credentials { name, kubeconfig })
-}
-
-/// The kubeconfig under `value` (empty when missing: it then fails to parse, and the
-/// error names the member).
-fn kubeconfig_of(secret: &Secret) -> String {
-    let value = secret.data.as_ref().and_then(|d| d.get("value"));
-    value
-        .map(|v| String::from_utf8_lossy(&v.0).into_owned())
-        .unwrap_or_default()
 }
 
 /// Drops the data of every Secret but a kubeconfig: CA, etcd, service-account and proxy

@@ -4,8 +4,6 @@
 //! through a kubeconfig Secret made for this consumer, or through one of the profile's
 //! access providers (its server and CA, with an exec plugin of yours for the credentials).
 
-use std::collections::BTreeMap;
-
 use futures_util::{Stream, StreamExt, stream};
 use k8s_openapi::api::core::v1::Secret;
 use kube::{
@@ -21,7 +19,10 @@ use kube_informer::{
 };
 use serde_json::{Value, json};
 
-use super::join::{Input, Join};
+use super::{
+    join::{Input, Join},
+    member_name, secret_text,
+};
 use crate::fleet::ClusterEvent;
 
 /// The cluster inventory API's group.
@@ -158,10 +159,6 @@ impl ClusterProfiles {
     }
 }
 
-fn member_name(object: &impl kube::Resource, name: &str) -> String {
-    format!("{}/{name}", object.namespace().unwrap_or_default())
-}
-
 /// A profile's change: itself, and with an access provider its credentials too.
 fn from_profile(
     notification: &Notification<DynamicObject>,
@@ -250,12 +247,7 @@ fn from_secret(notification: Notification<Secret>) -> Vec<Input> {
         return inputs;
     };
     let gone = matches!(notification, Notification::Delete(_));
-    let data: Option<&BTreeMap<_, _>> = secret.data.as_ref();
-    let kubeconfig = (!gone).then(|| {
-        data.and_then(|d| d.get(PROFILE_SECRET_KEY))
-            .map(|v| String::from_utf8_lossy(&v.0).into_owned())
-            .unwrap_or_default()
-    });
+    let kubeconfig = (!gone).then(|| secret_text(secret, PROFILE_SECRET_KEY));
     inputs.push(Input::Credentials { name, kubeconfig });
     inputs
 }

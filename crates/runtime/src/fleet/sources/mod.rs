@@ -41,6 +41,23 @@ mod secrets;
 /// service-account, proxy and bootstrap-data Secrets): its value is the cluster's name.
 pub const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";
 
+/// The text under `key` of `secret` (empty when missing: as a kubeconfig it fails to
+/// parse, and the error names the member).
+fn secret_text(secret: &k8s_openapi::api::core::v1::Secret, key: &str) -> String {
+    let value = secret.data.as_ref().and_then(|d| d.get(key));
+    value
+        .map(|v| String::from_utf8_lossy(&v.0).into_owned())
+        .unwrap_or_default()
+}
+
+/// An inventory member's name: `<namespace of object>/<name>`.
+fn member_name(object: &impl kube::Resource, name: &str) -> String {
+    format!(
+        "{}/{name}",
+        object.meta().namespace.as_deref().unwrap_or_default()
+    )
+}
+
 /// Why a source cannot start.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

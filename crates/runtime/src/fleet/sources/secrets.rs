@@ -60,16 +60,9 @@ pub fn kubeconfig_secrets(
 /// A Secret's cluster and kubeconfig (an empty one, which fails to parse, when the key is
 /// missing: the error names the cluster).
 fn from_secret(secret: &Secret) -> ClusterEvent {
-    let value = secret
-        .data
-        .as_ref()
-        .and_then(|d| d.get(KUBECONFIG_SECRET_KEY));
-    let kubeconfig = value
-        .map(|v| String::from_utf8_lossy(&v.0).into_owned())
-        .unwrap_or_default();
     ClusterEvent::Kubeconfig {
         name: secret.name_any(),
-        kubeconfig,
+        kubeconfig: super::secret_text(secret, KUBECONFIG_SECRET_KEY),
         labels: secret.labels().clone(),
     }
 }
