@@ -179,6 +179,24 @@ impl SharedInformerFactory {
             .filter(|namespaces| !namespaces.is_empty())
     }
 
+    /// The selectors an informer made with `selectors` (an [`InformerSpec`]'s) lists and
+    /// watches: each part left unset is the factory's.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// use kube_informer::{FactoryOptions, Selectors, SharedInformerFactory};
+    ///
+    /// let client = kube::Client::try_from(kube::Config::new("http://127.0.0.1:1".parse().unwrap())).unwrap();
+    /// let options = FactoryOptions::default().selectors(Selectors::default().labels("team=a"));
+    /// let factory = SharedInformerFactory::new(client, options);
+    /// let own = factory.resolve_selectors(&Selectors::default().fields("type=Opaque"));
+    /// assert_eq!((own.label_selector(), own.field_selector()), (Some("team=a"), Some("type=Opaque")));
+    /// # }
+    /// ```
+    pub fn resolve_selectors(&self, selectors: &crate::Selectors) -> crate::Selectors {
+        selectors.or(&self.inner.options.selectors)
+    }
+
     /// What its informers made so far list and watch, one entry per resource and set of
     /// namespaces (informers with a custom source are not counted): the `list` and `watch`
     /// permissions an operator's RBAC needs.

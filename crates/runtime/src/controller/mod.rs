@@ -55,16 +55,58 @@
 //! The cache is a moment behind the API server. A reconcile that wrote (added or removed
 //! a finalizer, created a child) and is queued again at once would otherwise read the
 //! cache from before its write: create the child twice, run a finalizer's cleanup twice.
-//! Record a write with [`wrote`] (the [`finalizer`](crate::finalizer::finalizer) helper
-//! records its own): the next reconcile of that key waits until the cache of the written
-//! kind holds the version the write returned (or its watch has passed it: a deletion is
-//! applied too), at most [`ControllerOptions::read_your_writes`] (5 s by default; past it,
-//! the reconcile runs with a warning, counted in
-//! `controller_runtime_read_your_writes_timeouts_total`). Only kinds the controller caches
-//! (its own, those it owns or watches) are waited for, and only writes made on the
-//! reconcile's own task are recorded (not from tasks it spawns). Within one reconcile, a
-//! write is not in the cache yet: read through an [`OwnReader`], which puts the
-//! reconcile's own writes in place of older cached copies.
+//! Write through a [`recording_client`] ([`Manager::client`](crate::manager::Manager::client)
+//! is one): every write a reconcile makes through it is recorded, and the next reconcile of
+//! that key waits until each cache of the written kind that lists the object holds the
+//! version the write returned (or its watch has passed it: a deletion, or an object the
+//! write took out of the cache's selectors, is waited for until the cache drops it), at
+//! most [`ControllerOptions::read_your_writes`] (5 s by default; past it, the reconcile
+//! runs with a warning, counted in `controller_runtime_read_your_writes_timeouts_total`).
+//! Writes and caches meet by API group and kind: a metadata-only relation, and each
+//! dynamic kind, waits for its own objects. Only kinds the controller caches (its own,
+//! those it owns or watches) are waited for; a task the reconcile spawns is recorded when
+//! its future is wrapped with [`carry_writes`]. A write made another way is recorded with
+//! [`wrote`] (the [`finalizer`](crate::finalizer::finalizer) helper records its own).
+//! Within one reconcile, a write is not in the cache yet: read through an [`OwnReader`],
+//! which puts the reconcile's own writes in place of older cached copies.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+//! use kube::{Api, ResourceExt, api::PostParams};
+//! use kube_informer::ReadOnlyStore;
+//! use kube_informer_runtime::{
+//!     controller::{Action, Cached, ControllerOptions},
+//!     manager::{Manager, ManagerOptions},
+//! };
+//!
+//! struct Ctx { client: kube::Client, secrets: ReadOnlyStore<Secret> }
+//!
+//! async fn reconcile(cm: Cached<ConfigMap>, ctx: Arc<Ctx>) -> Result<Action, kube::Error> {
+//!     let Cached::Present(cm) = cm else { return Ok(Action::Done) };
+//!     let ns = cm.namespace().unwrap_or_default();
+//!     if ctx.secrets.get_by_key(&format!("{ns}/{}", cm.name_any())).is_none() {
+//!         let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
+//!         let mut secret = Secret::default(); // named like the ConfigMap, owned by it
+//!         secret.metadata.name = Some(cm.name_any());
+//!         secrets.create(&PostParams::default(), &secret).await?; // recorded: no duplicate
+//!     }
+//!     Ok(Action::Done)
+//! }
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let mut manager = Manager::new(kube::Client::try_default().await?, ManagerOptions::default()).await?;
+//! let controller = manager.controller::<ConfigMap>(ControllerOptions::default().name("tls")).owns::<Secret>();
+//! let ctx = Arc::new(Ctx {
+//!     client: manager.client().clone(), // a recording client
+//!     secrets: manager.factory().informer::<Secret>().store(),
+//! });
+//! manager.add_controller(controller, reconcile, |_, _, _| Action::Retry, ctx);
+//! manager.run().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! # A controller without a manager
 //!
 //! ```no_run
 //! use std::{sync::Arc, time::Duration};
@@ -135,7 +177,7 @@ pub use self::{
     metrics::ControllerMetrics,
     options::{ControllerOptions, Fairness, GroupOf},
     own_reader::OwnReader,
-    own_writes::wrote,
+    own_writes::{carry_writes, recording_client, wrote},
     predicate::Predicate,
     relate::Relation,
     relations::Change,
@@ -303,12 +345,12 @@ where
         F: read::Flavour<T>,
     {
         let shard = self.options.shard.as_ref();
-        let (informer, placed) = read::read(&self.factory, shard, flavour, spec, placement);
-        self.sharded_kinds.extend(placed);
+        let read = read::read(&self.factory, shard, flavour, spec, placement);
+        let informer = read.informer.clone();
+        self.sharded_kinds.extend(read.placed.iter().cloned());
         let options = HandlerOptions::default().name(format!("{} relation", self.name));
         self.wait_for(informer.clone());
-        let written_as = std::any::TypeId::of::<T>();
-        self.own_writes.cache(written_as, informer.store(), false);
+        self.own_writes.cache(read.cache());
         self.relations
             .push(relations::attach_later(informer, handler, options));
         self

@@ -12,17 +12,16 @@ use kube::{
 use kube_informer::{
     ObjectKey,
     factory::{FactoryScope as _, InformerSpec, SharedInformerFactory},
-    informer::SharedIndexInformer,
     workqueue::{QueueConfig, RateLimitingQueue},
 };
 
 use super::{
     Controller, ControllerOptions, Expectations, Fairness, Watchable, own_writes,
-    read::{Dynamic, Typed, read},
+    read::{Dynamic, Read, Typed, read},
     relations,
     sink::{KeySink, Sink},
 };
-use crate::sharding::{Placement, ShardedKind};
+use crate::sharding::Placement;
 
 /// A controller's own kind is placed by each object's own key.
 const OWN: Option<Placement> = Some(Placement::Own);
@@ -57,16 +56,8 @@ impl<K: Watchable> Controller<K> {
         spec: InformerSpec<K>,
         options: ControllerOptions,
     ) -> Self {
-        let (informer, placed) = read(factory, options.shard.as_ref(), Typed, spec, OWN);
-        Self::assemble(
-            factory,
-            informer,
-            (),
-            K::Scope::NAMESPACED,
-            placed,
-            options,
-            None,
-        )
+        let read = read(factory, options.shard.as_ref(), Typed, spec, OWN);
+        Self::assemble(factory, read, (), K::Scope::NAMESPACED, options, None)
     }
 
     /// A fleet member's controller: its handlers put keys into `sink` (the fleet's queue),
@@ -79,17 +70,8 @@ impl<K: Watchable> Controller<K> {
         options: ControllerOptions,
         sink: Arc<dyn KeySink>,
     ) -> Self {
-        let (informer, placed) = read(factory, options.shard.as_ref(), Typed, spec, OWN);
-        let namespaced = K::Scope::NAMESPACED;
-        Self::assemble(
-            factory,
-            informer,
-            (),
-            namespaced,
-            placed,
-            options,
-            Some(sink),
-        )
+        let read = read(factory, options.shard.as_ref(), Typed, spec, OWN);
+        Self::assemble(factory, read, (), K::Scope::NAMESPACED, options, Some(sink))
     }
 }
 
@@ -133,16 +115,8 @@ impl Controller<DynamicObject> {
         let namespaced = matches!(scope, Scope::Namespaced);
         let shard = options.shard.as_ref();
         let flavour = Dynamic(resource, scope);
-        let (informer, placed) = read(factory, shard, flavour, spec, OWN);
-        Self::assemble(
-            factory,
-            informer,
-            resource.clone(),
-            namespaced,
-            placed,
-            options,
-            None,
-        )
+        let read = read(factory, shard, flavour, spec, OWN);
+        Self::assemble(factory, read, resource.clone(), namespaced, options, None)
     }
 }
 
@@ -153,14 +127,14 @@ where
 {
     fn assemble(
         factory: &SharedInformerFactory,
-        informer: SharedIndexInformer<K>,
+        read: Read<K>,
         dyntype: K::DynamicType,
         namespaced: bool,
-        sharded_kinds: Vec<ShardedKind>,
         options: ControllerOptions,
         shared: Option<Arc<dyn KeySink>>,
     ) -> Self {
         let (metrics, name) = (options.metrics.clone(), options.name.clone());
+        let (informer, sharded_kinds) = (read.informer.clone(), read.placed.clone());
         let read_your_writes = options.read_your_writes;
         let (queue, sink) = match shared {
             None => {
@@ -208,8 +182,7 @@ where
             writes: crate::rbac::Rbac::default(),
         };
         controller.wait_for(controller.informer.clone());
-        let store = controller.informer.store();
-        (controller.own_writes).cache(std::any::TypeId::of::<K>(), store, true);
+        controller.own_writes.cache(read.cache());
         controller
     }
 }

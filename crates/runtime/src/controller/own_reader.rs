@@ -4,6 +4,7 @@ use std::{collections::BTreeMap, sync::Arc};
 
 use kube::Resource;
 use kube_informer::ReadOnlyStore;
+use serde::de::DeserializeOwned;
 
 use super::own_writes::written;
 
@@ -41,7 +42,7 @@ pub struct OwnReader<K> {
     store: ReadOnlyStore<K>,
 }
 
-impl<K: Resource + Send + Sync + 'static> OwnReader<K> {
+impl<K: Resource + DeserializeOwned + Send + Sync + 'static> OwnReader<K> {
     /// Reads `store` (an informer's: `SharedIndexInformer::store`).
     pub fn new(store: ReadOnlyStore<K>) -> Self {
         Self { store }
@@ -96,7 +97,6 @@ fn newest<K: Resource>(
 mod tests {
     use k8s_openapi::api::core::v1::ConfigMap;
     use kube_informer::Store;
-    use parking_lot::Mutex;
 
     use super::*;
     use crate::controller::{own_writes::recording, wrote};
@@ -119,8 +119,7 @@ mod tests {
         store.add(Arc::new(cm("a", "5", "cached"))).unwrap();
         store.add(Arc::new(cm("gone", "6", "cached"))).unwrap();
         let reader = OwnReader::new(store.read_only());
-        let writes = Arc::new(Mutex::new(Vec::new()));
-        recording(writes, async {
+        recording(Arc::default(), async {
             assert_eq!(value(&reader.get("shop/a")), Some("cached".into()));
             wrote(&cm("a", "7", "written"));
             wrote(&cm("new", "8", "written"));

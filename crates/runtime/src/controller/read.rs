@@ -4,7 +4,7 @@
 //! records what the sharder must place, so no relation can leave sharding out: there is no
 //! other way to an informer.
 
-use std::fmt::Debug;
+use std::{any::TypeId, fmt::Debug};
 
 use kube::{
     Resource,
@@ -12,11 +12,15 @@ use kube::{
     discovery::Scope,
 };
 use kube_informer::{
+    Selectors,
     factory::{FactoryScope, InformerSpec, SharedInformerFactory},
     informer::SharedIndexInformer,
 };
 
-use super::Watchable;
+use super::{
+    Watchable,
+    own_writes::{CacheOf, GroupKind},
+};
 use crate::sharding::{Placement, Shard, ShardedKind};
 
 /// A flavour of object a controller reads `T` as, and how the factory makes its informer.
@@ -25,6 +29,9 @@ pub(super) trait Flavour<T> {
     fn resource(&self) -> ApiResource;
     /// Whether its objects live in namespaces.
     fn namespaced(&self) -> bool;
+    /// The Rust types a reconcile may record its writes of these objects as (with
+    /// [`wrote`](super::wrote)): none for dynamic objects, which say their kind.
+    fn written_as(&self) -> Vec<TypeId>;
     /// The factory's shared informer for `spec`.
     fn informer(
         &self,
@@ -43,6 +50,10 @@ impl<T: Watchable> Flavour<T> for Typed {
 
     fn namespaced(&self) -> bool {
         T::Scope::NAMESPACED
+    }
+
+    fn written_as(&self) -> Vec<TypeId> {
+        vec![TypeId::of::<T>()]
     }
 
     fn informer(
@@ -70,6 +81,11 @@ where
         C::Scope::NAMESPACED
     }
 
+    fn written_as(&self) -> Vec<TypeId> {
+        // A metadata cache waits for the object written whole, too.
+        vec![TypeId::of::<PartialObjectMeta<C>>(), TypeId::of::<C>()]
+    }
+
     fn informer(
         &self,
         factory: &SharedInformerFactory,
@@ -91,12 +107,41 @@ impl Flavour<DynamicObject> for Dynamic<'_> {
         matches!(self.1, Scope::Namespaced)
     }
 
+    fn written_as(&self) -> Vec<TypeId> {
+        Vec::new()
+    }
+
     fn informer(
         &self,
         factory: &SharedInformerFactory,
         spec: InformerSpec<DynamicObject>,
     ) -> SharedIndexInformer<DynamicObject> {
         factory.dynamic_informer_with(self.0, self.1.clone(), spec)
+    }
+}
+
+/// What [`read`] made: the informer, what the sharder must place of it, and what its
+/// cache holds (for waiting on the controller's own writes).
+pub(super) struct Read<T> {
+    pub(super) informer: SharedIndexInformer<T>,
+    pub(super) placed: Vec<ShardedKind>,
+    kind: GroupKind,
+    written_as: Vec<TypeId>,
+    selectors: Selectors,
+    namespaced: bool,
+}
+
+impl<T: Resource + Clone + Send + Sync + 'static> Read<T> {
+    /// The informer's cache, as [`OwnWrites::cache`](super::own_writes::OwnWrites::cache)
+    /// waits for writes in it.
+    pub(super) fn cache(&self) -> CacheOf<'_, T> {
+        CacheOf {
+            kind: self.kind.clone(),
+            types: self.written_as.clone(),
+            selectors: &self.selectors,
+            namespaced: self.namespaced,
+            store: self.informer.store(),
+        }
     }
 }
 
@@ -110,17 +155,28 @@ pub(super) fn read<T, F>(
     flavour: F,
     spec: InformerSpec<T>,
     placement: Option<Placement>,
-) -> (SharedIndexInformer<T>, Vec<ShardedKind>)
+) -> Read<T>
 where
     T: Resource + Clone + Send + Sync + 'static,
     F: Flavour<T>,
 {
+    let (resource, namespaced) = (flavour.resource(), flavour.namespaced());
     let (spec, placed) = match (shard, placement) {
         (Some(shard), Some(placement)) => {
-            let (resource, namespaced) = (flavour.resource(), flavour.namespaced());
             shard.read(factory, spec, &resource, namespaced, placement)
         }
         _ => (spec, Vec::new()),
     };
-    (flavour.informer(factory, spec), placed)
+    let selectors = factory.resolve_selectors(spec.current_selectors());
+    Read {
+        kind: GroupKind {
+            group: resource.group,
+            kind: resource.kind,
+        },
+        written_as: flavour.written_as(),
+        selectors,
+        namespaced,
+        informer: flavour.informer(factory, spec),
+        placed,
+    }
 }

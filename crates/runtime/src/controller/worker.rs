@@ -124,10 +124,10 @@ where
             let _active = Active::start(metrics.clone(), name.clone());
             let started = Instant::now();
             let input = (cached.clone(), ctx.clone());
-            let writes = Arc::default();
+            let record = own_writes.record_for();
             let reconciling = run_once(move || reconcile.reconcile(input.0, input.1), timeout);
-            let ran = own_writes::recording(Arc::clone(&writes), reconciling).await;
-            own_writes.record(&key, std::mem::take(&mut *writes.lock()));
+            let ran = own_writes::recording(Arc::clone(&record), reconciling).await;
+            own_writes.record(&key, &record);
             let (outcome, action, failure) = match ran {
                 Ran::Acted(action) => {
                     let outcome = match action {

@@ -339,7 +339,8 @@ impl Fleet {
         let factory = SharedInformerFactory::new(client.clone(), self.inner.options.clone());
         let cluster = Cluster {
             name: name.into(),
-            client,
+            // Reconciles write through it: their writes are recorded (read your own writes).
+            client: crate::controller::recording_client(client),
             factory,
             disengaged: CancellationToken::new(),
             generation,

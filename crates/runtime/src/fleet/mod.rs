@@ -131,7 +131,8 @@ impl Cluster {
         &self.name
     }
 
-    /// Its client.
+    /// Its client, recording a reconcile's writes (a
+    /// [`recording_client`](crate::controller::recording_client)).
     pub fn client(&self) -> &kube::Client {
         &self.client
     }

@@ -128,6 +128,9 @@ struct Runnable {
 /// # Ok(()) }
 /// ```
 pub struct Manager {
+    /// The client as given: informers, leases, the sharder, events.
+    plain: kube::Client,
+    /// `plain`, recording a reconcile's writes (handed out by [`Manager::client`]).
     client: kube::Client,
     factory: SharedInformerFactory,
     registry: Arc<Mutex<Registry>>,
@@ -249,7 +252,8 @@ impl Manager {
             None => (None, None),
         };
         Ok(Self {
-            client,
+            client: crate::controller::recording_client(client.clone()),
+            plain: client,
             factory,
             registry: Arc::new(Mutex::new(registry)),
             controller_metrics,
@@ -315,7 +319,10 @@ impl Manager {
         self.readyz.push((name.into(), Arc::new(check)));
     }
 
-    /// The client.
+    /// The client to write through: a [`recording_client`](crate::controller::recording_client),
+    /// so a reconcile's writes are waited for by its next reconcile without a
+    /// [`wrote`](crate::controller::wrote) call (requests other than a reconcile's writes
+    /// pass through as they are).
     pub fn client(&self) -> &kube::Client {
         &self.client
     }
@@ -348,7 +355,7 @@ impl Manager {
         let reporter = Reporter::new(controller, instance);
         let shared = self
             .recorder
-            .get_or_init(|| Recorder::new(self.client.clone(), reporter.clone()));
+            .get_or_init(|| Recorder::new(self.plain.clone(), reporter.clone()));
         shared.with_reporter(reporter)
     }
 

@@ -113,7 +113,7 @@ impl Manager {
         #[cfg(feature = "tls")]
         if let Some(secure) = &self.options.secure_metrics {
             let (bound, addr) = super::secure_metrics::Bound::bind(secure).await?;
-            let (client, registry) = (self.client.clone(), self.registry.clone());
+            let (client, registry) = (self.plain.clone(), self.registry.clone());
             let profiling = self.options.profiling;
             background.spawn(bound.serve(client, registry, profiling, server_cancel.clone()));
             self.secure_endpoint.send_replace(Some(addr));
