@@ -3,11 +3,22 @@
 //! lifetimes of seconds, so that in half a minute the serving certificate is renewed
 //! several times and the CA is rolled; every request meanwhile calls both replicas'
 //! webhook servers, and none fails. The replicas never flip the Secret back and forth.
+//! A roll whose bundle cannot be injected (the replicas' RBAC lacks `update` on the
+//! configuration) waits: the first CA keeps signing, admissions keep passing, and
+//! `webhook_certificate_injection_failures_total` says why; granted, it completes.
+//! And the Secret deleted while both serve (one checks every 300 ms, the other only
+//! every minute, so it keeps serving its certificate of the first CA): no admission fails,
+//! because the bundle made afresh keeps the CA the configuration trusted.
+
+#[path = "common/grant.rs"]
+mod grant;
 
 use std::{
     path::PathBuf,
     time::{Duration, Instant},
 };
+
+use grant::{grant, impersonating, rbac_server};
 
 use e2e::ensure_namespace;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
@@ -15,6 +26,7 @@ use kube::{Api, api::PostParams, core::admission::AdmissionRequest};
 use kube_envtest::{Environment, EnvironmentOptions};
 use kube_informer_runtime::{
     CancellationToken,
+    rbac::{Rbac, Verb},
     tls::ServingCert,
     webhook::{Allowed, Denied, WebhookServer, certs::WebhookCerts},
 };
@@ -41,6 +53,59 @@ fn server(dir: &PathBuf) -> WebhookServer {
 
 fn config_map(name: String, data: serde_json::Value) -> ConfigMap {
     serde_json::from_value(json!({"metadata": {"name": name}, "data": data})).unwrap()
+}
+
+/// Binds a webhook server per folder: their ports, running in `tasks` until `cancel`.
+async fn serve(dirs: &[PathBuf], cancel: &CancellationToken, tasks: &mut JoinSet<()>) -> Vec<u16> {
+    let mut ports = Vec::new();
+    for dir in dirs {
+        let bound = server(dir).bind().await.unwrap();
+        ports.push(bound.local_addr().port());
+        tasks.spawn(bound.run(cancel.clone()));
+    }
+    ports
+}
+
+/// A ValidatingWebhookConfiguration `name` (`failurePolicy: Fail`, no caBundle until the
+/// replicas inject it) calling every port on each ConfigMap created in `NS`.
+async fn configure(client: &kube::Client, name: &str, ports: &[u16]) {
+    let hook = |i: usize, port: u16| {
+        json!({
+            "name": format!("{}.{name}.example.com", (b'a' + u8::try_from(i).unwrap()) as char),
+            "clientConfig": {"url": format!("https://127.0.0.1:{port}/validate")},
+            "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["configmaps"]}],
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": NS}},
+            "sideEffects": "None", "admissionReviewVersions": ["v1"], "failurePolicy": "Fail", "timeoutSeconds": 10,
+        })
+    };
+    let hooks: Vec<_> = ports.iter().enumerate().map(|(i, p)| hook(i, *p)).collect();
+    let configuration = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": name}, "webhooks": hooks,
+    });
+    let request = http::Request::post(
+        "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
+    )
+    .header("content-type", "application/json")
+    .body(serde_json::to_vec(&configuration).unwrap())
+    .unwrap();
+    client.request::<serde_json::Value>(request).await.unwrap();
+}
+
+/// Setup, not verdict: waits until the webhooks are called (a refusal in their words).
+async fn until_called(configmaps: &Api<ConfigMap>) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for attempt in 0.. {
+        let probe = config_map(format!("probe-{attempt}"), json!({"forbidden": "x"}));
+        match configmaps.create(&PostParams::default(), &probe).await {
+            Err(kube::Error::Api(status)) if status.message.contains("is not allowed") => break,
+            other => assert!(
+                Instant::now() < deadline,
+                "the webhooks were never called: {other:?}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -79,55 +144,14 @@ async fn webhooks_keep_answering_across_certificate_and_ca_rotations() {
     }
     let cancel = CancellationToken::new();
     let mut tasks = JoinSet::new();
-    let mut ports = Vec::new();
-    for dir in &dirs {
-        let bound = server(dir).bind().await.unwrap();
-        ports.push(bound.local_addr().port());
-        tasks.spawn(bound.run(cancel.clone()));
-    }
-
-    // Every request calls both replicas; the configuration has no caBundle until the
-    // replicas inject it.
-    let hook = |name: &str, port: u16| {
-        json!({
-            "name": name,
-            "clientConfig": {"url": format!("https://127.0.0.1:{port}/validate")},
-            "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["configmaps"]}],
-            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": NS}},
-            "sideEffects": "None", "admissionReviewVersions": ["v1"], "failurePolicy": "Fail", "timeoutSeconds": 10,
-        })
-    };
-    let configuration = json!({
-        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
-        "metadata": {"name": CONFIG},
-        "webhooks": [hook("a.rotation.example.com", ports[0]), hook("b.rotation.example.com", ports[1])],
-    });
-    let request = http::Request::post(
-        "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
-    )
-    .header("content-type", "application/json")
-    .body(serde_json::to_vec(&configuration).unwrap())
-    .unwrap();
-    client.request::<serde_json::Value>(request).await.unwrap();
+    let ports = serve(&dirs, &cancel, &mut tasks).await;
+    configure(&client, CONFIG, &ports).await;
     for replica in replicas {
         tasks.spawn(replica.run(cancel.clone()));
     }
-
-    // Setup, not verdict: wait until both webhooks are called (a refusal in their words).
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
     let pp = PostParams::default();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    for attempt in 0.. {
-        let probe = config_map(format!("probe-{attempt}"), json!({"forbidden": "x"}));
-        match configmaps.create(&pp, &probe).await {
-            Err(kube::Error::Api(status)) if status.message.contains("is not allowed") => break,
-            other => assert!(
-                Instant::now() < deadline,
-                "the webhooks were never called: {other:?}"
-            ),
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    until_called(&configmaps).await;
 
     // Half a minute of admissions across the rotations: none may fail.
     let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
@@ -192,6 +216,237 @@ async fn webhooks_keep_answering_across_certificate_and_ca_rotations() {
         );
     }
 
+    cancel.cancel();
+    while let Some(done) = tasks.join_next().await {
+        done.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    envtest_missing,
+    ignore = "no KUBEBUILDER_ASSETS: `cargo run -p kube-envtest -- install 1.36.x`"
+)]
+async fn the_secret_deleted_under_two_serving_replicas_fails_no_admission() {
+    let Some(env) = Environment::start_or_skip(EnvironmentOptions::new())
+        .await
+        .expect("the real API server starts")
+    else {
+        return;
+    };
+    let client = env.client();
+    ensure_namespace(&client, NS).await;
+    let dirs: Vec<PathBuf> = (0..2)
+        .map(|i| env.dir().join(format!("deleted-{i}")))
+        .collect();
+    // a checks often; b only every minute: it keeps serving the first CA's certificate.
+    let checks = [Duration::from_millis(300), Duration::from_secs(60)];
+    let replicas: Vec<WebhookCerts> = dirs
+        .iter()
+        .zip(checks)
+        .map(|(dir, every)| {
+            WebhookCerts::new(client.clone(), NS, "deleted-cert", ["127.0.0.1"])
+                .validating("deleted-validate")
+                .cert_dir(dir)
+                .check_every(every)
+        })
+        .collect();
+    for replica in &replicas {
+        replica.provision().await.unwrap();
+    }
+    let cancel = CancellationToken::new();
+    let mut tasks = JoinSet::new();
+    let ports = serve(&dirs, &cancel, &mut tasks).await;
+    configure(&client, "deleted-validate", &ports).await;
+    for replica in replicas {
+        tasks.spawn(replica.run(cancel.clone()));
+    }
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
+    until_called(&configmaps).await;
+    let first = std::fs::read_to_string(dirs[1].join("tls.crt")).unwrap();
+
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
+    secrets
+        .delete("deleted-cert", &Default::default())
+        .await
+        .unwrap();
+    // Until a has made and injected a new CA, and for a few seconds of serving after.
+    let (mut admitted, mut failed, mut renewed_at) = (0, Vec::new(), None);
+    let started = Instant::now();
+    let mut n = 0;
+    while renewed_at.is_none_or(|at: Instant| at.elapsed() < Duration::from_secs(5)) {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "a never made a new CA"
+        );
+        n += 1;
+        let cm = config_map(format!("after-delete-{n}"), json!({"n": n.to_string()}));
+        match configmaps.create(&PostParams::default(), &cm).await {
+            Ok(_) => admitted += 1,
+            Err(error) => failed.push(format!("{:?}: {error}", started.elapsed())),
+        }
+        let a_serves = std::fs::read_to_string(dirs[0].join("tls.crt")).unwrap();
+        if renewed_at.is_none() && a_serves != first {
+            renewed_at = Some(Instant::now());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let b_serves = std::fs::read_to_string(dirs[1].join("tls.crt")).unwrap();
+    assert_eq!(
+        b_serves, first,
+        "b still serves the first CA's certificate (setup)"
+    );
+    assert!(
+        failed.is_empty(),
+        "{} of {} admissions failed: {failed:?}",
+        failed.len(),
+        admitted + failed.len()
+    );
+    cancel.cancel();
+    while let Some(done) = tasks.join_next().await {
+        done.unwrap();
+    }
+}
+
+/// `webhook_certificate_injection_failures_total{target, reason="refused"}`.
+fn refused(target: &str) -> u64 {
+    let mut registry = prometheus_client::registry::Registry::default();
+    kube_informer_runtime::webhook::register_metrics(&mut registry);
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    let series = format!(
+        "webhook_certificate_injection_failures_total{{target=\"{target}\",reason=\"refused\"}} "
+    );
+    text.lines()
+        .find_map(|l| l.strip_prefix(&series))
+        .map_or(0, |v| v.trim().parse().unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    envtest_missing,
+    ignore = "no KUBEBUILDER_ASSETS: `cargo run -p kube-envtest -- install 1.36.x`"
+)]
+async fn a_roll_whose_injection_is_refused_waits_and_fails_no_admission() {
+    const TARGET: &str = "refused-validate";
+    let Some(env) = rbac_server().await else {
+        return;
+    };
+    let admin = env.client();
+    ensure_namespace(&admin, NS).await;
+    // The replicas may keep their Secret and read the configuration, not update it.
+    let user = "webhook-replicas";
+    let mut rbac = Rbac::default();
+    rbac.allow(
+        "",
+        "secrets",
+        &[NS.to_owned()],
+        &[Verb::Get, Verb::Create, Verb::Update],
+    );
+    let reg = "admissionregistration.k8s.io";
+    rbac.allow(reg, "validatingwebhookconfigurations", &[], &[Verb::Get]);
+    grant(&admin, &rbac, user, user).await;
+    let restricted = impersonating(&env, user);
+
+    let dirs: Vec<PathBuf> = (0..2)
+        .map(|i| env.dir().join(format!("refused-{i}")))
+        .collect();
+    // The CA rolls once a third of its 45 s is left (at 30 s): 15 s for the refused
+    // stretch, the grant, the injection and the overlap before it would expire.
+    let certs = |client: &kube::Client, dir: &PathBuf| {
+        WebhookCerts::new(client.clone(), NS, "refused-cert", ["127.0.0.1"])
+            .validating(TARGET)
+            .cert_dir(dir)
+            .ca_validity(Duration::from_secs(45))
+            .serving_validity(Duration::from_secs(9))
+            .overlap(Duration::from_secs(3))
+            .check_every(Duration::from_millis(300))
+    };
+    for dir in &dirs {
+        certs(&restricted, dir).provision().await.unwrap();
+    }
+    let cancel = CancellationToken::new();
+    let mut tasks = JoinSet::new();
+    let ports = serve(&dirs, &cancel, &mut tasks).await;
+    configure(&admin, TARGET, &ports).await;
+    // Someone with the rights injects the first bundle (an installer, once).
+    certs(&admin, &env.dir().join("installer"))
+        .provision()
+        .await
+        .unwrap();
+    for dir in &dirs {
+        tasks.spawn(certs(&restricted, dir).run(cancel.clone()));
+    }
+    let configmaps: Api<ConfigMap> = Api::namespaced(admin.clone(), NS);
+    until_called(&configmaps).await;
+
+    let secrets: Api<Secret> = Api::namespaced(admin.clone(), NS);
+    let held = |secret: &Secret, key: &str| {
+        let data = secret.data.as_ref().unwrap();
+        data.get(key)
+            .map(|v| String::from_utf8(v.0.clone()).unwrap())
+    };
+    let first = held(
+        &secrets.get("refused-cert").await.unwrap(),
+        "signing-ca.crt",
+    );
+    let (mut admitted, mut failed) = (0, Vec::new());
+    let started = Instant::now();
+    let mut n = 0;
+    let mut admit = async |configmaps: &Api<ConfigMap>| {
+        n += 1;
+        let cm = config_map(format!("refused-{n}"), json!({"n": n.to_string()}));
+        match configmaps.create(&PostParams::default(), &cm).await {
+            Ok(_) => admitted += 1,
+            Err(error) => failed.push(format!("{:?}: {error}", started.elapsed())),
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    // Until the roll has started and stood refused for twice the overlap.
+    let mut rolled_at = None;
+    while rolled_at.is_none_or(|at: Instant| at.elapsed() < Duration::from_secs(6)) {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the roll never started"
+        );
+        admit(&configmaps).await;
+        let secret = secrets.get("refused-cert").await.unwrap();
+        if rolled_at.is_none() && held(&secret, "next-ca.crt").is_some() {
+            rolled_at = Some(Instant::now());
+        }
+        assert_eq!(
+            held(&secret, "signing-ca.crt"),
+            first,
+            "promoted while refused"
+        );
+    }
+    assert!(refused(TARGET) > 0, "the refused injections are counted");
+
+    // Granted: injected, then promoted an overlap later; admissions pass throughout.
+    let mut update = Rbac::default();
+    update.allow(reg, "validatingwebhookconfigurations", &[], &[Verb::Update]);
+    grant(&admin, &update, "webhook-replicas-update", user).await;
+    let granted = Instant::now();
+    loop {
+        assert!(
+            granted.elapsed() < Duration::from_secs(30),
+            "never promoted once granted"
+        );
+        admit(&configmaps).await;
+        let secret = secrets.get("refused-cert").await.unwrap();
+        if held(&secret, "signing-ca.crt") != first {
+            break;
+        }
+    }
+    for _ in 0..50 {
+        admit(&configmaps).await;
+    }
+    assert!(
+        failed.is_empty(),
+        "{} of {} admissions failed: {failed:?}",
+        failed.len(),
+        admitted + failed.len()
+    );
     cancel.cancel();
     while let Some(done) = tasks.join_next().await {
         done.unwrap();

@@ -25,9 +25,14 @@
 //! A certificate is renewed when a third of its life is left (defaults: CA 10 years,
 //! serving certificate 1 year). The serving certificate is signed by a CA already in the
 //! bundle, so renewing it is safe at once. A CA is rolled in two steps: a next CA joins the
-//! bundle (and the bundle is injected), and only after [`overlap`](WebhookCerts::overlap)
-//! (default 10 minutes) does it sign the serving certificate. An old CA stays in the
-//! bundle until it expires. Each replica writes the Secret's certificate to its files,
+//! bundle (and the bundle is injected), and only once every named configuration has been
+//! seen holding it for [`overlap`](WebhookCerts::overlap) (default 10 minutes) does it
+//! sign the serving certificate. While the bundle cannot be injected (RBAC without
+//! `update`, a GitOps tool reverting it) the roll waits and the old CA keeps signing; each
+//! failure is logged as an error and counted in
+//! `webhook_certificate_injection_failures_total{target, reason}`. An old CA stays in the
+//! bundle until it expires, and a bundle made afresh (the Secret deleted) keeps every CA
+//! the configurations already trust. Each replica writes the Secret's certificate to its files,
 //! which the webhook server re-reads ([`ServingCert::reload_every`](crate::tls::ServingCert::reload_every)).
 //!
 //! Replicas share the work without an election: each check reads the Secret, decides from
@@ -40,26 +45,26 @@
 //! [`rbac`](crate::Manager::rbac) lists them).
 
 mod inject;
+mod metrics;
 mod pki;
 mod plan;
 mod secret;
+#[cfg(test)]
+mod tests;
+
+pub(crate) use self::metrics::register_metrics;
 
 use std::{
     path::{Path, PathBuf},
-    sync::LazyLock,
+    sync::Arc,
     time::{Duration, SystemTime, UNIX_EPOCH},
 };
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
-use prometheus_client::{
-    encoding::EncodeLabelSet,
-    metrics::{counter::Counter, family::Family, gauge::Gauge},
-    registry::Registry,
-};
 use tokio_util::sync::CancellationToken;
 
-use self::{inject::Targets, plan::Policy, plan::Step, plan::Stored};
+use self::{inject::Targets, plan::Policy, plan::Stored};
 
 /// Why the certificates could not be made, stored, or injected.
 #[derive(Debug, thiserror::Error)]
@@ -105,6 +110,8 @@ pub struct WebhookCerts {
     targets: Targets,
     cert_dir: PathBuf,
     check_every: Duration,
+    /// What this replica last wrote into each target (to tell a revert).
+    written: Arc<inject::Written>,
 }
 
 impl std::fmt::Debug for WebhookCerts {
@@ -142,6 +149,7 @@ impl WebhookCerts {
             targets: Targets::default(),
             cert_dir: std::env::temp_dir().join("k8s-webhook-server/serving-certs"),
             check_every: Duration::from_secs(60),
+            written: Arc::default(),
         }
     }
 
@@ -258,23 +266,38 @@ impl WebhookCerts {
     /// [`CertError`]: the Secret could not be read or written, a certificate made, a file
     /// written, or the bundle injected.
     pub async fn provision(&self) -> Result<(), CertError> {
+        self.check(unix_now).await
+    }
+
+    /// [`provision`](Self::provision) at the time `now` tells (Unix seconds).
+    async fn check(&self, now: impl Fn() -> i64) -> Result<(), CertError> {
+        // What the configurations trust before anything is written: a next CA is promoted
+        // only once they have all held it for the overlap.
+        let trusted = inject::observe(&self.client, &self.targets).await;
         let api: Api<Secret> = Api::namespaced(self.client.clone(), &self.namespace);
-        let (stored, steps) = secret::settle(&api, &self.secret, &self.policy, unix_now).await?;
+        let (stored, steps) =
+            secret::settle(&api, &self.secret, &self.policy, &trusted, now).await?;
         for step in &steps {
             tracing::info!(secret = %self.secret, ?step, "webhook certificates changed");
-            METRICS
-                .changes
-                .get_or_create(&Changed {
-                    change: name(*step),
-                })
-                .inc();
+            metrics::changed(*step);
         }
-        record_expiry(&stored);
-        write_files(&self.cert_dir, &stored)?;
+        metrics::record_expiry(&stored);
         use base64::Engine as _;
         let bundle = base64::engine::general_purpose::STANDARD.encode(&stored.bundle);
-        inject::inject(&self.client, &self.targets, &bundle).await?;
-        Ok(())
+        let injected = inject::inject(&self.client, &self.targets, &bundle, &self.written).await;
+        // The bundle before the certificate: a serving certificate is switched only once
+        // the configurations trust its CA (injected now, or already).
+        let signer = stored
+            .ca
+            .as_ref()
+            .map(|ca| ca.cert.as_str())
+            .unwrap_or_default();
+        let serve = injected.is_ok() || trusted.everywhere(signer);
+        if let Err(error) = &injected {
+            tracing::error!(%error, secret = %self.secret, "the webhook CA bundle could not be injected: the CA roll waits and the certificate served stays one the API server trusts");
+        }
+        write_files(&self.cert_dir, &stored, serve)?;
+        injected.map(|_| ())
     }
 
     /// Checks every [`check_every`](Self::check_every) until `cancel`; a failed check is
@@ -300,8 +323,9 @@ fn unix_now() -> i64 {
 }
 
 /// Writes the serving pair and the bundle where they differ (each file whole: written
-/// aside, then renamed, so the server never reads half a file).
-fn write_files(dir: &Path, stored: &Stored) -> Result<(), CertError> {
+/// aside, then renamed, so the server never reads half a file). Unless `serve` (the
+/// configurations trust the pair's CA), a pair already there is kept.
+fn write_files(dir: &Path, stored: &Stored, serve: bool) -> Result<(), CertError> {
     let failed = |path: &Path| {
         let path = path.to_owned();
         move |source| CertError::Files { path, source }
@@ -310,6 +334,9 @@ fn write_files(dir: &Path, stored: &Stored) -> Result<(), CertError> {
     let Some(serving) = &stored.serving else {
         return Ok(());
     };
+    if !serve && dir.join("tls.crt").exists() {
+        return Ok(());
+    }
     // The key before the certificate: a reader that sees the new certificate finds its key.
     for (name, text) in [
         ("tls.key", &serving.key),
@@ -325,65 +352,4 @@ fn write_files(dir: &Path, stored: &Stored) -> Result<(), CertError> {
         std::fs::rename(&aside, &path).map_err(failed(&path))?;
     }
     Ok(())
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct Changed {
-    change: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct Which {
-    certificate: &'static str,
-}
-
-struct Metrics {
-    changes: Family<Changed, Counter>,
-    expiry: Family<Which, Gauge>,
-}
-
-static METRICS: LazyLock<Metrics> = LazyLock::new(|| Metrics {
-    changes: Family::default(),
-    expiry: Family::default(),
-});
-
-fn name(step: Step) -> &'static str {
-    match step {
-        Step::Fresh => "created",
-        Step::StartCaRoll => "ca_roll_started",
-        Step::PromoteCa => "ca_promoted",
-        Step::NewServing => "serving_renewed",
-        Step::FixBundle => "bundle_fixed",
-    }
-}
-
-fn record_expiry(stored: &Stored) {
-    let pairs = [
-        ("ca", stored.ca.as_ref()),
-        ("serving", stored.serving.as_ref()),
-    ];
-    for (certificate, pair) in pairs {
-        if let Some(end) = pair.and_then(|p| pki::not_after(&p.cert)) {
-            METRICS
-                .expiry
-                .get_or_create(&Which { certificate })
-                .set(end);
-        }
-    }
-}
-
-/// Registers `webhook_certificate_changes_total{change}` (created, ca_roll_started,
-/// ca_promoted, serving_renewed, bundle_fixed: what this replica wrote) and
-/// `webhook_certificate_expiration_timestamp_seconds{certificate="ca"|"serving"}`.
-pub(super) fn register_metrics(registry: &mut Registry) {
-    registry.register(
-        "webhook_certificate_changes",
-        "Changes this replica made to the webhook certificates, by change",
-        METRICS.changes.clone(),
-    );
-    registry.register(
-        "webhook_certificate_expiration_timestamp_seconds",
-        "When the webhook CA and serving certificate expire, in Unix seconds",
-        METRICS.expiry.clone(),
-    );
 }

@@ -4,8 +4,11 @@
 //!
 //! A CA is rolled in two steps so that no client ever meets a certificate it does not
 //! trust: first a next CA is added to the trusted bundle (and the bundle injected), and
-//! only after the overlap does it sign the serving certificate. An old CA stays trusted
-//! until it expires.
+//! only once every webhook configuration has been seen holding it for the overlap does it
+//! sign the serving certificate (a configuration reverted, or an injection refused, stops
+//! the clock). An old CA stays trusted until it expires, and a CA the configurations
+//! already trust stays in a bundle made afresh (the Secret deleted under replicas still
+//! serving a certificate it signed).
 
 use std::time::Duration;
 
@@ -18,6 +21,8 @@ pub(super) struct Stored {
     pub(super) ca: Option<Pair>,
     /// The CA that will, once trusted long enough, and since when (Unix seconds).
     pub(super) next_ca: Option<(Pair, i64)>,
+    /// Since when every webhook configuration has held the next CA (Unix seconds).
+    pub(super) next_injected: Option<i64>,
     pub(super) serving: Option<Pair>,
     /// Every CA clients should trust (PEM): the `caBundle`.
     pub(super) bundle: String,
@@ -46,6 +51,39 @@ impl Policy {
     }
 }
 
+/// What the webhook configurations trust, as read from them before a check.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(super) enum Trusted {
+    /// Nothing to read: no configuration is named, or none exists yet. The overlap is
+    /// timed from the next CA's start alone.
+    #[default]
+    Unwatched,
+    /// The CAs (PEM) each client config's `caBundle` holds.
+    Seen(Vec<Vec<String>>),
+    /// They could not be read: nothing is promoted.
+    Unknown,
+}
+
+impl Trusted {
+    /// Whether every client config trusts the CA certificate `cert` (PEM).
+    pub(super) fn everywhere(&self, cert: &str) -> bool {
+        let wanted = normalized(cert);
+        match self {
+            Self::Unwatched => true,
+            Self::Seen(configs) => configs.iter().all(|c| c.contains(&wanted)),
+            Self::Unknown => false,
+        }
+    }
+
+    /// Every CA some client config trusts.
+    fn anywhere(&self) -> Vec<String> {
+        match self {
+            Self::Seen(configs) => configs.iter().flatten().cloned().collect(),
+            Self::Unwatched | Self::Unknown => Vec::new(),
+        }
+    }
+}
+
 fn secs(d: Duration) -> i64 {
     i64::try_from(d.as_secs()).unwrap_or(i64::MAX)
 }
@@ -57,6 +95,11 @@ pub(super) enum Step {
     Fresh,
     /// The CA nears its end: a next CA, trusted from now on.
     StartCaRoll,
+    /// Every webhook configuration holds the next CA: the overlap starts.
+    CaInjected,
+    /// A webhook configuration no longer holds the next CA (reverted): the overlap starts
+    /// again once it does.
+    CaInjectionLost,
     /// The next CA was trusted long enough: it signs a new serving certificate.
     PromoteCa,
     /// The serving certificate nears its end (or is missing, or for other names).
@@ -73,8 +116,8 @@ fn usable(pair: Option<&Pair>, now: i64) -> Option<i64> {
     pki::not_after(&pair.cert).filter(|end| *end > now)
 }
 
-/// The next change `stored` needs at `now`, if any.
-pub(super) fn step(stored: &Stored, now: i64, policy: &Policy) -> Option<Step> {
+/// The next change `stored` needs at `now`, the configurations trusting `trusted`, if any.
+pub(super) fn step(stored: &Stored, now: i64, policy: &Policy, trusted: &Trusted) -> Option<Step> {
     let Some(ca_end) = usable(stored.ca.as_ref(), now) else {
         return Some(Step::Fresh);
     };
@@ -82,9 +125,22 @@ pub(super) fn step(stored: &Stored, now: i64, policy: &Policy) -> Option<Step> {
         .next_ca
         .as_ref()
         .filter(|(next, _)| usable(Some(next), now).is_some());
-    match next {
-        Some((_, since)) if now >= since + policy.overlap() => return Some(Step::PromoteCa),
-        None if ca_end - now < Policy::renew_within(policy.ca_validity) => {
+    match (next, stored.next_injected) {
+        (Some((next, since)), injected) => {
+            let held = trusted.everywhere(&next.cert);
+            // Unwatched: timed from the roll's start, as nothing can be read back.
+            let from = match trusted {
+                Trusted::Unwatched => Some(*since),
+                _ => injected,
+            };
+            match from {
+                Some(at) if held && now >= at + policy.overlap() => return Some(Step::PromoteCa),
+                None if held && *trusted != Trusted::Unwatched => return Some(Step::CaInjected),
+                Some(_) if !held => return Some(Step::CaInjectionLost),
+                _ => {}
+            }
+        }
+        (None, _) if ca_end - now < Policy::renew_within(policy.ca_validity) => {
             return Some(Step::StartCaRoll);
         }
         _ => {}
@@ -136,12 +192,13 @@ fn bundle(stored: &Stored, now: i64) -> String {
     trusted.concat()
 }
 
-/// `stored` with `step` made at `now`.
+/// `stored` with `step` made at `now` (the configurations trusting `trusted`).
 pub(super) fn apply(
     stored: &Stored,
     step: Step,
     now: i64,
     policy: &Policy,
+    trusted: &Trusted,
 ) -> Result<Stored, rcgen::Error> {
     let mut next = stored.clone();
     let serving = |ca: &Pair| pki::new_serving(ca, &policy.names, now, policy.serving_validity);
@@ -151,16 +208,24 @@ pub(super) fn apply(
             next.serving = Some(serving(&ca)?);
             next.ca = Some(ca);
             next.next_ca = None;
+            next.next_injected = None;
+            // What the configurations trust stays trusted (until it expires): replicas still
+            // serve certificates it signed until they read the new Secret.
+            next.bundle.push_str(&trusted.anywhere().concat());
         }
         Step::StartCaRoll => {
             let ca = pki::new_ca(&policy.name, now, policy.ca_validity)?;
             next.next_ca = Some((ca, now));
+            next.next_injected = None;
         }
+        Step::CaInjected => next.next_injected = Some(now),
+        Step::CaInjectionLost => next.next_injected = None,
         Step::PromoteCa => {
             if let Some((ca, _)) = next.next_ca.take() {
                 next.serving = Some(serving(&ca)?);
                 next.ca = Some(ca);
             }
+            next.next_injected = None;
         }
         Step::NewServing => {
             if let Some(ca) = &next.ca {
@@ -173,20 +238,22 @@ pub(super) fn apply(
     Ok(next)
 }
 
-/// Every change `stored` needs at `now`, made; `None` when it needs none.
+/// Every change `stored` needs at `now` (the configurations trusting `trusted`), made;
+/// `None` when it needs none.
 pub(super) fn settle(
     stored: &Stored,
     now: i64,
     policy: &Policy,
+    trusted: &Trusted,
 ) -> Result<Option<(Stored, Vec<Step>)>, rcgen::Error> {
     let (mut state, mut steps) = (stored.clone(), Vec::new());
     // Each step leaves fewer to make: Fresh leaves at most a bundle fix, a promotion a new
     // bundle. Five is more than any sequence needs.
-    while let Some(step) = self::step(&state, now, policy) {
+    while let Some(step) = self::step(&state, now, policy, trusted) {
         if steps.len() == 5 {
             break;
         }
-        state = apply(&state, step, now, policy)?;
+        state = apply(&state, step, now, policy, trusted)?;
         steps.push(step);
     }
     Ok((!steps.is_empty()).then_some((state, steps)))
@@ -212,24 +279,31 @@ mod tests {
         1_800_000_000 + i64::try_from(day * DAY).unwrap()
     }
 
-    fn settled(stored: &Stored, now: i64) -> (Stored, Vec<Step>) {
-        settle(stored, now, &policy())
+    fn settled(stored: &Stored, now: i64, trusted: &Trusted) -> (Stored, Vec<Step>) {
+        settle(stored, now, &policy(), trusted)
             .unwrap()
             .unwrap_or_else(|| (stored.clone(), Vec::new()))
     }
 
-    /// Walks 700 days a day at a time: the serving certificate is always trusted by the
-    /// bundle as it was one overlap earlier, never expired, and a CA signs only after being
-    /// in the bundle for the overlap.
+    /// One webhook configuration holding `bundle` (as injected).
+    fn holding(bundle: &str) -> Trusted {
+        let cas = pki::certificates(bundle).into_iter().map(|(pem, _)| pem);
+        Trusted::Seen(vec![cas.collect()])
+    }
+
+    /// Walks 700 days a day at a time, each check finding the configuration as the last
+    /// one injected it: the serving certificate is always trusted by the bundle as it was
+    /// one overlap earlier, never expired, and a CA signs only after being in the bundle
+    /// for the overlap.
     #[test]
     fn over_two_years_every_served_certificate_was_trusted_an_overlap_before() {
-        let (mut stored, steps) = settled(&Stored::default(), at(0));
+        let (mut stored, steps) = settled(&Stored::default(), at(0), &Trusted::Unwatched);
         assert_eq!(steps, [Step::Fresh]);
         let mut history: Vec<(i64, Stored)> = vec![(at(0), stored.clone())];
         let mut rolls = 0;
         for day in 1..700 {
             let now = at(day);
-            let (next, steps) = settled(&stored, now);
+            let (next, steps) = settled(&stored, now, &holding(&stored.bundle));
             rolls += steps.iter().filter(|s| **s == Step::PromoteCa).count();
             stored = next;
             let serving = stored.serving.as_ref().unwrap();
@@ -256,7 +330,7 @@ mod tests {
         }
         assert!(rolls >= 2, "the CA was rolled {rolls} times");
         assert!(
-            step(&stored, at(699), &policy()).is_none(),
+            step(&stored, at(699), &policy(), &holding(&stored.bundle)).is_none(),
             "settled stays settled"
         );
     }
@@ -270,14 +344,76 @@ mod tests {
             }),
             ..Stored::default()
         };
-        assert_eq!(step(&garbage, at(0), &policy()), Some(Step::Fresh));
-        let (fresh, _) = settled(&Stored::default(), at(0));
-        assert_eq!(step(&fresh, at(301), &policy()), Some(Step::Fresh));
+        let none = Trusted::Unwatched;
+        assert_eq!(step(&garbage, at(0), &policy(), &none), Some(Step::Fresh));
+        let (fresh, _) = settled(&Stored::default(), at(0), &none);
+        assert_eq!(step(&fresh, at(301), &policy(), &none), Some(Step::Fresh));
         let mut renamed = policy();
         renamed.names = vec!["other.system.svc".into()];
-        assert_eq!(step(&fresh, at(1), &renamed), Some(Step::NewServing));
+        assert_eq!(step(&fresh, at(1), &renamed, &none), Some(Step::NewServing));
         let mut stripped = fresh.clone();
         stripped.bundle.clear();
-        assert_eq!(step(&stripped, at(1), &policy()), Some(Step::FixBundle));
+        assert_eq!(
+            step(&stripped, at(1), &policy(), &none),
+            Some(Step::FixBundle)
+        );
+    }
+
+    /// A roll whose bundle never reaches the configuration (injection refused, or reverted
+    /// by another writer): the next CA never signs, so the certificate served is always
+    /// signed by a CA the configuration trusts; once injected, it signs an overlap later.
+    #[test]
+    fn a_next_ca_the_configuration_does_not_hold_is_never_promoted() {
+        let (mut stored, _) = settled(&Stored::default(), at(0), &Trusted::Unwatched);
+        let old_bundle = stored.bundle.clone();
+        let first_ca = stored.ca.clone();
+        // Injection refused from day 1 on: the configuration keeps the first bundle.
+        for day in 1..290 {
+            let (next, steps) = settled(&stored, at(day), &holding(&old_bundle));
+            assert!(
+                !steps.contains(&Step::PromoteCa),
+                "day {day}: promoted {steps:?}"
+            );
+            stored = next;
+            assert_eq!(stored.ca, first_ca, "day {day}: the signer changed");
+        }
+        assert!(stored.next_ca.is_some(), "the roll started (day 200)");
+        assert_eq!(stored.next_injected, None);
+        // Unreadable configurations promote nothing either.
+        let (_, steps) = settled(&stored, at(290), &Trusted::Unknown);
+        assert!(!steps.contains(&Step::PromoteCa));
+        // Injected at last: noted, then promoted an overlap later, not before.
+        let (injected, steps) = settled(&stored, at(290), &holding(&stored.bundle));
+        assert_eq!(steps, [Step::CaInjected]);
+        let half = at(290) + policy().overlap() / 2;
+        let (waiting, steps) = settled(&injected, half, &holding(&stored.bundle));
+        assert!(steps.is_empty(), "{steps:?}");
+        // Reverted before the overlap passed: the clock starts again.
+        let (lost, steps) = settled(&waiting, half + 1, &holding(&old_bundle));
+        assert_eq!(steps, [Step::CaInjectionLost]);
+        let (again, _) = settled(&lost, at(291), &holding(&stored.bundle));
+        assert_eq!(again.next_injected, Some(at(291)));
+        let (promoted, steps) = settled(&again, at(292), &holding(&stored.bundle));
+        assert!(steps.contains(&Step::PromoteCa), "{steps:?}");
+        assert_ne!(promoted.ca, first_ca);
+    }
+
+    /// The Secret deleted while replicas serve certificates of the first CA: the bundle made
+    /// afresh keeps trusting the CA the configuration holds.
+    #[test]
+    fn a_fresh_start_keeps_trusting_what_the_configuration_trusts() {
+        let (first, _) = settled(&Stored::default(), at(0), &Trusted::Unwatched);
+        let (fresh, steps) = settled(&Stored::default(), at(1), &holding(&first.bundle));
+        assert_eq!(steps, [Step::Fresh]);
+        let bundle = normalized(&fresh.bundle);
+        assert!(
+            bundle.contains(&normalized(&first.ca.unwrap().cert)),
+            "the first CA is dropped"
+        );
+        assert!(bundle.contains(&normalized(&fresh.ca.clone().unwrap().cert)));
+        assert!(
+            step(&fresh, at(2), &policy(), &holding(&fresh.bundle)).is_none(),
+            "stable"
+        );
     }
 }

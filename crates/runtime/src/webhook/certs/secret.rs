@@ -11,7 +11,7 @@ use kube::{Api, api::PostParams};
 use super::{
     CertError,
     pki::Pair,
-    plan::{self, Policy, Step, Stored},
+    plan::{self, Policy, Step, Stored, Trusted},
 };
 
 const SERVING_CERT: &str = "tls.crt";
@@ -24,6 +24,8 @@ const NEXT_CERT: &str = "next-ca.crt";
 const NEXT_KEY: &str = "next-ca.key";
 /// When the next CA entered the bundle (Unix seconds).
 const NEXT_SINCE: &str = "kube-informer.io/next-ca-since";
+/// Since when every webhook configuration has held the next CA (Unix seconds).
+const NEXT_INJECTED: &str = "kube-informer.io/next-ca-injected-since";
 
 /// How many times a check plans again after losing a write to another replica.
 const RETRIES: usize = 5;
@@ -45,14 +47,19 @@ fn pair(data: &BTreeMap<String, ByteString>, cert: &str, key: &str) -> Option<Pa
 pub(super) fn read(secret: &Secret) -> Stored {
     let empty = BTreeMap::new();
     let data = secret.data.as_ref().unwrap_or(&empty);
-    let since = secret
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(NEXT_SINCE)?.parse().ok());
+    let annotation = |name: &str| -> Option<i64> {
+        secret
+            .metadata
+            .annotations
+            .as_ref()?
+            .get(name)?
+            .parse()
+            .ok()
+    };
     Stored {
         ca: pair(data, CA_CERT, CA_KEY),
-        next_ca: pair(data, NEXT_CERT, NEXT_KEY).zip(since),
+        next_ca: pair(data, NEXT_CERT, NEXT_KEY).zip(annotation(NEXT_SINCE)),
+        next_injected: annotation(NEXT_INJECTED),
         serving: pair(data, SERVING_CERT, SERVING_KEY),
         bundle: text(data, BUNDLE),
     }
@@ -80,20 +87,24 @@ fn write(mut secret: Secret, stored: &Stored) -> Secret {
         .metadata
         .annotations
         .get_or_insert_with(BTreeMap::new);
-    match &stored.next_ca {
-        Some((_, since)) => annotations.insert(NEXT_SINCE.to_owned(), since.to_string()),
-        None => annotations.remove(NEXT_SINCE),
+    let mut note = |name: &str, value: Option<i64>| match value {
+        Some(at) => annotations.insert(name.to_owned(), at.to_string()),
+        None => annotations.remove(name),
     };
+    note(NEXT_SINCE, stored.next_ca.as_ref().map(|(_, since)| *since));
+    note(NEXT_INJECTED, stored.next_injected);
     secret
 }
 
-/// Reads the Secret, makes what the certificates need now, and writes it back; on a lost
-/// race, again from the winner's. What the Secret holds after, and the steps this replica
-/// made (none when it was already as it should be, or another replica made them).
+/// Reads the Secret, makes what the certificates need now (the configurations trusting
+/// `trusted`), and writes it back; on a lost race, again from the winner's. What the Secret
+/// holds after, and the steps this replica made (none when it was already as it should
+/// be, or another replica made them).
 pub(super) async fn settle(
     api: &Api<Secret>,
     name: &str,
     policy: &Policy,
+    trusted: &Trusted,
     now: impl Fn() -> i64,
 ) -> Result<(Stored, Vec<Step>), CertError> {
     let pp = PostParams::default();
@@ -101,7 +112,7 @@ pub(super) async fn settle(
         let current = api.get_opt(name).await.map_err(CertError::Secret)?;
         let stored = current.as_ref().map(read).unwrap_or_default();
         let Some((next, steps)) =
-            plan::settle(&stored, now(), policy).map_err(CertError::Generate)?
+            plan::settle(&stored, now(), policy, trusted).map_err(CertError::Generate)?
         else {
             return Ok((stored, Vec::new()));
         };

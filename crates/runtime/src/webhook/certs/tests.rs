@@ -1,0 +1,273 @@
+//! Rotation against fake-apiserver on a clock the test moves (days in microseconds): a CA
+//! roll whose injection is refused (RBAC) or reverted by another writer never leaves a
+//! replica serving a certificate the webhook configuration does not trust, and neither does
+//! the Secret deleted under two replicas.
+
+use std::{
+    collections::HashMap,
+    path::PathBuf,
+    sync::{
+        Arc,
+        atomic::{AtomicI64, Ordering},
+    },
+    time::Duration,
+};
+
+use base64::Engine as _;
+use fake_apiserver::{FakeApiServer, Gvr, ServerConfig};
+use http::{Request, Response};
+use kube::client::Body;
+use serde_json::json;
+
+use super::*;
+
+const DAY: i64 = 86_400;
+const START: i64 = 1_800_000_000;
+const HOOKS: &str = "validating-hooks";
+
+fn hooks() -> Gvr {
+    Gvr::new(
+        "admissionregistration.k8s.io",
+        "v1",
+        "validatingwebhookconfigurations",
+    )
+}
+
+async fn server() -> FakeApiServer {
+    let server = FakeApiServer::start(ServerConfig::default().namespaces(["shop"]))
+        .await
+        .unwrap();
+    let hook = json!({"name": "a.example.com", "sideEffects": "None", "admissionReviewVersions": ["v1"],
+        "clientConfig": {"service": {"name": "svc", "namespace": "shop", "path": "/x"}}});
+    let config = json!({"metadata": {"name": HOOKS}, "webhooks": [hook]});
+    server.create(&hooks(), None, config).unwrap();
+    server
+}
+
+/// A client that the API server refuses every write to webhook configurations (its RBAC
+/// lacks `update` there).
+fn without_update_rbac(client: kube::Client) -> kube::Client {
+    let service = tower::service_fn(move |request: Request<Body>| {
+        let client = client.clone();
+        async move {
+            let path = request.uri().path().to_owned();
+            if request.method() == http::Method::PUT
+                && path.contains("/admissionregistration.k8s.io/")
+            {
+                let status = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                    "reason": "Forbidden", "code": 403, "message": "forbidden: cannot update"});
+                let body = Body::from(serde_json::to_vec(&status).unwrap());
+                let response = Response::builder()
+                    .status(403)
+                    .header("content-type", "application/json")
+                    .body(body)
+                    .unwrap();
+                return Ok::<_, kube::Error>(response);
+            }
+            client.send(request).await
+        }
+    });
+    kube::Client::new(service, "default")
+}
+
+fn dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("certs-roll-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn certs(client: kube::Client, dir: &PathBuf) -> WebhookCerts {
+    WebhookCerts::for_service(client, "shop", "svc", "svc-cert")
+        .validating(HOOKS)
+        .cert_dir(dir)
+        .ca_validity(Duration::from_secs(300 * 86_400))
+        .serving_validity(Duration::from_secs(30 * 86_400))
+        .overlap(Duration::from_secs(86_400))
+}
+
+/// What the test knows: which CA signed each serving certificate the Secret ever held.
+#[derive(Default)]
+struct Signers(HashMap<String, String>);
+
+impl Signers {
+    /// Notes the Secret's serving certificate and its signer.
+    fn note(&mut self, server: &FakeApiServer) {
+        let secret = server
+            .get(&Gvr::core("secrets"), Some("shop"), "svc-cert")
+            .unwrap();
+        let text = |key: &str| {
+            let b64 = secret["data"][key].as_str().unwrap_or_default();
+            String::from_utf8(
+                base64::engine::general_purpose::STANDARD
+                    .decode(b64)
+                    .unwrap(),
+            )
+            .unwrap()
+        };
+        self.0.insert(text("tls.crt"), text("signing-ca.crt"));
+    }
+
+    /// Asserts the certificate served from `dir` is signed by a CA the configuration holds.
+    fn assert_trusted(&self, server: &FakeApiServer, dir: &std::path::Path, when: &str) {
+        let served = std::fs::read_to_string(dir.join("tls.crt")).unwrap();
+        let signer = self
+            .0
+            .get(&served)
+            .unwrap_or_else(|| panic!("{when}: an unknown certificate"));
+        let config = server.get(&hooks(), None, HOOKS).unwrap();
+        let b64 = config["webhooks"][0]["clientConfig"]["caBundle"]
+            .as_str()
+            .unwrap_or_default();
+        let bundle = String::from_utf8(
+            base64::engine::general_purpose::STANDARD
+                .decode(b64)
+                .unwrap(),
+        )
+        .unwrap();
+        let trusted: Vec<String> = pki::certificates(&bundle)
+            .into_iter()
+            .map(|(p, _)| p)
+            .collect();
+        let signer = pki::certificates(signer).remove(0).0;
+        assert!(
+            trusted.contains(&signer),
+            "{when}: the served certificate's CA is not trusted"
+        );
+    }
+}
+
+fn failures(target: &str, reason: &str) -> u64 {
+    let mut registry = prometheus_client::registry::Registry::default();
+    register_metrics(&mut registry);
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    let series = format!(
+        "webhook_certificate_injection_failures_total{{target=\"{target}\",reason=\"{reason}\"}} "
+    );
+    text.lines()
+        .find_map(|l| l.strip_prefix(&series))
+        .map_or(0, |v| v.trim().parse().unwrap())
+}
+
+fn signing_ca(server: &FakeApiServer) -> String {
+    let secret = server
+        .get(&Gvr::core("secrets"), Some("shop"), "svc-cert")
+        .unwrap();
+    secret["data"]["signing-ca.crt"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn a_roll_waits_while_injection_is_refused_or_reverted_and_serving_stays_trusted() {
+    let server = server().await;
+    let clock = Arc::new(AtomicI64::new(START));
+    let now = || {
+        let clock = clock.clone();
+        move || clock.load(Ordering::SeqCst)
+    };
+    let folder = dir("refused");
+    let allowed = certs(server.memory_client(), &folder);
+    let refused = certs(without_update_rbac(server.memory_client()), &folder);
+    let mut signers = Signers::default();
+    allowed.check(now()).await.unwrap();
+    signers.note(&server);
+    let first = signing_ca(&server);
+
+    // The RBAC loses `update` on the configuration: the roll starts (day 200) but its
+    // bundle never lands, and the first CA keeps signing, day after day.
+    let mut errors = 0;
+    for day in 1..=260 {
+        clock.store(START + day * DAY, Ordering::SeqCst);
+        if let Err(error) = refused.check(now()).await {
+            assert!(matches!(error, CertError::Inject(_)), "{error}");
+            errors += 1;
+        }
+        signers.note(&server);
+        assert_eq!(
+            signing_ca(&server),
+            first,
+            "day {day}: promoted without being injected"
+        );
+        signers.assert_trusted(&server, &folder, &format!("day {day}"));
+    }
+    assert_eq!(errors, 60, "every check since the roll started says so");
+    assert_eq!(failures(HOOKS, "refused"), 60);
+
+    // Allowed again: injected, and promoted only an overlap after.
+    clock.store(START + 261 * DAY, Ordering::SeqCst);
+    allowed.check(now()).await.unwrap();
+    allowed.check(now()).await.unwrap(); // seen held: the overlap starts
+    signers.note(&server);
+    signers.assert_trusted(&server, &folder, "injected");
+    // A second writer (a GitOps tool's self-heal) puts the old bundle back mid-overlap.
+    let mut config = server.get(&hooks(), None, HOOKS).unwrap();
+    let injected = config["webhooks"][0]["clientConfig"]["caBundle"].clone();
+    config["webhooks"][0]["clientConfig"]["caBundle"] = json!(
+        base64::engine::general_purpose::STANDARD.encode(
+            String::from_utf8(
+                base64::engine::general_purpose::STANDARD
+                    .decode(&first)
+                    .unwrap()
+            )
+            .unwrap()
+        )
+    );
+    server.update(&hooks(), None, config).unwrap();
+    clock.store(START + 261 * DAY + DAY / 2, Ordering::SeqCst);
+    allowed.check(now()).await.unwrap(); // lost: the clock restarts; written back
+    assert_eq!(failures(HOOKS, "reverted"), 1, "the revert is counted");
+    let config = server.get(&hooks(), None, HOOKS).unwrap();
+    assert_eq!(
+        config["webhooks"][0]["clientConfig"]["caBundle"], injected,
+        "written back"
+    );
+    clock.store(START + 262 * DAY, Ordering::SeqCst);
+    allowed.check(now()).await.unwrap(); // held again since now
+    assert_eq!(
+        signing_ca(&server),
+        first,
+        "the overlap restarted at the revert"
+    );
+    clock.store(START + 263 * DAY + 1, Ordering::SeqCst);
+    allowed.check(now()).await.unwrap();
+    signers.note(&server);
+    assert_ne!(
+        signing_ca(&server),
+        first,
+        "promoted once held for the overlap"
+    );
+    signers.assert_trusted(&server, &folder, "promoted");
+}
+
+#[tokio::test]
+async fn the_secret_deleted_under_two_replicas_leaves_both_trusted() {
+    let server = server().await;
+    let clock = Arc::new(AtomicI64::new(START));
+    let now = || {
+        let clock = clock.clone();
+        move || clock.load(Ordering::SeqCst)
+    };
+    let (a_dir, b_dir) = (dir("a"), dir("b"));
+    let a = certs(server.memory_client(), &a_dir);
+    let b = certs(server.memory_client(), &b_dir);
+    let mut signers = Signers::default();
+    a.check(now()).await.unwrap();
+    b.check(now()).await.unwrap();
+    signers.note(&server);
+    let first = signing_ca(&server);
+
+    server
+        .delete(&Gvr::core("secrets"), Some("shop"), "svc-cert")
+        .unwrap();
+    clock.store(START + DAY, Ordering::SeqCst);
+    a.check(now()).await.unwrap();
+    signers.note(&server);
+    assert_ne!(signing_ca(&server), first, "a new CA");
+    // b still serves its certificate of the first CA until its next check: still trusted.
+    signers.assert_trusted(&server, &b_dir, "b before its check");
+    signers.assert_trusted(&server, &a_dir, "a");
+    b.check(now()).await.unwrap();
+    signers.assert_trusted(&server, &b_dir, "b after its check");
+}
