@@ -2,7 +2,8 @@
 //! hung reconcile and a hung Lease store returns by the shutdown deadline; a second stop
 //! (the second SIGTERM) during the drain returns at once; a leadership lost and taken again
 //! before the manager looks (the `leading` watch keeps only the newest value) stops it as
-//! any loss does. Each time the hung reconcile is dropped, not leaked.
+//! any loss does. Each time the hung reconcile is dropped, not leaked. And once a manager
+//! has returned, no task it spawned is left (counted in the runtime's live tasks).
 
 mod common;
 
@@ -266,4 +267,69 @@ async fn a_term_lost_and_taken_again_before_the_manager_looks_stops_it() {
         "the reconcile was not stopped"
     );
     assert_eq!(elector.term(), 2, "the Lease was taken again in a new term");
+}
+
+/// Nothing a manager spawns outlives it: once `run_until` has returned, the runtime holds
+/// as many tasks as before the manager was made — its controller and workers, its caches
+/// and their decoders, its endpoints, the workers of its recording client, and its event
+/// writer (a reconcile published an Event), though the application still holds a
+/// recorder.
+#[tokio::test(flavor = "current_thread")]
+async fn no_task_of_the_manager_outlives_it() {
+    use kube_informer_runtime::{
+        controller::Cached,
+        events::{EventType, NewEvent},
+    };
+    let server = common::server().await;
+    let client = server.memory_client();
+    let alive = || {
+        tokio::runtime::Handle::current()
+            .metrics()
+            .num_alive_tasks()
+    };
+    let before = alive();
+
+    let mut manager = Manager::new(client.clone(), ManagerOptions::for_tests())
+        .await
+        .unwrap();
+    let recorder = manager.recorder("tasks");
+    let kept = recorder.clone(); // say, in a context the application keeps
+    let controller = manager.controller::<ConfigMap>(ControllerOptions::default().name("tasks"));
+    let reconciled = Arc::new(AtomicBool::new(false));
+    let seen = reconciled.clone();
+    let reconcile = move |cm: Cached<ConfigMap>, _: Arc<()>| {
+        let (recorder, seen) = (recorder.clone(), seen.clone());
+        async move {
+            if let Cached::Present(cm) = cm {
+                recorder.publish(&*cm, NewEvent::new(EventType::Normal, "Seen", "Reconcile"));
+                seen.store(true, Ordering::SeqCst);
+            }
+            Ok::<_, kube::Error>(Action::Done)
+        }
+    };
+    manager.add_controller(controller, reconcile, |_, _, _| Action::Retry, Arc::new(()));
+    let (graceful, force) = (CancellationToken::new(), CancellationToken::new());
+    let running = manager.run_until(graceful.clone(), force);
+    let cm = json!({"metadata": {"name": "one", "namespace": "shop"}});
+    server
+        .create(&fake_apiserver::Gvr::core("configmaps"), Some("shop"), cm)
+        .unwrap();
+    let stop = async {
+        while !reconciled.load(Ordering::SeqCst) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(alive() > before, "the manager runs tasks");
+        graceful.cancel();
+    };
+    let (ran, ()) = tokio::join!(running, stop);
+    ran.unwrap();
+    // A finished task is counted until the runtime reaps it: give it turns, not time.
+    for _ in 0..1000 {
+        if alive() == before {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(alive(), before, "tasks outlived the manager");
+    drop(kept);
 }
