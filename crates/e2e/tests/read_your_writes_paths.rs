@@ -91,6 +91,29 @@ fn timeouts(registry: &Registry, controller: &str) -> u64 {
         .map_or(0, |v| v.trim().parse().unwrap())
 }
 
+/// Cancels the controllers and waits for them to return.
+async fn stop(
+    mut running: JoinSet<Result<(), kube_informer_runtime::controller::ControllerError>>,
+    cancel: CancellationToken,
+) {
+    cancel.cancel();
+    while let Some(ran) = running.join_next().await {
+        ran.unwrap().unwrap();
+    }
+}
+
+/// Asserts no reconcile of `controller` read a stale cache or waited out the limit.
+fn assert_fresh(ctx: &Ctx, registry: &Registry, controller: &str, name: &str) {
+    let stale = ctx.stale.lock();
+    let found = (stale.duplicates, stale.conflicts);
+    assert_eq!(
+        found,
+        (0, 0),
+        "{name}: a stale read (duplicates, conflicts)"
+    );
+    assert_eq!(timeouts(registry, controller), 0, "{name}: a wait ran out");
+}
+
 /// The round a child ConfigMap records, from the cache.
 fn round(child: &DynamicObject) -> u64 {
     child.data["data"]["round"]
@@ -193,20 +216,8 @@ async fn a_dynamic_child_named_like_its_owner_is_read_back_without_waiting_out_t
         || ctx.stale.lock().done.len() >= OBJECTS,
     )
     .await;
-    cancel.cancel();
-    while let Some(ran) = running.join_next().await {
-        ran.unwrap().unwrap();
-    }
-    let stale = {
-        let stale = ctx.stale.lock();
-        (stale.duplicates, stale.conflicts)
-    };
-    assert_eq!(
-        stale,
-        (0, 0),
-        "{name}: a stale read (duplicates, conflicts)"
-    );
-    assert_eq!(timeouts(&registry, "widgets"), 0, "{name}: a wait ran out");
+    stop(running, cancel).await;
+    assert_fresh(&ctx, &registry, "widgets", name);
     factory.shutdown().await;
 }
 
@@ -297,20 +308,8 @@ async fn a_metadata_only_child_is_created_once_under_immediate_requeues(backend:
         ctx.stale.lock().done.len() >= OBJECTS
     })
     .await;
-    cancel.cancel();
-    while let Some(ran) = running.join_next().await {
-        ran.unwrap().unwrap();
-    }
-    let stale = {
-        let stale = ctx.stale.lock();
-        (stale.duplicates, stale.conflicts)
-    };
-    assert_eq!(
-        stale,
-        (0, 0),
-        "{name}: a stale read (duplicates, conflicts)"
-    );
-    assert_eq!(timeouts(&registry, "parents"), 0, "{name}: a wait ran out");
+    stop(running, cancel).await;
+    assert_fresh(&ctx, &registry, "parents", name);
     factory.shutdown().await;
 }
 

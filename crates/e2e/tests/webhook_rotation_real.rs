@@ -55,6 +55,16 @@ fn config_map(name: String, data: serde_json::Value) -> ConfigMap {
     serde_json::from_value(json!({"metadata": {"name": name}, "data": data})).unwrap()
 }
 
+/// A real API server with the namespace `NS`, or `None` (skipped loudly).
+async fn real() -> Option<(Environment, kube::Client)> {
+    let env = Environment::start_or_skip(EnvironmentOptions::new())
+        .await
+        .expect("the real API server starts")?;
+    let client = env.client();
+    ensure_namespace(&client, NS).await;
+    Some((env, client))
+}
+
 /// Binds a webhook server per folder: their ports, running in `tasks` until `cancel`.
 async fn serve(dirs: &[PathBuf], cancel: &CancellationToken, tasks: &mut JoinSet<()>) -> Vec<u16> {
     let mut ports = Vec::new();
@@ -114,14 +124,9 @@ async fn until_called(configmaps: &Api<ConfigMap>) {
     ignore = "no KUBEBUILDER_ASSETS: `cargo run -p kube-envtest -- install 1.36.x`"
 )]
 async fn webhooks_keep_answering_across_certificate_and_ca_rotations() {
-    let Some(env) = Environment::start_or_skip(EnvironmentOptions::new())
-        .await
-        .expect("the real API server starts")
-    else {
+    let Some((env, client)) = real().await else {
         return;
     };
-    let client = env.client();
-    ensure_namespace(&client, NS).await;
 
     // Two replicas: each its own folder and server, one Secret. Seconds, not years.
     let dirs: Vec<PathBuf> = (0..2)
@@ -228,14 +233,9 @@ async fn webhooks_keep_answering_across_certificate_and_ca_rotations() {
     ignore = "no KUBEBUILDER_ASSETS: `cargo run -p kube-envtest -- install 1.36.x`"
 )]
 async fn the_secret_deleted_under_two_serving_replicas_fails_no_admission() {
-    let Some(env) = Environment::start_or_skip(EnvironmentOptions::new())
-        .await
-        .expect("the real API server starts")
-    else {
+    let Some((env, client)) = real().await else {
         return;
     };
-    let client = env.client();
-    ensure_namespace(&client, NS).await;
     let dirs: Vec<PathBuf> = (0..2)
         .map(|i| env.dir().join(format!("deleted-{i}")))
         .collect();
