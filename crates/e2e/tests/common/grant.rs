@@ -64,8 +64,17 @@ pub(crate) async fn grant(admin: &kube::Client, rbac: &Rbac, name: &str, user: &
             .await
             .unwrap();
     }
+    until_authorized(admin, rbac, user).await;
+}
+
+/// Waits until the server authorizes every rule of `rbac` for `user` (RBAC's cache follows
+/// the objects a moment later).
+pub(crate) async fn until_authorized(admin: &kube::Client, rbac: &Rbac, user: &str) {
+    let post = PostParams::default();
     let reviews = Api::<SubjectAccessReview>::all(admin.clone());
     for permission in rbac.permissions() {
+        // A rule limited to named objects is asked about one of them.
+        let name = permission.names.first().cloned();
         for verb in &permission.verbs {
             let (resource, subresource) = match permission.resource.split_once('/') {
                 Some((r, s)) => (r.to_owned(), Some(s.to_owned())),
@@ -84,6 +93,7 @@ pub(crate) async fn grant(admin: &kube::Client, rbac: &Rbac, name: &str, user: &
                         subresource,
                         namespace,
                         verb: Some(verb.as_str().into()),
+                        name: name.clone(),
                         ..ResourceAttributes::default()
                     }),
                     ..SubjectAccessReviewSpec::default()

@@ -69,8 +69,10 @@ pub struct Args {
     /// annotations, ConfigMaps, Events, the Lease), then exit
     #[arg(long, conflicts_with = "write")]
     cleanup: bool,
-    /// Print the ClusterRole and Roles this run needs (with --write: the controllers', the
-    /// Lease's, the Events' and the demo's own setup), then exit
+    /// Print what to `kubectl apply -f` for this run (with --write: the controllers', the
+    /// Lease's, the Events' and the demo's own setup): the namespace kube-informer-demo, the
+    /// ServiceAccount kube-informer-demo there, the ClusterRole and Roles, and their
+    /// bindings; then exit
     #[arg(long, conflicts_with = "cleanup")]
     print_rbac: bool,
 }

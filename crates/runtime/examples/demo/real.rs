@@ -168,12 +168,20 @@ fn spec_namespaces(named: &[String]) -> Vec<String> {
     all
 }
 
-/// Prints [`rbac`] as YAML.
+/// The ServiceAccount the printed RBAC is bound to (in [`DEMO_NAMESPACE`]).
+pub const SERVICE_ACCOUNT: &str = "kube-informer-demo";
+
+/// Everything to `kubectl apply -f` for a run with these flags as the ServiceAccount
+/// `kube-informer-demo/kube-informer-demo`: its namespace, the account, [`rbac`]'s roles
+/// and their bindings.
+pub async fn rbac_manifest(namespaces: &[String], write: bool) -> Result<String, Failure> {
+    let rbac = rbac(namespaces, write).await?;
+    Ok(rbac.manifest("kube-informer-demo", DEMO_NAMESPACE, SERVICE_ACCOUNT))
+}
+
+/// Prints [`rbac_manifest`].
 pub async fn print_rbac(namespaces: &[String], write: bool) -> Result<(), Failure> {
-    print!(
-        "{}",
-        rbac(namespaces, write).await?.yaml("kube-informer-demo")
-    );
+    print!("{}", rbac_manifest(namespaces, write).await?);
     Ok(())
 }
 
@@ -196,14 +204,16 @@ pub async fn rbac(namespaces: &[String], write: bool) -> Result<Rbac, Failure> {
     };
     let (manager, _) = replicas::manager(client, "print-rbac", &spec).await?;
     let mut rbac = manager.rbac();
+    // Each --namespace is checked first (a get of that namespace alone).
+    if !namespaces.is_empty() {
+        rbac.allow_named("", "namespaces", &[], namespaces, &[Verb::Get]);
+    }
     if write {
         let demo = [DEMO_NAMESPACE.to_owned()];
-        rbac.allow(
-            "",
-            "namespaces",
-            &[],
-            &[Verb::Get, Verb::Create, Verb::Delete],
-        );
+        // It creates its namespace (or finds it there), and deletes it only when it made
+        // it and the Lease preflight then fails: no other namespace.
+        rbac.allow("", "namespaces", &[], &[Verb::Create]);
+        rbac.allow_named("", "namespaces", &[], &demo, &[Verb::Get, Verb::Delete]);
         // Its three Deployments, and the one it deletes to show the finalizer at work.
         rbac.allow("apps", "deployments", &demo, &[Verb::Create, Verb::Delete]);
         // The verdict compares the reports with the server's; the leader is read off the

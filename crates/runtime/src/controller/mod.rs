@@ -251,6 +251,9 @@ pub struct Controller<K: Resource> {
     own_writes: Arc<own_writes::OwnWrites>,
     /// The writes it declared, for the manager's RBAC.
     writes: crate::rbac::Rbac,
+    /// The namespaces its own informer reads (empty: all), `None` for a cluster-scoped
+    /// kind: where its declared writes are granted.
+    scope: Option<Vec<String>>,
 }
 
 impl<K: Resource> std::fmt::Debug for Controller<K> {

@@ -180,6 +180,7 @@ where
             sharded_kinds,
             own_writes: Arc::new(own_writes::OwnWrites::new(read_your_writes)),
             writes: crate::rbac::Rbac::default(),
+            scope: read.namespaces(),
         };
         controller.wait_for(controller.informer.clone());
         controller.own_writes.cache(read.cache());

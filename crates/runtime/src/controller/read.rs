@@ -132,6 +132,12 @@ pub(super) struct Read<T> {
 }
 
 impl<T: Resource + Clone + Send + Sync + 'static> Read<T> {
+    /// The namespaces it reads (empty: all of them), or `None` for a cluster-scoped kind.
+    pub(super) fn namespaces(&self) -> Option<Vec<String>> {
+        let namespaces = self.selectors.namespaces().unwrap_or_default();
+        self.namespaced.then(|| namespaces.to_vec())
+    }
+
     /// The informer's cache, as [`OwnWrites::cache`](super::own_writes::OwnWrites::cache)
     /// waits for writes in it.
     pub(super) fn cache(&self) -> CacheOf<'_, T> {

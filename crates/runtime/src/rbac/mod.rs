@@ -99,46 +99,84 @@ pub struct Permission {
     pub group: String,
     /// The resource (plural), with its subresource if any (`deployments/status`).
     pub resource: String,
+    /// The objects it is limited to (RBAC's `resourceNames`); empty: all of them.
+    pub names: Vec<String>,
     /// The verbs.
     pub verbs: BTreeSet<Verb>,
 }
 
+/// A rule's key: where, which group and resource, which objects (empty: all).
+type RuleKey = (Reach, String, String, Vec<String>);
+
 /// The permissions an operator needs; see the [module docs](self).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Rbac {
-    rules: BTreeMap<(Reach, String, String), BTreeSet<Verb>>,
+    rules: BTreeMap<RuleKey, BTreeSet<Verb>>,
 }
 
 impl Rbac {
     /// Allows `verbs` on `group`'s `resource` in each of `namespaces`; none: everywhere.
     pub fn allow(&mut self, group: &str, resource: &str, namespaces: &[String], verbs: &[Verb]) {
+        self.allow_named(group, resource, namespaces, &[], verbs);
+    }
+
+    /// [`allow`](Self::allow), on the objects named `names` only (RBAC's `resourceNames`;
+    /// none: all). `create`, `list` and `watch` of a whole collection cannot be limited so.
+    ///
+    /// ```
+    /// use kube_informer_runtime::rbac::{Rbac, Verb};
+    ///
+    /// let mut rbac = Rbac::default();
+    /// rbac.allow_named("", "namespaces", &[], &["demo".to_owned()], &[Verb::Get, Verb::Delete]);
+    /// assert!(rbac.yaml("op").contains("resourceNames:\n      - \"demo\""));
+    /// ```
+    pub fn allow_named(
+        &mut self,
+        group: &str,
+        resource: &str,
+        namespaces: &[String],
+        names: &[String],
+        verbs: &[Verb],
+    ) {
         let reaches: Vec<Reach> = match namespaces {
             [] => vec![Reach::Cluster],
             some => some.iter().cloned().map(Reach::Namespace).collect(),
         };
+        let mut names = names.to_vec();
+        names.sort();
+        names.dedup();
         for reach in reaches {
+            let key = (reach, group.to_owned(), resource.to_owned(), names.clone());
             self.rules
-                .entry((reach, group.to_owned(), resource.to_owned()))
+                .entry(key)
                 .or_default()
                 .extend(verbs.iter().copied());
         }
     }
 
-    /// Every rule, one per resource and reach; verbs a cluster-wide rule already grants are
-    /// left out of the namespaces' rules (and a namespace rule left with none is dropped).
+    /// Every rule, one per resource, reach and set of names; verbs a wider rule already
+    /// grants (cluster-wide, or on every object) are left out (and a rule left with none
+    /// is dropped).
     pub fn permissions(&self) -> Vec<Permission> {
         let mut out = Vec::new();
-        for ((reach, group, resource), verbs) in &self.rules {
-            let everywhere = match reach {
-                Reach::Cluster => None,
-                Reach::Namespace(_) => {
-                    self.rules
-                        .get(&(Reach::Cluster, group.clone(), resource.clone()))
-                }
+        for ((reach, group, resource, names), verbs) in &self.rules {
+            let wider = |reach: &Reach| {
+                let key = (reach.clone(), group.clone(), resource.clone(), Vec::new());
+                self.rules.get(&key)
             };
+            let mut covering = Vec::new();
+            if *reach != Reach::Cluster {
+                covering.extend(wider(&Reach::Cluster));
+            }
+            if !names.is_empty() {
+                covering.extend(wider(reach));
+                if *reach != Reach::Cluster {
+                    covering.extend(wider(&Reach::Cluster));
+                }
+            }
             let verbs: BTreeSet<Verb> = verbs
                 .iter()
-                .filter(|v| !everywhere.is_some_and(|all| all.contains(v)))
+                .filter(|v| !covering.iter().any(|all| all.contains(v)))
                 .copied()
                 .collect();
             if !verbs.is_empty() {
@@ -146,6 +184,7 @@ impl Rbac {
                     reach: reach.clone(),
                     group: group.clone(),
                     resource: resource.clone(),
+                    names: names.clone(),
                     verbs,
                 });
             }
@@ -171,7 +210,7 @@ impl Extend<Permission> for Rbac {
     fn extend<I: IntoIterator<Item = Permission>>(&mut self, permissions: I) {
         for p in permissions {
             self.rules
-                .entry((p.reach, p.group, p.resource))
+                .entry((p.reach, p.group, p.resource, p.names))
                 .or_default()
                 .extend(p.verbs);
         }

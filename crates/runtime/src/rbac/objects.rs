@@ -14,6 +14,7 @@ fn rule(p: &Permission) -> PolicyRule {
     PolicyRule {
         api_groups: Some(vec![p.group.clone()]),
         resources: Some(vec![p.resource.clone()]),
+        resource_names: (!p.names.is_empty()).then(|| p.names.clone()),
         verbs: p.verbs.iter().map(|v| v.as_str().to_owned()).collect(),
         ..PolicyRule::default()
     }

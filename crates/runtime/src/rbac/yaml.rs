@@ -52,6 +52,49 @@ impl Rbac {
     }
 }
 
+impl Rbac {
+    /// Everything to `kubectl apply -f` for an operator running as the ServiceAccount
+    /// `namespace/service_account`, in the order it must be applied: the Namespace
+    /// `namespace`, the ServiceAccount, the roles ([`yaml`](Self::yaml)) and their bindings
+    /// ([`yaml_bound_to`](Self::yaml_bound_to)). The other namespaces its Roles live in
+    /// must exist (they are the ones it reads or writes).
+    ///
+    /// ```
+    /// use kube_informer_runtime::rbac::{Rbac, Verb};
+    ///
+    /// let mut rbac = Rbac::default();
+    /// rbac.allow("coordination.k8s.io", "leases", &["ops".to_owned()], &[Verb::Get]);
+    /// let manifest = rbac.manifest("op", "ops", "op");
+    /// let kinds: Vec<&str> = manifest
+    ///     .lines()
+    ///     .filter_map(|l| l.strip_prefix("kind: "))
+    ///     .collect();
+    /// assert_eq!(kinds, ["\"Namespace\"", "\"ServiceAccount\"", "\"Role\"", "\"RoleBinding\""]);
+    /// ```
+    pub fn manifest(&self, name: &str, namespace: &str, service_account: &str) -> String {
+        use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+        let ns = Namespace {
+            metadata: kube::api::ObjectMeta {
+                name: Some(namespace.to_owned()),
+                ..Default::default()
+            },
+            ..Namespace::default()
+        };
+        let account = ServiceAccount {
+            metadata: kube::api::ObjectMeta {
+                name: Some(service_account.to_owned()),
+                namespace: Some(namespace.to_owned()),
+                ..Default::default()
+            },
+            ..ServiceAccount::default()
+        };
+        let bound = self.yaml_bound_to(name, namespace, service_account);
+        let mut docs = vec![document(&ns), document(&account)];
+        docs.extend((!bound.is_empty()).then_some(bound));
+        docs.join("---\n")
+    }
+}
+
 /// One object as a YAML document, `apiVersion` and `kind` first.
 fn document<T: Serialize + kube::Resource<DynamicType = ()>>(object: &T) -> String {
     let mut value = serde_json::to_value(object).expect("RBAC objects serialize");
