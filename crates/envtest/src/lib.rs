@@ -18,14 +18,13 @@
 //! `KUBEBUILDER_ASSETS`, the ecosystem's convention, or in the folder given with
 //! [`EnvironmentOptions::assets`]. Ways to fill it:
 //!
-//! - this crate's installer: `cargo install kube-envtest`, then
+//! - this crate's installer: `cargo install --path crates/envtest` from a checkout (it is not
+//!   on crates.io yet), then
 //!   `eval "$(kube-envtest install 1.36.x)"` downloads them from the release index
 //!   controller-tools publishes for envtest, checks their SHA-512, caches them (in
 //!   `setup-envtest`'s folder, so either tool's downloads serve both) and prints the
 //!   `export` line; from code, [`Installer`] (feature `install`, on by default);
-//! - controller-runtime's `setup-envtest use -p path 1.36.x` (a Go tool) does the same;
-//! - in this repository, `eval "$(../shared/envtest/install target/envtest-bin)"` unpacks the
-//!   copies CI uses.
+//! - controller-runtime's `setup-envtest use -p path 1.36.x` (a Go tool) does the same.
 //!
 //! Tests should start with [`Environment::start_or_skip`]: without the binaries it prints a
 //! prominent `SKIPPED` banner (past the test harness's capture) and returns `None`; with

@@ -9,8 +9,18 @@
 //!                                                                     # fleet-example/settings in each)
 //! RUST_LOG=info cargo run -p kube-informer-runtime --example fleet    # the runtime's logs
 //! ```
+//!
+//! It ends with a verdict: every engaged member holds the hub's template (and, on the
+//! embedded servers, the member that left is no longer engaged); exit status 0 when it
+//! holds, 1 when it does not.
 
-use std::{path::PathBuf, sync::Arc, time::Duration};
+use std::{
+    collections::BTreeMap,
+    path::PathBuf,
+    process::ExitCode,
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use fake_apiserver::{FakeApiServer, ServerConfig};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
@@ -71,6 +81,65 @@ async fn reconcile(cm: Cached<ConfigMap>, member: Arc<Member>) -> Result<Action,
     Ok(Action::Done)
 }
 
+/// The verdict's patience: every wait ends on its condition, or fails after this.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// Waits until `done` holds (polled), or fails naming `what`.
+async fn until(what: &str, mut done: impl FnMut() -> bool) -> Result<(), String> {
+    let deadline = Instant::now() + PATIENCE;
+    while !done() {
+        if Instant::now() > deadline {
+            return Err(format!("{what}: not within {PATIENCE:?}"));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(())
+}
+
+/// Whether each member's `fleet-example/settings` holds `data` (the hub template's): a
+/// line per member, or the first member that does not.
+pub(crate) async fn check(
+    members: &[(String, kube::Client)],
+    data: &Option<BTreeMap<String, String>>,
+) -> Result<Vec<String>, String> {
+    let mut lines = Vec::new();
+    for (name, client) in members {
+        let api: Api<ConfigMap> = Api::namespaced(client.clone(), NAMESPACE);
+        match api.get_opt("settings").await {
+            Ok(Some(copy)) if copy.data == *data => {
+                lines.push(format!(
+                    "{name}: settings {:?}",
+                    copy.data.unwrap_or_default()
+                ));
+            }
+            Ok(Some(copy)) => {
+                return Err(format!(
+                    "{name}: settings {:?}, the hub's {data:?}",
+                    copy.data
+                ));
+            }
+            Ok(None) => return Err(format!("{name}: no {NAMESPACE}/settings")),
+            Err(e) => return Err(format!("{name}: {e}")),
+        }
+    }
+    Ok(lines)
+}
+
+/// [`check`] until it holds, or the last reason it did not.
+async fn verify(
+    members: &[(String, kube::Client)],
+    data: &Option<BTreeMap<String, String>>,
+) -> Result<Vec<String>, String> {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        match check(members, data).await {
+            Ok(lines) => return Ok(lines),
+            Err(why) if Instant::now() > deadline => return Err(why),
+            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
+}
+
 /// A kubeconfig for a fake-apiserver.
 fn kubeconfig(server: &FakeApiServer) -> String {
     format!(
@@ -83,7 +152,24 @@ fn kubeconfig(server: &FakeApiServer) -> String {
 }
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> ExitCode {
+    match run().await {
+        Ok(lines) => {
+            for line in lines {
+                println!("{line}");
+            }
+            println!("verdict: every member holds the hub's template");
+            ExitCode::SUCCESS
+        }
+        Err(why) => {
+            eprintln!("verdict: FAILED: {why}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The example; the verdict's lines, or why it failed.
+async fn run() -> Result<Vec<String>, Box<dyn std::error::Error>> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
@@ -165,25 +251,39 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     tasks.spawn(controller.run(make_ctx, reconcile, |_, _, _| Action::Retry, cancel.clone()));
 
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    println!("members: {:?}", fleet.clusters().keys().collect::<Vec<_>>());
-    if embedded {
-        // One member joins, another leaves, and the template changes.
-        let north = FakeApiServer::start(ServerConfig::default()).await?;
-        std::fs::write(dir.join("north.yaml"), kubeconfig(&north))?;
-        servers.push(north);
-        std::fs::remove_file(dir.join("west.yaml"))?;
-        let mut settings = templates_api.get("settings").await?;
-        settings.data = Some([("color".to_owned(), "red".to_owned())].into());
-        templates_api
-            .replace("settings", &PostParams::default(), &settings)
-            .await?;
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        println!("members: {:?}", fleet.clusters().keys().collect::<Vec<_>>());
-        for (name, health) in fleet.health().iter().map(|h| (&h.name, h.ready)) {
-            println!("{name}: ready {health}");
+    let engaged = |want: &[&str]| {
+        let mut have: Vec<String> = fleet.clusters().keys().cloned().collect();
+        have.sort();
+        have == want
+    };
+    let outcome = async {
+        if embedded {
+            until("east and west engaged", || engaged(&["east", "west"])).await?;
+            println!("members: east, west");
+            // One member joins, another leaves, and the template changes.
+            let north = FakeApiServer::start(ServerConfig::default()).await?;
+            std::fs::write(dir.join("north.yaml"), kubeconfig(&north))?;
+            servers.push(north);
+            std::fs::remove_file(dir.join("west.yaml"))?;
+            let mut settings = templates_api.get("settings").await?;
+            settings.data = Some([("color".to_owned(), "red".to_owned())].into());
+            templates_api
+                .replace("settings", &PostParams::default(), &settings)
+                .await?;
+            until("north joined, west left", || engaged(&["east", "north"])).await?;
+            println!("members: east, north");
+        } else {
+            until("a member engaged", || !fleet.clusters().is_empty()).await?;
         }
+        let template = templates_api.get("settings").await?;
+        let members: Vec<(String, kube::Client)> = fleet
+            .clusters()
+            .iter()
+            .map(|(name, cluster)| (name.clone(), cluster.client().clone()))
+            .collect();
+        Ok::<_, Box<dyn std::error::Error>>(verify(&members, &template.data).await?)
     }
+    .await;
     cancel.cancel();
     while let Some(done) = tasks.join_next().await {
         done?;
@@ -192,5 +292,5 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     if embedded {
         let _ = std::fs::remove_dir_all(&dir);
     }
-    Ok(())
+    outcome
 }

@@ -329,3 +329,44 @@ async fn a_managers_fleet_reports_each_member_and_stays_ready_while_one_is_down(
         done.unwrap();
     }
 }
+
+#[allow(dead_code)]
+#[path = "../examples/fleet.rs"]
+mod fleet_example;
+
+/// The fleet example's verdict fails when a member misses the hub's template or holds an
+/// old one, and holds once every member has it.
+#[tokio::test]
+async fn the_fleet_examples_verdict_fails_when_a_member_misses_the_template() {
+    let mut members = Vec::new();
+    let mut servers = Vec::new();
+    for name in ["east", "west"] {
+        let server = FakeApiServer::start(ServerConfig::default().namespaces(["fleet-example"]))
+            .await
+            .unwrap();
+        members.push((name.to_owned(), server.memory_client()));
+        servers.push(server);
+    }
+    let red = Some([("color".to_owned(), "red".to_owned())].into());
+    let settings =
+        |color: &str| json!({"metadata": {"name": "settings"}, "data": {"color": color}});
+    let cms = Gvr::core("configmaps");
+    servers[0]
+        .create(&cms, Some("fleet-example"), settings("red"))
+        .unwrap();
+    let missing = fleet_example::check(&members, &red).await.unwrap_err();
+    assert!(
+        missing.contains("west: no fleet-example/settings"),
+        "{missing}"
+    );
+    servers[1]
+        .create(&cms, Some("fleet-example"), settings("blue"))
+        .unwrap();
+    let stale = fleet_example::check(&members, &red).await.unwrap_err();
+    assert!(stale.starts_with("west: settings"), "{stale}");
+    servers[1]
+        .update(&cms, Some("fleet-example"), settings("red"))
+        .unwrap();
+    let lines = fleet_example::check(&members, &red).await.unwrap();
+    assert_eq!(lines.len(), 2);
+}

@@ -89,6 +89,14 @@ async fn readiness_flips_on_a_failing_watch_and_liveness_does_not() {
             "not alive because the API server fails: {alive_body}"
         );
         assert!(body.contains("[+]custom ok"), "{body}");
+        assert!(
+            body.ends_with("readyz check failed\n"),
+            "kube-apiserver's words: {body}"
+        );
+        assert!(
+            alive_body.ends_with("healthz check passed\n"),
+            "{alive_body}"
+        );
         if body.contains("list/watch failures in a row") {
             assert!(body.contains("[-]informer ConfigMap failed: "), "{body}");
             failures_seen = true;

@@ -47,6 +47,11 @@ pub struct Args {
     /// Use the simulated cluster (fake-apiserver) even if KUBECONFIG is set
     #[arg(long)]
     fake: bool,
+    /// Start a real kube-apiserver and etcd on this machine (kube-envtest, from
+    /// KUBEBUILDER_ASSETS: `cargo run -p kube-envtest -- install 1.36.x` prints it), run
+    /// --write there, and stop them at the end
+    #[arg(long, conflicts_with_all = ["fake", "kubeconfig", "cleanup"])]
+    envtest: bool,
     /// How long to run
     #[arg(long, default_value_t = 16, value_name = "N", value_parser = at_least_two_seconds)]
     seconds: u64,
@@ -133,6 +138,14 @@ async fn main() -> ExitCode {
     let run = async {
         match args.kubeconfig() {
             _ if args.print_rbac => real::print_rbac(&args.namespaces, args.write).await,
+            _ if args.envtest => {
+                let plan = real::Plan {
+                    seconds: args.seconds,
+                    write: true,
+                    namespaces: args.namespaces.clone(),
+                };
+                real::on_envtest(plan, &graceful).await
+            }
             Some(path) if args.cleanup => cleanup::run(&path).await,
             Some(path) => {
                 let plan = real::Plan {

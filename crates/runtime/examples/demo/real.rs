@@ -168,6 +168,21 @@ fn spec_namespaces(named: &[String]) -> Vec<String> {
     all
 }
 
+/// [`run`] on a real kube-apiserver and etcd started here (kube-envtest), stopped after.
+pub async fn on_envtest(plan: Plan, graceful: &CancellationToken) -> Result<(), Failure> {
+    use kube_envtest::{Environment, EnvironmentOptions};
+    let env = Environment::start(EnvironmentOptions::new())
+        .await
+        .map_err(|e| format!("kube-envtest could not start a real API server: {e}"))?;
+    println!(
+        "kube-envtest: a real kube-apiserver at {}",
+        env.config().cluster_url
+    );
+    let outcome = run(plan, env.kubeconfig_path(), graceful).await;
+    drop(env); // its processes and folder go
+    outcome
+}
+
 /// The ServiceAccount the printed RBAC is bound to (in [`DEMO_NAMESPACE`]).
 pub const SERVICE_ACCOUNT: &str = "kube-informer-demo";
 

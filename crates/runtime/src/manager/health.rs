@@ -165,6 +165,7 @@ fn run_checks(checks: &[(String, Check)]) -> Vec<(String, Verdict)> {
 /// The checks as a status code and a body; `verbose` lists passing checks too. `details`
 /// are listed with them but do not decide the code.
 pub(crate) fn render(
+    endpoint: &str,
     checks: &[(String, Verdict)],
     details: &[(String, Verdict)],
     verbose: bool,
@@ -180,14 +181,14 @@ pub(crate) fn render(
         }
     }
     if healthy {
-        body.push_str(if verbose {
-            "healthz check passed\n"
-        } else {
-            "ok"
-        });
+        // kube-apiserver's words: `readyz check passed`, `livez check passed`, ...
+        match verbose {
+            true => body.push_str(&format!("{endpoint} check passed\n")),
+            false => body.push_str("ok"),
+        }
         (200, body)
     } else {
-        body.push_str("healthz check failed\n");
+        body.push_str(&format!("{endpoint} check failed\n"));
         (500, body)
     }
 }

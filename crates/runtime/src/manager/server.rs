@@ -64,12 +64,17 @@ fn answer(
             .any(|p| p == "verbose" || p.starts_with("verbose="))
     });
     let (code, body, content_type) = match request.uri().path() {
-        "/healthz" | "/livez" => {
-            let (code, body) = render(&probes.healthz(), &[], verbose);
+        path @ ("/healthz" | "/livez") => {
+            let (code, body) = render(&path[1..], &probes.healthz(), &[], verbose);
             (code, body, "text/plain; charset=utf-8")
         }
         "/readyz" => {
-            let (code, body) = render(&probes.readyz(), &probes.readyz_details(), verbose);
+            let (code, body) = render(
+                "readyz",
+                &probes.readyz(),
+                &probes.readyz_details(),
+                verbose,
+            );
             (code, body, "text/plain; charset=utf-8")
         }
         "/metrics" => match registry {
