@@ -6,7 +6,7 @@ use kube::Resource;
 use kube_informer::ReadOnlyStore;
 use serde::de::DeserializeOwned;
 
-use super::own_writes::written;
+use super::own_writes::{GroupKind, written};
 
 /// Reads an informer's cache as the running reconcile left it: each object the reconcile
 /// recorded with [`wrote`](super::wrote) stands in for the cached copy while the cache is
@@ -40,18 +40,33 @@ use super::own_writes::written;
 #[derive(Debug, Clone)]
 pub struct OwnReader<K> {
     store: ReadOnlyStore<K>,
+    /// Its objects' kind, when the Rust type does not tell it (dynamic objects).
+    kind: Option<GroupKind>,
 }
 
 impl<K: Resource + DeserializeOwned + Send + Sync + 'static> OwnReader<K> {
     /// Reads `store` (an informer's: `SharedIndexInformer::store`).
     pub fn new(store: ReadOnlyStore<K>) -> Self {
-        Self { store }
+        Self { store, kind: None }
+    }
+
+    /// Reads `store`, a cache of `resource`'s objects: for dynamic objects, whose Rust type
+    /// is shared by every kind (only that kind's writes stand in for its objects).
+    pub fn of_resource(store: ReadOnlyStore<K>, resource: &kube::api::ApiResource) -> Self {
+        let kind = GroupKind {
+            group: resource.group.clone(),
+            kind: resource.kind.clone(),
+        };
+        Self {
+            store,
+            kind: Some(kind),
+        }
     }
 
     /// The object under `key` (`namespace/name`, or `name`), with this reconcile's writes.
     pub fn get(&self, key: &str) -> Option<Arc<K>> {
         let cached = self.store.get_by_key(key);
-        match written::<K>()
+        match written::<K>(self.kind.as_ref())
             .into_iter()
             .rev()
             .find(|(k, _, _)| k.as_str() == key)
@@ -64,7 +79,7 @@ impl<K: Resource + DeserializeOwned + Send + Sync + 'static> OwnReader<K> {
     /// Every object of the cache, with this reconcile's writes (in key order).
     pub fn list(&self) -> Vec<Arc<K>> {
         let mut objects: BTreeMap<_, _> = self.store.entries().into_iter().collect();
-        for (key, written, version) in written::<K>() {
+        for (key, written, version) in written::<K>(self.kind.as_ref()) {
             match newest(objects.remove(&key), written, version) {
                 Some(obj) => objects.insert(key, obj),
                 None => None,
@@ -147,5 +162,28 @@ mod tests {
         // Outside the reconcile, the cache as it is.
         assert_eq!(value(&reader.get("shop/new")), None);
         assert_eq!(reader.list().len(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_dynamic_reader_of_one_kind_shows_only_that_kinds_writes() {
+        use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+        let dynamic = |api_version: &str, kind: &str| -> DynamicObject {
+            serde_json::from_value(serde_json::json!({"apiVersion": api_version, "kind": kind,
+                "metadata": {"name": "web", "namespace": "shop", "resourceVersion": "3"}}))
+            .unwrap()
+        };
+        let widgets = ApiResource::from_gvk(&GroupVersionKind::gvk("example.com", "v1", "Widget"));
+        let reader =
+            OwnReader::of_resource(Store::<DynamicObject>::default().read_only(), &widgets);
+        recording(Arc::default(), async {
+            wrote(&dynamic("v1", "ConfigMap")); // named like the widget
+            assert!(
+                reader.get("shop/web").is_none(),
+                "a ConfigMap is not a Widget"
+            );
+            wrote(&dynamic("example.com/v1", "Widget"));
+            assert!(reader.get("shop/web").is_some());
+        })
+        .await;
     }
 }

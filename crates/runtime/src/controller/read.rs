@@ -126,6 +126,7 @@ pub(super) struct Read<T> {
     pub(super) informer: SharedIndexInformer<T>,
     pub(super) placed: Vec<ShardedKind>,
     kind: GroupKind,
+    plural: String,
     written_as: Vec<TypeId>,
     selectors: Selectors,
     namespaced: bool,
@@ -143,6 +144,7 @@ impl<T: Resource + Clone + Send + Sync + 'static> Read<T> {
     pub(super) fn cache(&self) -> CacheOf<'_, T> {
         CacheOf {
             kind: self.kind.clone(),
+            plural: self.plural.clone(),
             types: self.written_as.clone(),
             selectors: &self.selectors,
             namespaced: self.namespaced,
@@ -179,6 +181,7 @@ where
             group: resource.group,
             kind: resource.kind,
         },
+        plural: resource.plural,
         written_as: flavour.written_as(),
         selectors,
         namespaced,

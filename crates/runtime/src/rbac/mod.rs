@@ -121,7 +121,8 @@ impl Rbac {
     }
 
     /// [`allow`](Self::allow), on the objects named `names` only (RBAC's `resourceNames`;
-    /// none: all). `create`, `list` and `watch` of a whole collection cannot be limited so.
+    /// none: all). `create`, `list`, `watch` and `deletecollection` cannot be limited so
+    /// (RBAC would never allow them): they are allowed on every object.
     ///
     /// ```
     /// use kube_informer_runtime::rbac::{Rbac, Verb};
@@ -129,6 +130,9 @@ impl Rbac {
     /// let mut rbac = Rbac::default();
     /// rbac.allow_named("", "namespaces", &[], &["demo".to_owned()], &[Verb::Get, Verb::Delete]);
     /// assert!(rbac.yaml("op").contains("resourceNames:\n      - \"demo\""));
+    /// // A create cannot name its object: it is allowed unnamed.
+    /// rbac.allow_named("", "configmaps", &["ops".to_owned()], &["a".to_owned()], &[Verb::Create]);
+    /// assert!(rbac.permissions().iter().any(|p| p.resource == "configmaps" && p.names.is_empty()));
     /// ```
     pub fn allow_named(
         &mut self,
@@ -142,6 +146,25 @@ impl Rbac {
             [] => vec![Reach::Cluster],
             some => some.iter().cloned().map(Reach::Namespace).collect(),
         };
+        let unnamed = [
+            Verb::Create,
+            Verb::List,
+            Verb::Watch,
+            Verb::DeleteCollection,
+        ];
+        let (whole, named): (Vec<Verb>, Vec<Verb>) = verbs
+            .iter()
+            .partition(|v| names.is_empty() || unnamed.contains(v));
+        if !whole.is_empty() && !names.is_empty() {
+            self.allow_named(group, resource, namespaces, &[], &whole);
+        }
+        let verbs = match names.is_empty() {
+            true => &whole[..],
+            false => &named[..],
+        };
+        if verbs.is_empty() {
+            return;
+        }
         let mut names = names.to_vec();
         names.sort();
         names.dedup();

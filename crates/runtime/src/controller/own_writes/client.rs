@@ -57,6 +57,7 @@ pub fn recording_client(client: kube::Client) -> kube::Client {
 /// Sends `request`; records its answer if it is a write of one object within a reconcile.
 async fn send(client: kube::Client, request: Request<Body>) -> Result<Response<Body>, kube::Error> {
     let method = request.method().clone();
+    let path = request.uri().path().to_owned();
     let write = matches!(
         method,
         Method::POST | Method::PUT | Method::PATCH | Method::DELETE
@@ -68,10 +69,56 @@ async fn send(client: kube::Client, request: Request<Body>) -> Result<Response<B
     }
     let (parts, body) = response.into_parts();
     let bytes = body.collect().await?.to_bytes();
-    if let Some(written) = answered(&bytes, method == Method::DELETE) {
+    let deleting = method == Method::DELETE;
+    let written =
+        answered(&bytes, deleting).or_else(|| deleting.then(|| deleted(&bytes, &path)).flatten());
+    if let Some(written) = written {
         record(written);
     }
     Ok(Response::from_parts(parts, Body::from(bytes)))
+}
+
+/// A delete the API server answered with a `Status` (most kinds, once the object is gone):
+/// the object the request's path names, gone (with the UID the answer gives, if any).
+fn deleted(bytes: &[u8], path: &str) -> Option<Written> {
+    #[derive(Deserialize)]
+    struct Answer {
+        kind: String,
+        status: Option<String>,
+        #[serde(default)]
+        details: Details,
+    }
+    #[derive(Deserialize, Default)]
+    struct Details {
+        uid: Option<String>,
+    }
+    let answer: Answer = serde_json::from_slice(bytes).ok()?;
+    if answer.kind != "Status" || answer.status.as_deref() != Some("Success") {
+        return None;
+    }
+    // `/api/v1[/namespaces/NS]/PLURAL/NAME` or `/apis/GROUP/VERSION[/namespaces/NS]/PLURAL/NAME`.
+    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let (group, rest) = match parts.as_slice() {
+        ["api", _version, rest @ ..] => ("", rest),
+        ["apis", group, _version, rest @ ..] => (*group, rest),
+        _ => return None,
+    };
+    let (namespace, plural, name) = match rest {
+        ["namespaces", ns, plural, name] => (Some(*ns), *plural, *name),
+        [plural, name] => (None, *plural, *name),
+        _ => return None, // a subresource, or a collection
+    };
+    let meta = ObjectMeta {
+        name: Some(name.to_owned()),
+        namespace: namespace.map(str::to_owned),
+        // The version is not told; a deletion is waited for by the object's absence.
+        resource_version: Some("0".to_owned()),
+        uid: answer.details.uid.or(Some(String::new())),
+        ..ObjectMeta::default()
+    };
+    let mut written = Written::new(&meta, None, TypeId::of::<Value>(), true)?;
+    written.resource = Some((group.to_owned(), plural.to_owned()));
+    Some(written)
 }
 
 fn dry_run(query: Option<&str>) -> bool {
@@ -143,8 +190,29 @@ mod tests {
             "resourceVersion": "7", "finalizers": ["x"], "deletionTimestamp": "2026-11-28T00:00:00Z"}});
         let w = answer(held, true).unwrap();
         assert_eq!((w.deleted, w.kind.unwrap().group.as_str()), (None, ""));
-        let status = json!({"apiVersion": "v1", "kind": "Status", "status": "Success"});
-        assert!(answer(status, true).is_none());
+        let status = json!({"apiVersion": "v1", "kind": "Status", "status": "Success",
+            "details": {"name": "web", "kind": "configmaps", "uid": "u9"}});
+        assert!(answer(status.clone(), true).is_none(), "not an object");
+        // Deleted at once, answered with a Status: the path names the object.
+        let bytes = serde_json::to_vec(&status).unwrap();
+        let gone = deleted(&bytes, "/api/v1/namespaces/shop/configmaps/web").unwrap();
+        assert_eq!(
+            (gone.key.as_str(), gone.deleted.as_deref()),
+            ("shop/web", Some("u9"))
+        );
+        assert_eq!(
+            gone.resource,
+            Some((String::new(), "configmaps".to_owned()))
+        );
+        let crd = deleted(&bytes, "/apis/example.com/v1/widgets/w").unwrap();
+        assert_eq!(
+            (crd.key.as_str(), crd.resource.unwrap().0.as_str()),
+            ("w", "example.com")
+        );
+        assert!(
+            deleted(&bytes, "/api/v1/namespaces/shop/configmaps").is_none(),
+            "a collection"
+        );
         assert!(dry_run(Some("fieldManager=x&dryRun=All")));
         assert!(!dry_run(Some("fieldManager=dryRun")));
     }

@@ -13,6 +13,8 @@
 //!   one), on the reconcile's task or in a future it wraps with [`carry_writes`]; or by
 //!   hand with [`wrote`] (the [`finalizer`](crate::finalizer::finalizer) helper records its
 //!   own patches);
+//! - a delete the API server answered with a `Status` (most kinds, once the object is
+//!   gone) is recorded from the request's path, and waited for by the object's absence;
 //! - a write is matched to the controller's caches by its API group and kind, whatever the
 //!   Rust type that reads it (a metadata-only relation's cache waits for a `Secret` written
 //!   whole, each dynamic kind for its own objects);
@@ -32,7 +34,9 @@
 //! is not recorded; versions that are not numbers (not kube-apiserver's) are not compared;
 //! a field selector other than `metadata.name`/`metadata.namespace` is evaluated only for
 //! writes the recording client saw (for one recorded with [`wrote`], the write is waited
-//! for by its version).
+//! for by its version), and an unset field is taken as unknown; in a fleet, a reconcile
+//! that writes to *another* member through that member's client has the write recorded
+//! against its own member's caches (write across members through a plain client).
 
 mod client;
 mod selects;
@@ -83,6 +87,9 @@ pub(crate) struct OwnWrites {
     caches: RwLock<HashMap<GroupKind, Vec<Cache>>>,
     /// The kinds of the Rust types the caches read (for writes recorded with [`wrote`]).
     kinds: RwLock<HashMap<TypeId, GroupKind>>,
+    /// The kinds of the resources the caches read, by group and plural (for a delete the
+    /// API server answered with a `Status`, which names the resource only).
+    resources: RwLock<HashMap<(String, String), GroupKind>>,
     pending: Mutex<ByKey>,
 }
 
@@ -111,6 +118,8 @@ pub(crate) enum Settled {
 pub(crate) struct CacheOf<'a, T> {
     /// Its objects' kind.
     pub(crate) kind: GroupKind,
+    /// Its objects' resource (plural).
+    pub(crate) plural: String,
     /// The Rust types writes of that kind may be recorded as (with [`wrote`]).
     pub(crate) types: Vec<TypeId>,
     /// What it lists and watches (the factory's defaults applied).
@@ -125,6 +134,7 @@ impl OwnWrites {
             limit,
             caches: RwLock::default(),
             kinds: RwLock::default(),
+            resources: RwLock::default(),
             pending: Mutex::default(),
         }
     }
@@ -136,6 +146,7 @@ impl OwnWrites {
     {
         let CacheOf {
             kind,
+            plural,
             types,
             selectors,
             namespaced,
@@ -145,6 +156,9 @@ impl OwnWrites {
         for type_id in types {
             kinds.entry(type_id).or_insert_with(|| kind.clone());
         }
+        drop(kinds);
+        let resource = (kind.group.clone(), plural);
+        self.resources.write().insert(resource, kind.clone());
         let cache = Cache {
             selection: Selection::new(selectors, namespaced),
             wait: Box::new(move |written, wait| {
@@ -204,9 +218,10 @@ impl OwnWrites {
     /// Which caches `written` is waited for in, and how; `None` if none (a kind no cache
     /// reads). The object as written is dropped here: only the reconcile reads it.
     fn plan(&self, mut written: Written) -> Option<Pending> {
-        let kind = match written.kind.clone() {
-            Some(kind) => kind,
-            None => self.kinds.read().get(&written.type_id)?.clone(),
+        let kind = match (written.kind.clone(), &written.resource) {
+            (Some(kind), _) => kind,
+            (None, Some(resource)) => self.resources.read().get(resource)?.clone(),
+            (None, None) => self.kinds.read().get(&written.type_id)?.clone(),
         };
         let caches = self.caches.read();
         let waits: Vec<_> = caches
@@ -283,27 +298,33 @@ async fn arrive<T: Resource>(store: &ReadOnlyStore<T>, written: &Written) {
 
 /// Until `store` holds no copy of `written`'s object older than the write: none at all, a
 /// newer one, or (the write deleted it) another object of the name. Wakes on each change
-/// of the cache.
+/// of the cache in the object's namespace (its own watch, in a cache of several).
 async fn leave<T: Resource>(store: &ReadOnlyStore<T>, written: &Written) {
     loop {
-        let old =
-            store
-                .get_by_key(written.key.as_str())
-                .is_some_and(|obj| match &written.deleted {
-                    Some(uid) => obj.meta().uid.as_deref().unwrap_or_default() == uid,
-                    None => version(&*obj).is_some_and(|v| v < written.version),
-                });
+        // The version first: a change after it is waited for, not missed.
+        let now = match &written.namespace {
+            Some(ns) => store.resource_version_in(ns).unwrap_or_default(),
+            None => store.resource_version(),
+        };
+        let old = store.get_by_key(written.key.as_str()).is_some_and(|obj| {
+            match &written.deleted {
+                // No UID known (a delete answered with a Status without one): any copy.
+                Some(uid) => uid.is_empty() || obj.meta().uid.as_deref().unwrap_or_default() == uid,
+                None => version(&*obj).is_some_and(|v| v < written.version),
+            }
+        });
         if !old {
             return;
         }
-        let Ok(now) = store.resource_version().parse::<u64>() else {
+        let Ok(now) = now.parse::<u64>() else {
             return; // versions that are not numbers: cannot wait for the next change
         };
-        if store
-            .wait_for_resource_version(&(now + 1).to_string())
-            .await
-            .is_err()
-        {
+        let next = (now + 1).to_string();
+        let changed = match &written.namespace {
+            Some(ns) => store.wait_for_resource_version_in(ns, &next).await,
+            None => store.wait_for_resource_version(&next).await,
+        };
+        if changed.is_err() {
             return;
         }
     }

@@ -44,6 +44,7 @@ fn add<T>(
             group: kind.0.into(),
             kind: kind.1.into(),
         },
+        plural: format!("{}s", kind.1.to_lowercase()),
         types,
         selectors: &selectors,
         namespaced: true,
@@ -188,5 +189,36 @@ async fn a_write_carried_to_another_task_is_recorded_even_after_the_reconcile_re
     cached
         .add(Arc::new(object(config_map("4", json!({})))))
         .unwrap();
+    assert_eq!(settled.await.unwrap(), Settled::Reached);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_deletion_in_a_cache_of_several_namespaces_is_seen_in_its_own_namespace() {
+    let own = Arc::new(OwnWrites::new(Some(LIMIT)));
+    let cached = Store::<ConfigMap>::default();
+    cached.track_namespaces(["ns".to_owned(), "quiet".to_owned()]);
+    let types = vec![TypeId::of::<ConfigMap>()];
+    add(
+        &own,
+        ("", "ConfigMap"),
+        types,
+        Selectors::default(),
+        &cached,
+    );
+    let held: ConfigMap = object(config_map("5", json!({})));
+    cached.add(Arc::new(held.clone())).unwrap();
+    // The last finalizer removed: the answer is the object, being deleted, with none left.
+    let mut gone = held.clone();
+    gone.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+    ));
+    gone.metadata.uid = None;
+    let settled = reconcile_then_settle(&own, async { wrote(&gone) }).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(!settled.is_finished(), "the cache still holds it");
+    // Deleted in `ns` only: the quiet namespace's version does not move.
+    let mut deleted = held.clone();
+    deleted.metadata.resource_version = Some("6".into());
+    cached.delete(&deleted).unwrap();
     assert_eq!(settled.await.unwrap(), Settled::Reached);
 }

@@ -44,6 +44,9 @@ pub(crate) struct Written {
     /// Its kind, when the write tells it (the client's answer, a `DynamicObject`'s type);
     /// else the controller's caches tell it from `type_id`.
     pub(super) kind: Option<GroupKind>,
+    /// Its group and resource (plural), when only they are known (a delete answered with
+    /// a `Status`).
+    pub(super) resource: Option<(String, String)>,
     pub(super) type_id: TypeId,
     pub(super) key: ObjectKey,
     pub(super) namespace: Option<String>,
@@ -75,6 +78,13 @@ impl Written {
         type_id: TypeId,
         deleting: bool,
     ) -> Option<Self> {
+        // A Namespace being deleted lingers (Terminating) until its contents are gone,
+        // whatever its metadata.finalizers say: it is waited for as any write.
+        let lingers = type_id == TypeId::of::<k8s_openapi::api::core::v1::Namespace>()
+            || kind
+                .as_ref()
+                .is_some_and(|k| k.group.is_empty() && k.kind == "Namespace");
+        let deleting = deleting && !lingers;
         let version = meta.resource_version.as_deref()?.parse::<u64>().ok()?;
         let name = meta.name.as_deref().filter(|n| !n.is_empty())?;
         let namespace = meta.namespace.clone().filter(|n| !n.is_empty());
@@ -85,11 +95,13 @@ impl Written {
         // absence from the cache tells the deletion was seen. (A Pod in its grace period
         // has a deletionGracePeriodSeconds above 0: it still exists.)
         let deleted = ((deleting || meta.deletion_timestamp.is_some())
+            && !lingers
             && meta.finalizers.as_ref().is_none_or(Vec::is_empty)
             && meta.deletion_grace_period_seconds.unwrap_or(0) == 0)
             .then(|| meta.uid.clone().unwrap_or_default());
         Some(Self {
             kind,
+            resource: None,
             type_id,
             key,
             namespace,
@@ -111,9 +123,11 @@ impl Written {
                 let Some(AsWritten::Json(json)) = &self.object else {
                     return None;
                 };
+                // An unset field is as the API server formats its default (`false`, `0`,
+                // `""`): not known here.
                 match path.split('.').try_fold(&**json, |v, part| v.get(part)) {
                     Some(Value::String(s)) => Some(s.clone()),
-                    Some(Value::Null) | None => Some(String::new()),
+                    Some(Value::Null) | None => None,
                     Some(other) => Some(other.to_string()),
                 }
             }
@@ -268,29 +282,38 @@ pub(crate) async fn recording<F: Future>(record: Arc<Record>, future: F) -> F::O
     RECORD.scope(record, future).await
 }
 
-/// The writes the running reconcile made so far of `K` objects (recorded as `K`, or by the
-/// recording client as the kind the controller reads `K` as), oldest first: (key, the
-/// object as written, or `None` if the write deleted it, its version). Empty outside a
-/// reconcile.
-pub(crate) fn written<K>() -> Vec<(ObjectKey, Option<Arc<K>>, u64)>
+/// The writes the running reconcile made so far of `K` objects of `kind` (recorded as
+/// `K`, or by the recording client), oldest first: (key, the object as written, or `None`
+/// if the write deleted it, its version). `kind` `None`: the kind the controller reads `K`
+/// as. Empty outside a reconcile.
+pub(crate) fn written<K>(kind: Option<&GroupKind>) -> Vec<(ObjectKey, Option<Arc<K>>, u64)>
 where
     K: serde::de::DeserializeOwned + Send + Sync + 'static,
 {
-    let Ok((writes, kind)) = RECORD.try_with(|record| {
-        let kind = record.owner.as_ref().and_then(|o| o.kind_of::<K>());
-        (record.so_far(), kind)
+    let Ok((writes, known)) = RECORD.try_with(|record| {
+        let known = record.owner.as_ref().and_then(|o| o.kind_of::<K>());
+        (record.so_far(), known)
     }) else {
         return Vec::new();
     };
-    let kind = kind.as_ref();
+    let kind = kind.or(known.as_ref());
     writes
         .into_iter()
         .filter_map(|w| {
+            // A write that says its kind must be this one (dynamic objects of other kinds
+            // share the Rust type).
+            let same_kind = match (&w.kind, kind) {
+                (Some(have), Some(want)) => have == want,
+                (None, _) => true,
+                (Some(_), None) => false,
+            };
             let object: Arc<K> = match w.object? {
-                AsWritten::Typed(typed) if w.type_id == TypeId::of::<K>() => {
+                AsWritten::Typed(typed)
+                    if w.type_id == TypeId::of::<K>() && (same_kind || kind.is_none()) =>
+                {
                     typed.downcast::<K>().ok()?
                 }
-                AsWritten::Json(json) if w.kind.as_ref() == kind && kind.is_some() => {
+                AsWritten::Json(json) if same_kind && kind.is_some() => {
                     Arc::new(K::deserialize(&*json).ok()?)
                 }
                 _ => return None,

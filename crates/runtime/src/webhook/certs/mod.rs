@@ -112,6 +112,8 @@ pub struct WebhookCerts {
     check_every: Duration,
     /// What this replica last wrote into each target (to tell a revert).
     written: Arc<inject::Written>,
+    /// The CA that signed the serving certificate this replica last wrote to its files.
+    serving_ca: Arc<parking_lot::Mutex<Option<String>>>,
 }
 
 impl std::fmt::Debug for WebhookCerts {
@@ -150,6 +152,7 @@ impl WebhookCerts {
             cert_dir: std::env::temp_dir().join("k8s-webhook-server/serving-certs"),
             check_every: Duration::from_secs(60),
             written: Arc::default(),
+            serving_ca: Arc::default(),
         }
     }
 
@@ -276,7 +279,7 @@ impl WebhookCerts {
         let trusted = inject::observe(&self.client, &self.targets).await;
         let api: Api<Secret> = Api::namespaced(self.client.clone(), &self.namespace);
         let (stored, steps) =
-            secret::settle(&api, &self.secret, &self.policy, &trusted, now).await?;
+            secret::settle(&api, &self.secret, &self.policy, &trusted, &now).await?;
         for step in &steps {
             tracing::info!(secret = %self.secret, ?step, "webhook certificates changed");
             metrics::changed(*step);
@@ -285,18 +288,25 @@ impl WebhookCerts {
         use base64::Engine as _;
         let bundle = base64::engine::general_purpose::STANDARD.encode(&stored.bundle);
         let injected = inject::inject(&self.client, &self.targets, &bundle, &self.written).await;
-        // The bundle before the certificate: a serving certificate is switched only once
-        // the configurations trust its CA (injected now, or already).
+        // The bundle before the certificate: a serving certificate of another CA is switched
+        // to only once the configurations trust it (injected now, or already); one of the
+        // CA already served (a renewal), or in place of one expired or unreadable, at once.
         let signer = stored
             .ca
             .as_ref()
             .map(|ca| ca.cert.as_str())
             .unwrap_or_default();
-        let serve = injected.is_ok() || trusted.everywhere(signer);
+        let same_signer = self.serving_ca.lock().as_deref() == Some(signer);
+        let served = std::fs::read_to_string(self.cert_dir.join("tls.crt")).unwrap_or_default();
+        let spent = pki::not_after(&served).is_none_or(|end| end <= now());
+        let serve = injected.is_ok() || trusted.everywhere(signer) || same_signer || spent;
         if let Err(error) = &injected {
             tracing::error!(%error, secret = %self.secret, "the webhook CA bundle could not be injected: the CA roll waits and the certificate served stays one the API server trusts");
         }
         write_files(&self.cert_dir, &stored, serve)?;
+        if serve {
+            *self.serving_ca.lock() = Some(signer.to_owned());
+        }
         injected.map(|_| ())
     }
 

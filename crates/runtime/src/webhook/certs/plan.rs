@@ -126,6 +126,8 @@ pub(super) fn step(stored: &Stored, now: i64, policy: &Policy, trusted: &Trusted
         .as_ref()
         .filter(|(next, _)| usable(Some(next), now).is_some());
     match (next, stored.next_injected) {
+        // The configurations could not be read: nothing is noted, lost or promoted.
+        (Some(_), _) if *trusted == Trusted::Unknown => {}
         (Some((next, since)), injected) => {
             let held = trusted.everywhere(&next.cert);
             // Unwatched: timed from the roll's start, as nothing can be read back.
@@ -387,6 +389,9 @@ mod tests {
         assert_eq!(steps, [Step::CaInjected]);
         let half = at(290) + policy().overlap() / 2;
         let (waiting, steps) = settled(&injected, half, &holding(&stored.bundle));
+        assert!(steps.is_empty(), "{steps:?}");
+        // A failed read changes nothing: neither lost nor promoted.
+        let (_, steps) = settled(&injected, at(292), &Trusted::Unknown);
         assert!(steps.is_empty(), "{steps:?}");
         // Reverted before the overlap passed: the clock starts again.
         let (lost, steps) = settled(&waiting, half + 1, &holding(&old_bundle));

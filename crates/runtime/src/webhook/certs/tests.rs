@@ -47,13 +47,17 @@ async fn server() -> FakeApiServer {
 /// A client that the API server refuses every write to webhook configurations (its RBAC
 /// lacks `update` there).
 fn without_update_rbac(client: kube::Client) -> kube::Client {
+    refusing(client, &[http::Method::PUT])
+}
+
+/// A client that the API server refuses `methods` on webhook configurations.
+fn refusing(client: kube::Client, methods: &'static [http::Method]) -> kube::Client {
     let service = tower::service_fn(move |request: Request<Body>| {
         let client = client.clone();
         async move {
             let path = request.uri().path().to_owned();
-            if request.method() == http::Method::PUT
-                && path.contains("/admissionregistration.k8s.io/")
-            {
+            let refused = path.contains("/admissionregistration.k8s.io/");
+            if methods.contains(request.method()) && refused {
                 let status = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
                     "reason": "Forbidden", "code": 403, "message": "forbidden: cannot update"});
                 let body = Body::from(serde_json::to_vec(&status).unwrap());
@@ -270,4 +274,51 @@ async fn the_secret_deleted_under_two_replicas_leaves_both_trusted() {
     signers.assert_trusted(&server, &a_dir, "a");
     b.check(now()).await.unwrap();
     signers.assert_trusted(&server, &b_dir, "b after its check");
+}
+
+#[tokio::test]
+async fn renewals_of_the_served_ca_reach_the_files_while_the_configurations_cannot_be_read() {
+    let server = server().await;
+    let clock = Arc::new(AtomicI64::new(START));
+    let now = || {
+        let clock = clock.clone();
+        move || clock.load(Ordering::SeqCst)
+    };
+    let folder = dir("unreadable");
+    // Its own configuration: the failures it counts are its own.
+    let mut config = server.get(&hooks(), None, HOOKS).unwrap();
+    config["metadata"] = json!({"name": "blind-hooks"});
+    server.create(&hooks(), None, config).unwrap();
+    let certs = |client| {
+        WebhookCerts::for_service(client, "shop", "svc", "svc-cert")
+            .validating("blind-hooks")
+            .cert_dir(&folder)
+            .ca_validity(Duration::from_secs(300 * 86_400))
+            .serving_validity(Duration::from_secs(30 * 86_400))
+    };
+    certs(server.memory_client()).check(now()).await.unwrap();
+    // The RBAC loses `get` and `update` on the configuration: nothing can be read back or
+    // injected, but the serving certificate, renewed by the CA it was always signed by,
+    // must not expire in the files.
+    let blind = certs(refusing(
+        server.memory_client(),
+        &[http::Method::GET, http::Method::PUT],
+    ));
+    let mut renewals = 0;
+    let mut last = std::fs::read_to_string(folder.join("tls.crt")).unwrap();
+    for day in 1..=150 {
+        clock.store(START + day * DAY, Ordering::SeqCst);
+        assert!(
+            blind.check(now()).await.is_err(),
+            "day {day}: the failure is reported"
+        );
+        let served = std::fs::read_to_string(folder.join("tls.crt")).unwrap();
+        assert!(
+            pki::not_after(&served).unwrap() > START + day * DAY,
+            "day {day}: the served certificate expired"
+        );
+        renewals += usize::from(served != last);
+        last = served;
+    }
+    assert!(renewals >= 3, "renewed {renewals} times");
 }
