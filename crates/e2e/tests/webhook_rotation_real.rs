@@ -351,13 +351,14 @@ async fn a_roll_whose_injection_is_refused_waits_and_fails_no_admission() {
     let dirs: Vec<PathBuf> = (0..2)
         .map(|i| env.dir().join(format!("refused-{i}")))
         .collect();
-    // The CA rolls once a third of its 45 s is left (at 30 s): 15 s for the refused
-    // stretch, the grant, the injection and the overlap before it would expire.
+    // The CA rolls once a third of its 60 s is left (at 40 s): 20 s for the refused
+    // stretch (6 s), the grant, the injection and the overlap (3 s) before it would
+    // expire — room for a loaded machine.
     let certs = |client: &kube::Client, dir: &PathBuf| {
         WebhookCerts::new(client.clone(), NS, "refused-cert", ["127.0.0.1"])
             .validating(TARGET)
             .cert_dir(dir)
-            .ca_validity(Duration::from_secs(45))
+            .ca_validity(Duration::from_secs(60))
             .serving_validity(Duration::from_secs(9))
             .overlap(Duration::from_secs(3))
             .check_every(Duration::from_millis(300))
