@@ -183,20 +183,16 @@ impl Rbac {
     pub fn permissions(&self) -> Vec<Permission> {
         let mut out = Vec::new();
         for ((reach, group, resource, names), verbs) in &self.rules {
-            let wider = |reach: &Reach| {
-                let key = (reach.clone(), group.clone(), resource.clone(), Vec::new());
-                self.rules.get(&key)
-            };
-            let mut covering = Vec::new();
-            if *reach != Reach::Cluster {
-                covering.extend(wider(&Reach::Cluster));
-            }
-            if !names.is_empty() {
-                covering.extend(wider(reach));
-                if *reach != Reach::Cluster {
-                    covering.extend(wider(&Reach::Cluster));
-                }
-            }
+            // The wider rules: on every object everywhere, and on every object here.
+            let own = (reach, names.is_empty());
+            let covering: Vec<_> = [Reach::Cluster, reach.clone()]
+                .into_iter()
+                .filter(|wide| (wide, true) != own)
+                .filter_map(|wide| {
+                    self.rules
+                        .get(&(wide, group.clone(), resource.clone(), Vec::new()))
+                })
+                .collect();
             let verbs: BTreeSet<Verb> = verbs
                 .iter()
                 .filter(|v| !covering.iter().any(|all| all.contains(v)))

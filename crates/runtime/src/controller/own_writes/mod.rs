@@ -66,10 +66,12 @@ enum Wait {
     Leave,
 }
 
-/// A write kept for the next reconcile of its key: which caches to wait for, and how.
+/// A write kept for the next reconcile of its key: which caches of its kind to wait for
+/// (by their place among that kind's), and how.
 struct Pending {
     written: Written,
-    waits: Vec<(GroupKind, usize, Wait)>,
+    kind: GroupKind,
+    waits: Vec<(usize, Wait)>,
 }
 
 /// Waits, as told, until a cache shows a write.
@@ -233,11 +235,16 @@ impl OwnWrites {
                     (Some(_), _) | (None, Some(false)) => Wait::Leave,
                     (None, Some(true) | None) => Wait::Arrive,
                 };
-                (kind.clone(), i, wait)
+                (i, wait)
             })
             .collect();
+        drop(caches);
         written.object = None;
-        Some(Pending { written, waits })
+        Some(Pending {
+            written,
+            kind,
+            waits,
+        })
     }
 
     /// Waits (at most the limit) until the caches hold what the reconciles of `key` wrote:
@@ -253,9 +260,9 @@ impl OwnWrites {
             writes
                 .iter()
                 .flat_map(|p| p.waits.iter().map(move |w| (p, w)))
-                .filter(|(_, (_, _, wait))| *wait == wanted)
-                .filter_map(|(p, (kind, i, wait))| {
-                    Some((caches.get(kind)?.get(*i)?.wait)(&p.written, *wait))
+                .filter(|(_, (_, wait))| *wait == wanted)
+                .filter_map(|(p, (i, wait))| {
+                    Some((caches.get(&p.kind)?.get(*i)?.wait)(&p.written, *wait))
                 })
                 .collect()
         };

@@ -180,11 +180,11 @@ impl Record {
         }
     }
 
-    /// The writes the running reconcile made so far, for reading them back.
-    fn so_far(&self) -> Vec<Written> {
+    /// `read` of the writes the running reconcile made so far (none once it ended).
+    fn so_far<R>(&self, read: impl FnOnce(&[Written]) -> R) -> R {
         match &*self.state.lock() {
-            State::Open(writes) => writes.clone(),
-            State::Closed(_) => Vec::new(),
+            State::Open(writes) => read(writes),
+            State::Closed(_) => read(&[]),
         }
     }
 }
@@ -290,36 +290,44 @@ pub(crate) fn written<K>(kind: Option<&GroupKind>) -> Vec<(ObjectKey, Option<Arc
 where
     K: serde::de::DeserializeOwned + Send + Sync + 'static,
 {
-    let Ok((writes, known)) = RECORD.try_with(|record| {
+    // Under the record's lock only the matching writes' keys and objects (shared) are
+    // taken; a JSON answer is decoded after.
+    let Ok(found) = RECORD.try_with(|record| {
         let known = record.owner.as_ref().and_then(|o| o.kind_of::<K>());
-        (record.so_far(), known)
+        let kind = kind.or(known.as_ref());
+        record.so_far(|writes| {
+            writes
+                .iter()
+                .filter_map(|w| {
+                    // A write that says its kind must be this one (dynamic objects of other
+                    // kinds share the Rust type).
+                    let same_kind = match (&w.kind, kind) {
+                        (Some(have), Some(want)) => have == want,
+                        (None, _) => true,
+                        (Some(_), None) => false,
+                    };
+                    let matches = match w.object.as_ref()? {
+                        AsWritten::Typed(_) => {
+                            w.type_id == TypeId::of::<K>() && (same_kind || kind.is_none())
+                        }
+                        AsWritten::Json(_) => same_kind && kind.is_some(),
+                    };
+                    let object = w.object.clone()?;
+                    matches.then(|| (w.key.clone(), object, w.deleted.is_none(), w.version))
+                })
+                .collect::<Vec<_>>()
+        })
     }) else {
         return Vec::new();
     };
-    let kind = kind.or(known.as_ref());
-    writes
+    found
         .into_iter()
-        .filter_map(|w| {
-            // A write that says its kind must be this one (dynamic objects of other kinds
-            // share the Rust type).
-            let same_kind = match (&w.kind, kind) {
-                (Some(have), Some(want)) => have == want,
-                (None, _) => true,
-                (Some(_), None) => false,
+        .filter_map(|(key, object, kept, version)| {
+            let object: Arc<K> = match object {
+                AsWritten::Typed(typed) => typed.downcast::<K>().ok()?,
+                AsWritten::Json(json) => Arc::new(K::deserialize(&*json).ok()?),
             };
-            let object: Arc<K> = match w.object? {
-                AsWritten::Typed(typed)
-                    if w.type_id == TypeId::of::<K>() && (same_kind || kind.is_none()) =>
-                {
-                    typed.downcast::<K>().ok()?
-                }
-                AsWritten::Json(json) if same_kind && kind.is_some() => {
-                    Arc::new(K::deserialize(&*json).ok()?)
-                }
-                _ => return None,
-            };
-            let kept = w.deleted.is_none().then_some(object);
-            Some((w.key, kept, w.version))
+            Some((key, kept.then_some(object), version))
         })
         .collect()
 }
