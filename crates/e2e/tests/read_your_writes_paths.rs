@@ -72,11 +72,24 @@ fn config_maps() -> ApiResource {
     ApiResource::erase::<ConfigMap>(&())
 }
 
-fn metrics() -> (Registry, ControllerMetrics) {
+/// A scenario's namespace `ns` (made), an admin client, a factory, and a registry with the
+/// controllers' metrics.
+async fn scenario(
+    backend: &Backend,
+    ns: &str,
+) -> (
+    kube::Client,
+    SharedInformerFactory,
+    Registry,
+    ControllerMetrics,
+) {
+    let admin = backend.client();
+    ensure_namespace(&admin, ns).await;
+    let factory = SharedInformerFactory::new(backend.informer_client(), FactoryOptions::default());
     let mut registry = Registry::default();
     let core = Metrics::register(&mut registry);
     let metrics = ControllerMetrics::register(&mut registry, &core);
-    (registry, metrics)
+    (admin, factory, registry, metrics)
 }
 
 /// `controller_runtime_read_your_writes_timeouts_total` of `controller` (0 if unset).
@@ -130,8 +143,21 @@ fn round(child: &DynamicObject) -> u64 {
         .unwrap_or(0)
 }
 
-fn is(err: &kube::Error, reason: &str) -> bool {
-    matches!(err, kube::Error::Api(status) if status.reason == reason)
+/// `written`'s error, unless it is a refusal for `reason` (`AlreadyExists`, `Conflict`):
+/// that is counted with `count` instead.
+fn unless<T>(
+    written: Result<T, kube::Error>,
+    reason: &str,
+    count: impl FnOnce(),
+) -> Result<(), kube::Error> {
+    match written {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.reason == reason => {
+            count();
+            Ok(())
+        }
+        Err(err) => Err(err),
+    }
 }
 
 /// A widget's reconcile: creates its child ConfigMap (same name) if the cache has none,
@@ -152,14 +178,11 @@ async fn reconcile_widget(
             "metadata": {"name": name, "ownerReferences": owner}, "data": {"round": "0"},
         }))
         .unwrap();
-        return match api.create(&PostParams::default(), &child).await {
-            Ok(_) => Ok(Action::RequeueAfter(Duration::from_millis(1))),
-            Err(err) if is(&err, "AlreadyExists") => {
-                ctx.stale.lock().duplicates += 1;
-                Ok(Action::RequeueAfter(Duration::from_millis(1)))
-            }
-            Err(err) => Err(err),
-        };
+        let created = api.create(&PostParams::default(), &child).await;
+        unless(created, "AlreadyExists", || {
+            ctx.stale.lock().duplicates += 1
+        })?;
+        return Ok(Action::RequeueAfter(Duration::from_millis(1)));
     };
     let done = round(&child);
     if done >= ROUNDS {
@@ -169,11 +192,8 @@ async fn reconcile_widget(
     let mut next: ConfigMap =
         serde_json::from_value(serde_json::to_value(&*child).unwrap()).unwrap();
     next.data = Some([("round".to_owned(), (done + 1).to_string())].into());
-    match api.replace(&name, &PostParams::default(), &next).await {
-        Ok(_) => {}
-        Err(err) if is(&err, "Conflict") => ctx.stale.lock().conflicts += 1,
-        Err(err) => return Err(err),
-    }
+    let replaced = api.replace(&name, &PostParams::default(), &next).await;
+    unless(replaced, "Conflict", || ctx.stale.lock().conflicts += 1)?;
     Ok(Action::RequeueAfter(Duration::from_millis(1)))
 }
 
@@ -182,10 +202,7 @@ async fn a_dynamic_child_named_like_its_owner_is_read_back_without_waiting_out_t
 ) {
     const NS: &str = "ryw-dynamic";
     let name = backend.name();
-    let admin = backend.client();
-    ensure_namespace(&admin, NS).await;
-    let factory = SharedInformerFactory::new(backend.informer_client(), FactoryOptions::default());
-    let (registry, metrics) = metrics();
+    let (admin, factory, registry, metrics) = scenario(&backend, NS).await;
     let options = ControllerOptions::default()
         .name("widgets")
         .metrics(&metrics);
@@ -260,30 +277,23 @@ async fn reconcile_parent(cm: Cached<ConfigMap>, ctx: Arc<Ctx>) -> Result<Action
         let secret: Secret =
             serde_json::from_value(json!({"metadata": {"name": name, "ownerReferences": owner}}))
                 .unwrap();
-        match secrets.create(&PostParams::default(), &secret).await {
-            Ok(_) => {}
-            Err(err) if is(&err, "AlreadyExists") => ctx.stale.lock().duplicates += 1,
-            Err(err) => return Err(err),
-        }
+        let created = secrets.create(&PostParams::default(), &secret).await;
+        unless(created, "AlreadyExists", || {
+            ctx.stale.lock().duplicates += 1
+        })?;
     }
     let mut next = (*cm).clone();
     next.data = Some([("round".to_owned(), (done + 1).to_string())].into());
     let parents: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &ns);
-    match parents.replace(&name, &PostParams::default(), &next).await {
-        Ok(_) => {}
-        Err(err) if is(&err, "Conflict") => ctx.stale.lock().conflicts += 1,
-        Err(err) => return Err(err),
-    }
+    let replaced = parents.replace(&name, &PostParams::default(), &next).await;
+    unless(replaced, "Conflict", || ctx.stale.lock().conflicts += 1)?;
     Ok(Action::RequeueAfter(Duration::from_millis(1)))
 }
 
 async fn a_metadata_only_child_is_created_once_under_immediate_requeues(backend: Backend) {
     const NS: &str = "ryw-metadata";
     let name = backend.name();
-    let admin = backend.client();
-    ensure_namespace(&admin, NS).await;
-    let factory = SharedInformerFactory::new(backend.informer_client(), FactoryOptions::default());
-    let (registry, metrics) = metrics();
+    let (admin, factory, registry, metrics) = scenario(&backend, NS).await;
     let only_ns = InformerSpec::new().selectors(Selectors::default().in_namespace(NS));
     let options = ControllerOptions::default()
         .name("parents")
@@ -346,11 +356,12 @@ async fn retire(cm: Cached<ConfigMap>, ctx: Arc<Retiring>) -> Result<Action, kub
     let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone().unwrap(), &ns);
     let report: ConfigMap =
         serde_json::from_value(json!({"metadata": {"name": format!("{name}-report")}})).unwrap();
-    match api.create(&PostParams::default(), &report).await {
-        Ok(_) => {}
-        Err(err) if is(&err, "AlreadyExists") => {}
-        Err(err) => return Err(err),
-    }
+    // Its report, once (an AlreadyExists is a requeue's, not a stale read: not counted).
+    unless(
+        api.create(&PostParams::default(), &report).await,
+        "AlreadyExists",
+        || {},
+    )?;
     let mut retired = (*cm).clone();
     retired.metadata.labels = None;
     api.replace(&name, &PostParams::default(), &retired).await?;
@@ -363,10 +374,7 @@ async fn writes_outside_the_selection_are_not_waited_for_and_one_that_leaves_it_
 ) {
     const NS: &str = "ryw-selected";
     let name = backend.name();
-    let admin = backend.client();
-    ensure_namespace(&admin, NS).await;
-    let factory = SharedInformerFactory::new(backend.informer_client(), FactoryOptions::default());
-    let (registry, metrics) = metrics();
+    let (admin, factory, registry, metrics) = scenario(&backend, NS).await;
     let active = Selectors::default().in_namespace(NS).labels("stage=active");
     let options = ControllerOptions::default()
         .name("retiring")

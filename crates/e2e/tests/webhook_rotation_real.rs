@@ -102,6 +102,36 @@ async fn configure(client: &kube::Client, name: &str, ports: &[u16]) {
     client.request::<serde_json::Value>(request).await.unwrap();
 }
 
+/// Provisions each replica, serves each folder, registers the configuration `name`
+/// calling them, runs the replicas' checks, and waits until the webhooks are called.
+async fn start(
+    client: &kube::Client,
+    name: &str,
+    dirs: &[PathBuf],
+    replicas: Vec<WebhookCerts>,
+) -> (CancellationToken, JoinSet<()>) {
+    for replica in &replicas {
+        replica.provision().await.unwrap();
+    }
+    let cancel = CancellationToken::new();
+    let mut tasks = JoinSet::new();
+    let ports = serve(dirs, &cancel, &mut tasks).await;
+    configure(client, name, &ports).await;
+    for replica in replicas {
+        tasks.spawn(replica.run(cancel.clone()));
+    }
+    until_called(&Api::namespaced(client.clone(), NS)).await;
+    (cancel, tasks)
+}
+
+/// Stops the servers and the replicas' checks, and waits for them.
+async fn stop(cancel: CancellationToken, mut tasks: JoinSet<()>) {
+    cancel.cancel();
+    while let Some(done) = tasks.join_next().await {
+        done.unwrap();
+    }
+}
+
 /// Setup, not verdict: waits until the webhooks are called (a refusal in their words).
 async fn until_called(configmaps: &Api<ConfigMap>) {
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -144,19 +174,9 @@ async fn webhooks_keep_answering_across_certificate_and_ca_rotations() {
                 .check_every(Duration::from_millis(300))
         })
         .collect();
-    for replica in &replicas {
-        replica.provision().await.unwrap();
-    }
-    let cancel = CancellationToken::new();
-    let mut tasks = JoinSet::new();
-    let ports = serve(&dirs, &cancel, &mut tasks).await;
-    configure(&client, CONFIG, &ports).await;
-    for replica in replicas {
-        tasks.spawn(replica.run(cancel.clone()));
-    }
+    let (cancel, tasks) = start(&client, CONFIG, &dirs, replicas).await;
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
     let pp = PostParams::default();
-    until_called(&configmaps).await;
 
     // Half a minute of admissions across the rotations: none may fail.
     let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
@@ -221,10 +241,7 @@ async fn webhooks_keep_answering_across_certificate_and_ca_rotations() {
         );
     }
 
-    cancel.cancel();
-    while let Some(done) = tasks.join_next().await {
-        done.unwrap();
-    }
+    stop(cancel, tasks).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -251,18 +268,8 @@ async fn the_secret_deleted_under_two_serving_replicas_fails_no_admission() {
                 .check_every(every)
         })
         .collect();
-    for replica in &replicas {
-        replica.provision().await.unwrap();
-    }
-    let cancel = CancellationToken::new();
-    let mut tasks = JoinSet::new();
-    let ports = serve(&dirs, &cancel, &mut tasks).await;
-    configure(&client, "deleted-validate", &ports).await;
-    for replica in replicas {
-        tasks.spawn(replica.run(cancel.clone()));
-    }
+    let (cancel, tasks) = start(&client, "deleted-validate", &dirs, replicas).await;
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
-    until_called(&configmaps).await;
     let first = std::fs::read_to_string(dirs[1].join("tls.crt")).unwrap();
 
     let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
@@ -302,10 +309,7 @@ async fn the_secret_deleted_under_two_serving_replicas_fails_no_admission() {
         failed.len(),
         admitted + failed.len()
     );
-    cancel.cancel();
-    while let Some(done) = tasks.join_next().await {
-        done.unwrap();
-    }
+    stop(cancel, tasks).await;
 }
 
 /// `webhook_certificate_injection_failures_total{target, reason="refused"}`.
@@ -448,8 +452,5 @@ async fn a_roll_whose_injection_is_refused_waits_and_fails_no_admission() {
         failed.len(),
         admitted + failed.len()
     );
-    cancel.cancel();
-    while let Some(done) = tasks.join_next().await {
-        done.unwrap();
-    }
+    stop(cancel, tasks).await;
 }

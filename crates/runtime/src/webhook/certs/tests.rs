@@ -3,15 +3,7 @@
 //! replica serving a certificate the webhook configuration does not trust, and neither does
 //! the Secret deleted under two replicas.
 
-use std::{
-    collections::HashMap,
-    path::PathBuf,
-    sync::{
-        Arc,
-        atomic::{AtomicI64, Ordering},
-    },
-    time::Duration,
-};
+use std::{collections::HashMap, path::PathBuf, time::Duration};
 
 use base64::Engine as _;
 use fake_apiserver::{FakeApiServer, Gvr, ServerConfig};
@@ -72,6 +64,11 @@ fn refusing(client: kube::Client, methods: &'static [http::Method]) -> kube::Cli
         }
     });
     kube::Client::new(service, "default")
+}
+
+/// A clock stopped at `time` (Unix seconds), for one check.
+fn at(time: i64) -> impl Fn() -> i64 {
+    move || time
 }
 
 fn dir(name: &str) -> PathBuf {
@@ -166,16 +163,12 @@ fn signing_ca(server: &FakeApiServer) -> String {
 #[tokio::test]
 async fn a_roll_waits_while_injection_is_refused_or_reverted_and_serving_stays_trusted() {
     let server = server().await;
-    let clock = Arc::new(AtomicI64::new(START));
-    let now = || {
-        let clock = clock.clone();
-        move || clock.load(Ordering::SeqCst)
-    };
+    let mut time = START;
     let folder = dir("refused");
     let allowed = certs(server.memory_client(), &folder);
     let refused = certs(without_update_rbac(server.memory_client()), &folder);
     let mut signers = Signers::default();
-    allowed.check(now()).await.unwrap();
+    allowed.check(at(time)).await.unwrap();
     signers.note(&server);
     let first = signing_ca(&server);
 
@@ -183,8 +176,8 @@ async fn a_roll_waits_while_injection_is_refused_or_reverted_and_serving_stays_t
     // bundle never lands, and the first CA keeps signing, day after day.
     let mut errors = 0;
     for day in 1..=260 {
-        clock.store(START + day * DAY, Ordering::SeqCst);
-        if let Err(error) = refused.check(now()).await {
+        time = START + day * DAY;
+        if let Err(error) = refused.check(at(time)).await {
             assert!(matches!(error, CertError::Inject(_)), "{error}");
             errors += 1;
         }
@@ -200,9 +193,9 @@ async fn a_roll_waits_while_injection_is_refused_or_reverted_and_serving_stays_t
     assert_eq!(failures(HOOKS, "refused"), 60);
 
     // Allowed again: injected, and promoted only an overlap after.
-    clock.store(START + 261 * DAY, Ordering::SeqCst);
-    allowed.check(now()).await.unwrap();
-    allowed.check(now()).await.unwrap(); // seen held: the overlap starts
+    time = START + 261 * DAY;
+    allowed.check(at(time)).await.unwrap();
+    allowed.check(at(time)).await.unwrap(); // seen held: the overlap starts
     signers.note(&server);
     signers.assert_trusted(&server, &folder, "injected");
     // A second writer (a GitOps tool's self-heal) puts the old bundle back mid-overlap.
@@ -219,23 +212,23 @@ async fn a_roll_waits_while_injection_is_refused_or_reverted_and_serving_stays_t
         )
     );
     server.update(&hooks(), None, config).unwrap();
-    clock.store(START + 261 * DAY + DAY / 2, Ordering::SeqCst);
-    allowed.check(now()).await.unwrap(); // lost: the clock restarts; written back
+    time = START + 261 * DAY + DAY / 2;
+    allowed.check(at(time)).await.unwrap(); // lost: the clock restarts; written back
     assert_eq!(failures(HOOKS, "reverted"), 1, "the revert is counted");
     let config = server.get(&hooks(), None, HOOKS).unwrap();
     assert_eq!(
         config["webhooks"][0]["clientConfig"]["caBundle"], injected,
         "written back"
     );
-    clock.store(START + 262 * DAY, Ordering::SeqCst);
-    allowed.check(now()).await.unwrap(); // held again since now
+    time = START + 262 * DAY;
+    allowed.check(at(time)).await.unwrap(); // held again since now
     assert_eq!(
         signing_ca(&server),
         first,
         "the overlap restarted at the revert"
     );
-    clock.store(START + 263 * DAY + 1, Ordering::SeqCst);
-    allowed.check(now()).await.unwrap();
+    time = START + 263 * DAY + 1;
+    allowed.check(at(time)).await.unwrap();
     signers.note(&server);
     assert_ne!(
         signing_ca(&server),
@@ -248,42 +241,34 @@ async fn a_roll_waits_while_injection_is_refused_or_reverted_and_serving_stays_t
 #[tokio::test]
 async fn the_secret_deleted_under_two_replicas_leaves_both_trusted() {
     let server = server().await;
-    let clock = Arc::new(AtomicI64::new(START));
-    let now = || {
-        let clock = clock.clone();
-        move || clock.load(Ordering::SeqCst)
-    };
+    let mut time = START;
     let (a_dir, b_dir) = (dir("a"), dir("b"));
     let a = certs(server.memory_client(), &a_dir);
     let b = certs(server.memory_client(), &b_dir);
     let mut signers = Signers::default();
-    a.check(now()).await.unwrap();
-    b.check(now()).await.unwrap();
+    a.check(at(time)).await.unwrap();
+    b.check(at(time)).await.unwrap();
     signers.note(&server);
     let first = signing_ca(&server);
 
     server
         .delete(&Gvr::core("secrets"), Some("shop"), "svc-cert")
         .unwrap();
-    clock.store(START + DAY, Ordering::SeqCst);
-    a.check(now()).await.unwrap();
+    time = START + DAY;
+    a.check(at(time)).await.unwrap();
     signers.note(&server);
     assert_ne!(signing_ca(&server), first, "a new CA");
     // b still serves its certificate of the first CA until its next check: still trusted.
     signers.assert_trusted(&server, &b_dir, "b before its check");
     signers.assert_trusted(&server, &a_dir, "a");
-    b.check(now()).await.unwrap();
+    b.check(at(time)).await.unwrap();
     signers.assert_trusted(&server, &b_dir, "b after its check");
 }
 
 #[tokio::test]
 async fn renewals_of_the_served_ca_reach_the_files_while_the_configurations_cannot_be_read() {
     let server = server().await;
-    let clock = Arc::new(AtomicI64::new(START));
-    let now = || {
-        let clock = clock.clone();
-        move || clock.load(Ordering::SeqCst)
-    };
+    let mut time = START;
     let folder = dir("unreadable");
     // Its own configuration: the failures it counts are its own.
     let mut config = server.get(&hooks(), None, HOOKS).unwrap();
@@ -296,7 +281,7 @@ async fn renewals_of_the_served_ca_reach_the_files_while_the_configurations_cann
             .ca_validity(Duration::from_secs(300 * 86_400))
             .serving_validity(Duration::from_secs(30 * 86_400))
     };
-    certs(server.memory_client()).check(now()).await.unwrap();
+    certs(server.memory_client()).check(at(time)).await.unwrap();
     // The RBAC loses `get` and `update` on the configuration: nothing can be read back or
     // injected, but the serving certificate, renewed by the CA it was always signed by,
     // must not expire in the files.
@@ -307,9 +292,9 @@ async fn renewals_of_the_served_ca_reach_the_files_while_the_configurations_cann
     let mut renewals = 0;
     let mut last = std::fs::read_to_string(folder.join("tls.crt")).unwrap();
     for day in 1..=150 {
-        clock.store(START + day * DAY, Ordering::SeqCst);
+        time = START + day * DAY;
         assert!(
-            blind.check(now()).await.is_err(),
+            blind.check(at(time)).await.is_err(),
             "day {day}: the failure is reported"
         );
         let served = std::fs::read_to_string(folder.join("tls.crt")).unwrap();
