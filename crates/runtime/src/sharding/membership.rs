@@ -23,6 +23,13 @@ use tokio::time::Instant;
 use super::Ring;
 use crate::{leader_election::LeaderElectionConfig, lease::LeaseStore};
 
+/// How long a read of the shard Leases may take before it is abandoned (an error; the
+/// caller's next round reads again). A request that never answers — a partition the
+/// connection does not notice — must not stop a sharder's rounds: its plans need a fresh
+/// read, and a hung one would leave a dead shard's objects where they are for as long as
+/// the client's own timeout (kube's is minutes).
+pub(crate) const READ_LIMIT: Duration = Duration::from_secs(5);
+
 /// The label that marks a Lease as a member of a ring; its value is the ring's name.
 pub const RING_LABEL: &str = "sharding.kube-informer.dev/ring";
 
@@ -107,8 +114,16 @@ impl Members {
     /// shard the Lease is named after) and changed within the Lease's duration since this
     /// observer saw it change. A Lease seen for the first time counts as changed now: an
     /// observer that just started keeps a shard one duration too long, never too short.
+    /// A read not answered within 5 s is abandoned with an error.
     pub async fn observe(&self) -> Result<Ring, kube::Error> {
-        let leases = self.store.list(RING_LABEL, &self.ring).await?;
+        let list = self.store.list(RING_LABEL, &self.ring);
+        let leases = tokio::time::timeout(READ_LIMIT, list).await.map_err(|_| {
+            let hung = std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("reading the shard Leases: no answer within {READ_LIMIT:?}"),
+            );
+            kube::Error::Service(Box::new(hung))
+        })??;
         // Stamped after the answer, never before it (see the module docs).
         let now = Instant::now();
         let mut seen = self.seen.lock();

@@ -156,6 +156,29 @@ mod tests {
         a_read_serves_the_asks_made_before_it_started(Gated::failing(2)).await;
     }
 
+    /// A read that never answers (a partition the connection does not see) is abandoned
+    /// within the limit, as an error shared by the asks it serves; the next ask reads anew.
+    /// Without the limit a sharder's rounds stopped for good and a dead shard's objects
+    /// stayed where they were.
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn a_read_that_never_answers_is_abandoned_and_the_next_one_reads_again() {
+        let store = Arc::new(Gated::default());
+        let members = Members::new(store.clone(), "web");
+        let reads = SharedReads::new(&members);
+        let started = tokio::time::Instant::now();
+        let limit = crate::sharding::membership::READ_LIMIT;
+        let hung = tokio::time::timeout(limit * 2, reads.observe())
+            .await
+            .expect("abandoned within the limit, not left hanging");
+        let error = hung.expect_err("no answer is an error").to_string();
+        assert!(error.contains("no answer within 5s"), "{error}");
+        assert_eq!(started.elapsed(), limit);
+        // The abandoned LIST took the first answer; the next read gets its own.
+        store.gate.add_permits(1);
+        assert_eq!(shards(&reads.observe().await.unwrap()), ["s2"]);
+        assert_eq!(store.lists.load(SeqCst), 2);
+    }
+
     async fn a_read_serves_the_asks_made_before_it_started(store: Gated) {
         let failing = store.failing == 2;
         let store = Arc::new(store);
