@@ -7,15 +7,16 @@
 use std::{borrow::Cow, fmt, marker::PhantomData};
 
 use serde::{
-    Deserializer,
-    de::{DeserializeOwned, IgnoredAny, MapAccess, Visitor},
+    Deserialize, Deserializer,
+    de::{IgnoredAny, MapAccess, Visitor},
 };
 
 /// The value of the top-level field `key` of the JSON object `json`, read without scanning
 /// past it. `Ok(None)` when the object has no such field, or when the field `stop` comes
 /// first. An error when `json` is not an object or the field's value does not decode.
-pub(crate) fn leading_field<T: DeserializeOwned>(
-    json: &str,
+/// `T` may borrow from `json` (a `&RawValue`: where the field's value is).
+pub(crate) fn leading_field<'de, T: Deserialize<'de>>(
+    json: &'de str,
     key: &str,
     stop: Option<&str>,
 ) -> serde_json::Result<Option<T>> {
@@ -32,7 +33,7 @@ pub(crate) fn leading_field<T: DeserializeOwned>(
         value: PhantomData<T>,
     }
 
-    impl<'de, T: DeserializeOwned> Visitor<'de> for Fields<'_, T> {
+    impl<'de, T: Deserialize<'de>> Visitor<'de> for Fields<'_, T> {
         type Value = ();
 
         fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

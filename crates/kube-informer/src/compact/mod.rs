@@ -7,8 +7,10 @@
 //! objects in their caches. [`Compact<K>`] is usable wherever `K` is (`Api<Compact<Pod>>`,
 //! `SharedIndexInformer<Compact<Pod>>`, factories, listers, index functions) and keeps:
 //!
-//! - the object's JSON exactly as the server sent it (full fidelity: `managedFields`, unknown
-//!   fields, everything), or its protobuf message (see below), and
+//! - the object's JSON exactly as the server sent it (full fidelity: unknown fields,
+//!   everything), or its protobuf message (see below) — without the object's own
+//!   `metadata.managedFields` when its informer leaves them out (a factory's default; cut
+//!   from the JSON, every other byte kept), and
 //! - its `metadata` parsed into an [`ObjectMeta`], without `managedFields` (the most
 //!   allocation-heavy part, which controllers rarely read).
 //!
@@ -62,6 +64,8 @@
 
 mod meta;
 mod storage;
+
+pub(crate) use self::meta::without_managed_fields;
 
 use std::{borrow::Cow, fmt, marker::PhantomData};
 
@@ -245,6 +249,11 @@ impl<'de, K, S: JsonStorage> Deserialize<'de> for Compact<K, S> {
     }
 }
 
+/// The first element of a JSON hand-off: the object's JSON follows, as text, without its
+/// own managedFields (the JSON reader that leaves them out hands objects over this way; no
+/// protobuf message has this index).
+pub(crate) const JSON_HAND_OFF: u16 = u16::MAX;
+
 struct CompactVisitor<K, S>(PhantomData<fn() -> (K, S)>);
 
 impl<'de, K, S: JsonStorage> Visitor<'de> for CompactVisitor<K, S> {
@@ -260,10 +269,16 @@ impl<'de, K, S: JsonStorage> Visitor<'de> for CompactVisitor<K, S> {
         Compact::from_json(json).map_err(serde::de::Error::custom)
     }
 
-    /// Protobuf: the message's index in the schema, then its bytes.
+    /// Protobuf: the message's index in the schema, then its bytes. JSON without its
+    /// managedFields: [`JSON_HAND_OFF`], then the text.
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
         let missing = || serde::de::Error::custom("a protobuf hand-off without its message");
         let index: u16 = seq.next_element()?.ok_or_else(missing)?;
+        if index == JSON_HAND_OFF {
+            let json: String = seq.next_element()?.ok_or_else(missing)?;
+            let json = RawValue::from_string(json).map_err(serde::de::Error::custom)?;
+            return Compact::from_json(json).map_err(serde::de::Error::custom);
+        }
         let skip_managed_fields: bool = seq.next_element()?.ok_or_else(missing)?;
         let bytes: &'de [u8] = seq.next_element()?.ok_or_else(missing)?;
         // Only kube-informer's decoder hands messages over; anything else is refused.

@@ -19,7 +19,12 @@ use futures_util::{AsyncBufRead, StreamExt};
 use kube::{api::WatchEvent, core::Status};
 use serde::de::DeserializeOwned;
 
-use super::{WatchStream, batch::Batch, decode_stream::DecodeStream};
+use super::{
+    WatchStream,
+    batch::Batch,
+    decode_stream::DecodeStream,
+    skip_managed_fields::{Shape, SkipManagedFields},
+};
 use crate::protobuf::{self, ProtoKind};
 
 /// How a watch body is laid out.
@@ -64,16 +69,18 @@ pub(super) fn decode_all<K: DeserializeOwned>(
         .collect()
 }
 
-/// `T` from JSON text, with `metadata.managedFields` passed over unbuilt when asked.
+/// `T` (of `shape`: an object, or an event or list of them) from JSON text, with the
+/// objects' own `metadata.managedFields` passed over unbuilt when asked.
 pub(super) fn from_json<T: DeserializeOwned>(
     text: &str,
     skip_managed_fields: bool,
+    shape: Shape,
 ) -> serde_json::Result<T> {
     if !skip_managed_fields {
         return serde_json::from_str(text);
     }
     let mut de = serde_json::Deserializer::from_str(text);
-    let value = T::deserialize(super::skip_managed_fields::SkipManagedFields::new(&mut de))?;
+    let value = T::deserialize(SkipManagedFields::new(&mut de, shape))?;
     de.end()?;
     Ok(value)
 }
@@ -85,7 +92,7 @@ fn decode_line<K: DeserializeOwned>(
 ) -> Option<Result<WatchEvent<K>, kube::Error>> {
     // Validating the line's UTF-8 once is cheaper than serde_json validating each string.
     let decoded = match std::str::from_utf8(line) {
-        Ok(text) => from_json::<WatchEvent<K>>(text, skip_managed_fields),
+        Ok(text) => from_json::<WatchEvent<K>>(text, skip_managed_fields, Shape::Envelope),
         // Not UTF-8: serde_json's own error says where.
         Err(_) => serde_json::from_slice::<WatchEvent<K>>(line),
     };

@@ -265,7 +265,12 @@ where
         };
         let request = request.map_err(kube::Error::BuildRequest)?;
         let text = request::text(&self.client, request).await?;
-        decode::from_json(&text, self.without_managed_fields).map_err(kube::Error::SerdeError)
+        decode::from_json(
+            &text,
+            self.without_managed_fields,
+            skip_managed_fields::Shape::Envelope,
+        )
+        .map_err(kube::Error::SerdeError)
     }
 
     async fn list_page(&self, params: &ListParams) -> Result<ListPage<K>, kube::Error> {

@@ -6,7 +6,7 @@ use kube::api::{ListMeta, ObjectList};
 use serde::{Deserialize, de::DeserializeOwned};
 use serde_json::value::RawValue;
 
-use super::decode::from_json;
+use super::{decode::from_json, skip_managed_fields::Shape};
 use crate::protobuf::ProtoKind;
 
 /// One LIST page: its metadata (resourceVersion, continue token) at once, its items when
@@ -98,7 +98,7 @@ impl<K> ListPage<K> {
 
 impl<K: DeserializeOwned + 'static> Deferred<K> for JsonItems {
     fn decode(self: Box<Self>) -> Result<Vec<K>, kube::Error> {
-        from_json::<ItemsOnly<K>>(&self.body, self.skip)
+        from_json::<ItemsOnly<K>>(&self.body, self.skip, Shape::Envelope)
             .map(|list| list.items.unwrap_or_default())
             .map_err(kube::Error::SerdeError)
     }
@@ -110,7 +110,7 @@ impl<K: DeserializeOwned + 'static> Deferred<K> for JsonItems {
             Box::new(move || {
                 ranges
                     .into_iter()
-                    .map(|range| from_json::<K>(&body[range], skip))
+                    .map(|range| from_json::<K>(&body[range], skip, Shape::Object))
                     .collect::<Result<Vec<K>, _>>()
                     .map_err(kube::Error::SerdeError)
             }) as Part<K>
@@ -217,7 +217,7 @@ impl<K: DeserializeOwned + Clone + 'static> ListPage<K> {
                     skip: skip_managed_fields,
                 })),
             }),
-            None => from_json::<ObjectList<K>>(&body, skip_managed_fields)
+            None => from_json::<ObjectList<K>>(&body, skip_managed_fields, Shape::Envelope)
                 .map(Self::from)
                 .map_err(kube::Error::SerdeError),
         }

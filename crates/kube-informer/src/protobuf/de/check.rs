@@ -135,7 +135,10 @@ fn fields(message: &'static Message, buf: &[u8], depth: u16, skip: Skip) -> Chec
         let Some(field) = message.field(raw.number) else {
             continue;
         };
-        if skip.managed_fields && raw.number == MANAGED_FIELDS && message.name == OBJECT_META {
+        if skip.managed_fields_at(depth)
+            && raw.number == MANAGED_FIELDS
+            && message.name == OBJECT_META
+        {
             continue;
         }
         if field.inline {

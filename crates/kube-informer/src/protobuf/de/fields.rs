@@ -72,7 +72,7 @@ impl<'de> MapAccess<'de> for Fields<'de> {
             let Some(field) = message.field(raw.number) else {
                 continue;
             };
-            if self.ctx.skip.managed_fields
+            if self.ctx.skip.managed_fields_at(self.ctx.depth)
                 && raw.number == MANAGED_FIELDS
                 && message.name == OBJECT_META
             {

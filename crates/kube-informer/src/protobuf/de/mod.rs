@@ -68,8 +68,22 @@ impl<'de> SeqAccess<'de> for RawMessage<'de> {
 /// What to leave out while decoding (as if the server had not sent it).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Skip {
-    /// `metadata.managedFields`, wherever an `ObjectMeta` is.
+    /// `metadata.managedFields` of the decoded object (see [`Skip::managed_fields_at`]).
     pub(crate) managed_fields: bool,
+}
+
+/// The depth of the fields of the decoded object's own metadata: the object at 0, its
+/// fields at 1, its metadata's at 2.
+const OWN_METADATA_FIELDS: u16 = 2;
+
+impl Skip {
+    /// Whether an `ObjectMeta` whose fields are read at `depth` leaves out its
+    /// `managedFields`: only the decoded object's own metadata (or a decoded `ObjectMeta`
+    /// itself) does. A pod template's, or any deeper one, is data and is kept — as the
+    /// JSON path keeps it.
+    pub(crate) fn managed_fields_at(self, depth: u16) -> bool {
+        self.managed_fields && depth <= OWN_METADATA_FIELDS
+    }
 }
 
 /// How deep messages may nest (serde_json's limit too): a self-nesting message sent over

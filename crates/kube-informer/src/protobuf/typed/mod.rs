@@ -72,9 +72,10 @@ impl<'de> Val<'de> {
         }
     }
 
-    /// Whether `metadata.managedFields` are left out.
+    /// Whether this value, an `ObjectMeta`'s `managedFields`, is left out: only the
+    /// decoded object's own (see [`Skip::managed_fields_at`]).
     fn skips_managed_fields(&self) -> bool {
-        self.skip.managed_fields
+        self.skip.managed_fields_at(self.depth)
     }
 
     /// Calls `field` with each field of this message, in wire order.

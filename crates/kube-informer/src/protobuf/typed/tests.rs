@@ -7,6 +7,7 @@
 use k8s_openapi::{
     DeepMerge as _,
     api::{
+        apps::v1::Deployment,
         coordination::v1::Lease,
         core::v1::{Pod, Service},
     },
@@ -226,6 +227,40 @@ fn managed_fields_are_skipped_when_asked_and_kept_otherwise() {
     let skipped: Pod = both(&pod, true).unwrap();
     assert_eq!(skipped.metadata.managed_fields, None);
     assert_eq!(skipped.metadata.name.as_deref(), Some("p"));
+}
+
+/// Only the object's own managed fields are skipped: a template's metadata is data, kept
+/// by both decoders as the JSON path keeps it.
+#[test]
+fn managed_fields_of_a_template_are_kept_when_the_objects_own_are_skipped() {
+    let entry =
+        || Msg::new("k8s.io.apimachinery.pkg.apis.meta.v1.ManagedFieldsEntry").str("manager", "m");
+    let deployment = Msg::new("k8s.io.api.apps.v1.Deployment")
+        .msg(
+            "metadata",
+            Msg::new(META)
+                .str("name", "d")
+                .msg("managedFields", entry()),
+        )
+        .msg(
+            "spec",
+            Msg::new("k8s.io.api.apps.v1.DeploymentSpec").msg(
+                "template",
+                Msg::new("k8s.io.api.core.v1.PodTemplateSpec").msg(
+                    "metadata",
+                    Msg::new(META)
+                        .str("name", "t")
+                        .msg("managedFields", entry()),
+                ),
+            ),
+        );
+    let skipped: Deployment = both(&deployment, true).unwrap();
+    assert_eq!(skipped.metadata.managed_fields, None);
+    let template = skipped.spec.unwrap().template.metadata.unwrap();
+    assert_eq!(
+        template.managed_fields.unwrap()[0].manager.as_deref(),
+        Some("m")
+    );
 }
 
 #[test]
