@@ -14,17 +14,21 @@
 //! object reuses.
 //!
 //! The pool is shared by every reflector in the process ([`DecodePool::shared`]); it is
-//! started by the first holder and stopped (its threads joined) when the last one drops it.
+//! started by the first holder and stopped when the last one drops it: jobs still queued
+//! are dropped unrun (their callers get [`DecodeFailed`]; nobody holds the pool to want
+//! them) and the threads are joined after the job each is running — one page at most, so
+//! the drop, which may happen on a tokio worker, blocks that long and no longer.
 //! A panic in a decoder (a user's `Deserialize`) is caught: the job's caller gets
 //! [`DecodeFailed`] and the thread goes on. With no threads
-//! ([`set_decoding_threads(0)`](super::set_decoding_threads)), jobs run on the caller's
-//! task: a paused tokio clock then never sees the runtime idle in the middle of a decode.
+//! ([`set_decoding_threads(0)`](super::set_decoding_threads), which takes effect for the
+//! next job even while a pool runs), jobs run on the caller's task: a paused tokio clock
+//! then never sees the runtime idle in the middle of a decode.
 
 use std::{
     panic::{AssertUnwindSafe, catch_unwind},
     sync::{
         Arc, Weak,
-        atomic::{AtomicUsize, Ordering},
+        atomic::{AtomicBool, AtomicUsize, Ordering},
         mpsc,
     },
     thread::JoinHandle,
@@ -45,6 +49,8 @@ pub(crate) struct DecodePool {
     threads: Vec<JoinHandle<()>>,
     /// Jobs sent that no thread has started yet.
     waiting: Arc<AtomicUsize>,
+    /// Set when the pool stops: queued jobs are dropped, not run.
+    stopping: Arc<AtomicBool>,
 }
 
 /// A pool shared while anyone holds it.
@@ -97,12 +103,13 @@ impl DecodePool {
     pub(super) fn start(threads: usize) -> Self {
         let (sender, receiver) = mpsc::channel::<Job>();
         let receiver = Arc::new(Mutex::new(receiver));
+        let stopping = Arc::new(AtomicBool::new(false));
         let threads = (0..threads)
             .filter_map(|i| {
-                let receiver = Arc::clone(&receiver);
+                let (receiver, stopping) = (Arc::clone(&receiver), Arc::clone(&stopping));
                 std::thread::Builder::new()
                     .name(format!("kube-informer-decode-{i}"))
-                    .spawn(move || work(&receiver))
+                    .spawn(move || work(&receiver, &stopping))
                     .map_err(|error| tracing::warn!(%error, "cannot start a decoding thread"))
                     .ok()
             })
@@ -111,6 +118,7 @@ impl DecodePool {
             jobs: Some(sender),
             threads,
             waiting: Arc::default(),
+            stopping,
         }
     }
 
@@ -135,7 +143,8 @@ impl DecodePool {
             let _ = done.send(decode());
         });
         let unsent = match &self.jobs {
-            Some(jobs) if !self.threads.is_empty() => {
+            // `set_decoding_threads(0)` holds from the next job on, even while a pool runs.
+            Some(jobs) if !self.threads.is_empty() && super::decoding_threads() > 0 => {
                 // Counted until a thread starts it, or it is dropped unrun (pool stopped).
                 let waiting = Waiting::new(&self.waiting);
                 let job: Job = Box::new(move || {
@@ -159,12 +168,17 @@ impl DecodePool {
 }
 
 /// A decoding thread: jobs until the pool is dropped; a panicking job is that job's loss.
-fn work(receiver: &Mutex<mpsc::Receiver<Job>>) {
+fn work(receiver: &Mutex<mpsc::Receiver<Job>>, stopping: &AtomicBool) {
     loop {
         // One thread waits in `recv` at a time, the others for the lock: either way idle.
         let Ok(job) = receiver.lock().recv() else {
             return;
         };
+        if stopping.load(Ordering::SeqCst) {
+            // Dropped unrun, and the rest with the receiver: their callers get
+            // `DecodeFailed` now rather than the drop waiting for all of them.
+            return;
+        }
         if catch_unwind(AssertUnwindSafe(job)).is_err() {
             tracing::error!("a decoder panicked: the watch or LIST it decoded for is retried");
         }
@@ -173,7 +187,8 @@ fn work(receiver: &Mutex<mpsc::Receiver<Job>>) {
 
 impl Drop for DecodePool {
     fn drop(&mut self) {
-        // Closing the channel ends each thread after the job it runs (a page at most).
+        // Each thread ends after the job it runs (a page at most); queued jobs are dropped.
+        self.stopping.store(true, Ordering::SeqCst);
         self.jobs.take();
         let me = std::thread::current().id();
         for thread in self.threads.drain(..) {
@@ -287,6 +302,40 @@ mod tests {
         futures_util::future::join_all(parked).await;
         drop(pool);
         assert_eq!(ENDED.load(Ordering::SeqCst), 3);
+    }
+
+    /// Stopping waits for the jobs running, never for the queue: queued jobs are dropped
+    /// unrun and their callers told. (It ran every queued job first, on the thread that
+    /// dropped the pool — a tokio worker.)
+    #[tokio::test]
+    async fn a_stopped_pool_runs_no_queued_job() {
+        let pool = DecodePool::start(1);
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let (started, on_thread) = std::sync::mpsc::channel::<()>();
+        let busy = pool.run(move || {
+            started.send(()).unwrap();
+            held.recv().unwrap();
+        });
+        on_thread.recv().unwrap();
+        let ran = Arc::new(AtomicUsize::new(0));
+        let queued: Vec<_> = (0..50)
+            .map(|_| {
+                let ran = Arc::clone(&ran);
+                pool.run(move || ran.fetch_add(1, Ordering::SeqCst))
+            })
+            .collect();
+        let stopping = Arc::clone(&pool.stopping);
+        let stopper = std::thread::spawn(move || drop(pool));
+        // The drop is under way; it cannot end while the running job holds.
+        while !stopping.load(Ordering::SeqCst) {
+            std::thread::yield_now();
+        }
+        release.send(()).unwrap();
+        stopper.join().unwrap();
+        assert_eq!(busy.await, Ok(()), "the running job finished");
+        let results = futures_util::future::join_all(queued).await;
+        assert_eq!(ran.load(Ordering::SeqCst), 0, "no queued job ran");
+        assert!(results.iter().all(|r| *r == Err(DecodeFailed)));
     }
 
     #[test]

@@ -12,7 +12,10 @@ mod request;
 mod selectors;
 mod skip_managed_fields;
 
-use std::future::Future;
+use std::{
+    future::Future,
+    sync::atomic::{AtomicUsize, Ordering},
+};
 
 use futures_util::stream::BoxStream;
 use kube::{
@@ -25,29 +28,36 @@ pub use self::{
     decode::UndecodableLine, memory::MemorySource, page::ListPage, selectors::Selectors,
 };
 
-static DECODING_THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+/// The decoding threads wanted; `usize::MAX`: not set, the default.
+static DECODING_THREADS: AtomicUsize = AtomicUsize::new(usize::MAX);
 
 /// Sets how many threads decode the objects of every LIST page and watch event in this
-/// process, before the first informer starts. By default there is one per core (at least
-/// two), shared by all informers.
+/// process. By default there is one per core (at least two), shared by all informers.
+/// Returns the number in effect before the call.
 ///
 /// `0` decodes on each reflector's own task instead, with no threads: for tests on a paused
 /// tokio clock (`start_paused`), where waiting for a decoding thread counts as idle and lets
 /// the clock jump ahead in the middle of an event, and for programs that must not start
-/// threads. It costs throughput: the watch is not read while it decodes.
-///
-/// The first call decides (or the first informer, which fixes the default); a later call
-/// returns the number in effect as `Err`.
+/// threads. It costs throughput: the watch is not read while it decodes. It takes effect
+/// at the next page or event, also for informers already running. Another number takes
+/// effect when the threads are next started (once no informer holds them).
 ///
 /// ```
 /// // At the top of a test that runs informers over HTTP on a paused clock:
-/// let _ = kube_informer::list_watch::set_decoding_threads(0);
-/// assert_eq!(kube_informer::list_watch::set_decoding_threads(4), Err(0));
+/// kube_informer::list_watch::set_decoding_threads(0);
+/// assert_eq!(kube_informer::list_watch::set_decoding_threads(0), 0);
 /// ```
-pub fn set_decoding_threads(threads: usize) -> Result<(), usize> {
-    DECODING_THREADS
-        .set(threads)
-        .map_err(|_| decoding_threads())
+pub fn set_decoding_threads(threads: usize) -> usize {
+    let before = DECODING_THREADS.swap(threads.min(usize::MAX - 1), Ordering::SeqCst);
+    if before == usize::MAX {
+        default_decoding_threads()
+    } else {
+        before
+    }
+}
+
+fn default_decoding_threads() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get().max(2))
 }
 
 /// LIST pages and watch batches read and waiting for a decoding thread, in the whole
@@ -60,8 +70,10 @@ pub fn decode_backlog() -> usize {
 
 /// The decoding threads (see [`set_decoding_threads`]); 0 decodes in place.
 pub(crate) fn decoding_threads() -> usize {
-    *DECODING_THREADS
-        .get_or_init(|| std::thread::available_parallelism().map_or(2, |n| n.get().max(2)))
+    match DECODING_THREADS.load(Ordering::SeqCst) {
+        usize::MAX => default_decoding_threads(),
+        threads => threads,
+    }
 }
 
 /// How many LIST pages or watch batches decode at once: one per decoding thread (at least
