@@ -7,6 +7,15 @@
 //! duplicated, spliced from another kind or nested in themselves, varints made overlong,
 //! bytes flipped, bodies cut short. Nothing may panic: every refusal is a `DecodeError`.
 //!
+//! And every reader must agree (differential fuzzing): each mangled GET body of a kind
+//! k8s-openapi has is decoded by the generated decoder, by the serde path, as JSON (the
+//! serde path's JSON read by serde_json) and kept compact then decoded — with and without
+//! managedFields. Where both typed readers read it, every reader must, and give the same
+//! object (where only one does, the other met malformed bytes it alone looks at; counted). Inputs
+//! encoded as no Go encoder would in a way the readers take differently by design (a
+//! field meant once given twice, a repeated field in two runs: protobuf merges or appends
+//! where JSON keeps the last) are left out of the comparison (`differs_by_design`).
+//!
 //! `cargo test` runs a short pass; CI runs a long one optimised (`.ci/run`, a few minutes):
 //! `KUBE_INFORMER_FUZZ_ITERATIONS` (default 3,000) and `KUBE_INFORMER_FUZZ_SEED` (default
 //! 28) choose the run. An input that panics is written to
@@ -23,6 +32,7 @@ use std::{
 use fake_apiserver::{FakeApiServer, Gvr, ServerConfig, fixtures::realistic_pod};
 use http_body_util::BodyExt;
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
+use kube::Resource;
 use kube::api::WatchEvent;
 use kube_informer::{
     compact::Compact,
@@ -31,7 +41,13 @@ use kube_informer::{
         split_frames,
     },
 };
+use kube_protobuf_schema as schema;
+use serde::{Serialize, de::DeserializeOwned};
 use serde_json::Value;
+
+#[macro_use]
+#[path = "protobuf/kinds.rs"]
+mod kinds;
 
 const TESTDATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/protobuf/testdata");
 const CRASHERS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/protobuf/crashers");
@@ -145,6 +161,10 @@ struct Seed {
     kind: ProtoKind,
     /// `<apiVersion with _ for />-<Kind>`: how a crasher of this seed is named.
     name: String,
+    /// The golden file's stem (`core.v1.Pod`): which type the readers compared build.
+    stem: Option<String>,
+    /// The object's message in the schema.
+    message: &'static schema::Message,
     shapes: [Vec<u8>; 3],
 }
 
@@ -182,6 +202,8 @@ fn seed_of(object: Vec<u8>, api_version: &str, kind: &str) -> Option<Seed> {
     Some(Seed {
         kind: proto,
         name: format!("{}-{kind}", api_version.replace('/', "_")),
+        stem: None,
+        message: schema::kind(api_version, kind)?,
         shapes: [object, list, frames],
     })
 }
@@ -201,7 +223,12 @@ fn seeds() -> Vec<Seed> {
                 serde_json::from_slice(&std::fs::read(path.with_extension("json")).unwrap())
                     .unwrap();
             let (api_version, kind) = (json["apiVersion"].as_str()?, json["kind"].as_str()?);
-            seed_of(std::fs::read(path).unwrap(), api_version, kind)
+            let stem = path.file_stem()?.to_string_lossy().into_owned();
+            let seed = seed_of(std::fs::read(path).unwrap(), api_version, kind)?;
+            Some(Seed {
+                stem: Some(stem),
+                ..seed
+            })
         })
         .collect();
     assert!(seeds.len() > 90, "{} golden kinds", seeds.len());
@@ -238,6 +265,8 @@ fn status_seed() -> Seed {
     Seed {
         kind: ProtoKind::of_type::<Pod>().unwrap(),
         name: "v1-Pod".to_owned(),
+        stem: None,
+        message: schema::kind("v1", "Pod").unwrap(),
         shapes: [body.clone(), body, frame],
     }
 }
@@ -278,7 +307,11 @@ fn real_pods() -> Vec<Seed> {
                 .unwrap();
             let body = response.into_body().collect().await.unwrap().to_bytes();
             assert!(body.starts_with(b"k8s\0"), "a protobuf pod");
-            pods.push(seed_of(body.to_vec(), "v1", "Pod").unwrap());
+            let pod = seed_of(body.to_vec(), "v1", "Pod").unwrap();
+            pods.push(Seed {
+                stem: Some("core.v1.Pod".to_owned()),
+                ..pod
+            });
         }
         server.shutdown().await;
         pods
@@ -430,19 +463,192 @@ fn decode_everything(body: &[u8], kind: ProtoKind) -> u8 {
     read
 }
 
+/// A field's tag and, for a length-delimited one, its payload.
+type TopField<'a> = (u64, Option<&'a [u8]>);
+
+/// The top-level fields of a message's bytes: each tag and, for a length-delimited one, its
+/// payload; `None` when the bytes are not fields.
+fn top_fields(buf: &[u8]) -> Option<Vec<TopField<'_>>> {
+    let mut fields = Vec::new();
+    let mut at = 0;
+    while at < buf.len() {
+        let tag = read_varint(buf, &mut at)?;
+        let payload = match tag & 7 {
+            0 => read_varint(buf, &mut at).map(|_| None)?,
+            1 | 5 => {
+                at += if tag & 7 == 1 { 8 } else { 4 };
+                None
+            }
+            2 => {
+                let len = usize::try_from(read_varint(buf, &mut at)?).ok()?;
+                let end = at.checked_add(len)?;
+                let bytes = buf.get(at..end)?;
+                at = end;
+                Some(bytes)
+            }
+            _ => return None,
+        };
+        if at > buf.len() {
+            return None;
+        }
+        fields.push((tag, payload));
+    }
+    Some(fields)
+}
+
+/// Whether `buf`, a `message`, is encoded as no Go encoder would, in a way the readers may
+/// take differently by design, at any depth: a field meant to occur once that occurs
+/// again (protobuf merges a message and keeps the last scalar; JSON keeps the last, and a
+/// compact object's metadata refuses the duplicate key), or a repeated field or map in two
+/// runs apart (protobuf appends the second; JSON keeps the last key). `typed/tests.rs`
+/// checks the generated decoder's merge. Malformed bytes are not such a case: every reader
+/// must refuse them alike.
+fn differs_by_design(buf: &[u8], message: &'static schema::Message, depth: u32) -> bool {
+    let Some(fields) = top_fields(buf).filter(|_| depth <= 100) else {
+        return false;
+    };
+    let mut seen: Vec<u32> = Vec::new();
+    let mut previous = None;
+    fields.into_iter().any(|(tag, payload)| {
+        let number = (tag >> 3) as u32;
+        let Some(field) = message.field(number) else {
+            previous = None;
+            return false;
+        };
+        let continues_a_run = previous == Some(number);
+        previous = Some(number);
+        if seen.contains(&number) && (field.rep == schema::Rep::Single || !continues_a_run) {
+            return true;
+        }
+        seen.push(number);
+        let (schema::Ty::Message(index), Some(bytes)) = (field.ty, payload) else {
+            return false;
+        };
+        let inner = schema::message(index);
+        match field.rep {
+            schema::Rep::Single | schema::Rep::Repeated => {
+                differs_by_design(bytes, inner, depth + 1)
+            }
+            // An entry: its key and value once each, the value as above.
+            schema::Rep::Map => {
+                let Some(entry) = top_fields(bytes) else {
+                    return false;
+                };
+                let count = |n: u64| entry.iter().filter(|(tag, _)| tag >> 3 == n).count();
+                count(1) > 1
+                    || count(2) > 1
+                    || entry.iter().any(|(tag, value)| {
+                        tag >> 3 == 2
+                            && value.is_some_and(|v| differs_by_design(v, inner, depth + 1))
+                    })
+            }
+        }
+    })
+}
+
+/// The object of a GET body: the Unknown envelope's one raw field (field 2).
+fn object_of(body: &[u8]) -> Option<&[u8]> {
+    let raws: Vec<&[u8]> = top_fields(body.strip_prefix(b"k8s\0")?)?
+        .into_iter()
+        .filter_map(|(tag, payload)| payload.filter(|_| tag == (2 << 3 | 2)))
+        .collect();
+    match raws.as_slice() {
+        [raw] => Some(raw),
+        _ => None,
+    }
+}
+
+/// How the readers of one kind did on one input.
+enum Verdict {
+    /// All read it and built the same object.
+    Agreed,
+    /// All refused it.
+    Refused,
+    /// One of the typed readers refused what the other read.
+    OneRefused,
+    /// They differ: how.
+    Differ(String),
+}
+
+/// `body`, a GET of `K`, read every way (see the module docs), with and without its
+/// managedFields.
+fn readers_agree<K>(body: &[u8], kind: ProtoKind) -> Verdict
+where
+    K: Resource + DeserializeOwned + Serialize + PartialEq + std::fmt::Debug + 'static,
+{
+    let json = |object: &K| serde_json::to_string(object).unwrap();
+    let mut verdict = Verdict::Refused;
+    for kind in [kind, kind.without_managed_fields()] {
+        let generated = decode_object_of::<K>(body, kind);
+        let serde = decode_object_of::<K>(body, kind.without_generated_decoder());
+        let object = match (generated, serde) {
+            (Err(_), Err(_)) => continue,
+            (Ok(a), Ok(b)) if a == b => a,
+            (Ok(a), Ok(b)) => {
+                let (a, b) = (json(&a), json(&b));
+                return Verdict::Differ(format!("generated {a}\nserde {b}"));
+            }
+            // One refuses what the other reads: malformed bytes only one of them looks at —
+            // a field of the schema that k8s-openapi's type lacks (a newer Kubernetes'),
+            // which the generated decoders skip unread. Counted, not compared.
+            (Ok(_), Err(_)) | (Err(_), Ok(_)) => return Verdict::OneRefused,
+        };
+        // JSON: what the serde path renders, read by serde_json (k8s-openapi refuses some
+        // values the schema allows, a null time: nothing to compare then).
+        if let Ok(value) = decode_object_of::<Value>(body, kind)
+            && let Ok(from_json) = serde_json::from_value::<K>(value)
+            && from_json != object
+        {
+            let (a, b) = (json(&object), json(&from_json));
+            return Verdict::Differ(format!("protobuf {a}\nJSON {b}"));
+        }
+        match decode_object_of::<Compact<K>>(body, kind).map(|c| c.decode()) {
+            Ok(Ok(decoded)) if decoded == object => {}
+            Ok(Ok(decoded)) => {
+                let (a, b) = (json(&object), json(&decoded));
+                return Verdict::Differ(format!("typed {a}\ncompact {b}"));
+            }
+            Ok(Err(e)) => return Verdict::Differ(format!("compact kept it, then: {e}")),
+            Err(e) => return Verdict::Differ(format!("compact refused it: {e}")),
+        }
+        verdict = Verdict::Agreed;
+    }
+    verdict
+}
+
+macro_rules! readers_by_stem {
+    ($($stem:literal => $ty:ty,)*) => {
+        /// [`readers_agree`] for the type of the golden file `stem`; `None` for a kind
+        /// k8s-openapi has no type for.
+        fn readers_agree_on(stem: &str, body: &[u8], kind: ProtoKind) -> Option<Verdict> {
+            match stem {
+                $($stem => Some(readers_agree::<$ty>(body, kind)),)*
+                _ => None,
+            }
+        }
+    };
+}
+
+every_kind!(readers_by_stem);
+
 /// Runs `body` through every entry point; a panic writes it to the crashers folder.
 fn survives(body: &[u8], kind: ProtoKind, name: &str) -> Result<u8, PathBuf> {
     if let Ok(read) = catch_unwind(AssertUnwindSafe(|| decode_everything(body, kind))) {
         return Ok(read);
     }
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("protobuf-crashers");
+    Err(save(body, "protobuf-crashers", name))
+}
+
+/// Writes `body` under the test's temporary folder `folder`, named by `name` and its hash.
+fn save(body: &[u8], folder: &str, name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(folder);
     std::fs::create_dir_all(&dir).unwrap();
     let hash = body.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
         (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3)
     });
     let path = dir.join(format!("{name}-{hash:016x}.bin"));
     std::fs::write(&path, body).unwrap();
-    Err(path)
+    path
 }
 
 fn env_number(name: &str, default: u64) -> u64 {
@@ -463,6 +669,8 @@ fn mangled_bodies_of_every_kind_never_panic() {
     let mut rng = fastrand::Rng::with_seed(seed);
     let mut crashers = Vec::new();
     let mut read = [0u64; ENTRY_POINTS.len()];
+    let (mut differences, mut agreed, mut compared) = (Vec::new(), 0u64, 0u64);
+    let mut one_refused = 0u64;
     for _ in 0..iterations {
         // A quarter real-shaped pods, one in sixteen a Status, the rest every kind.
         let from = match rng.u8(..16) {
@@ -470,12 +678,32 @@ fn mangled_bodies_of_every_kind_never_panic() {
             4 => &status,
             _ => &seeds[rng.usize(..seeds.len())],
         };
-        let mut body = from.shapes[rng.usize(..3)].clone();
+        let shape = rng.usize(..3);
+        let mut body = from.shapes[shape].clone();
         let donor = &seeds[rng.usize(..seeds.len())].shapes[0];
         // Mostly one mutation, which leaves the rest of the input valid to be read.
         let mutations = [1, 1, 1, 1, 1, 2, 2, 3, 4][rng.usize(..9)];
         for _ in 0..mutations {
             mutate(&mut rng, &mut body, donor);
+        }
+        if shape == 0
+            && let Some(stem) = &from.stem
+            && let Some(object) = object_of(&body)
+            && !differs_by_design(object, from.message, 0)
+        {
+            let verdict = catch_unwind(AssertUnwindSafe(|| {
+                readers_agree_on(stem, &body, from.kind)
+            }));
+            match verdict {
+                Ok(Some(Verdict::Agreed)) => (agreed, compared) = (agreed + 1, compared + 1),
+                Ok(Some(Verdict::Refused)) => compared += 1,
+                Ok(Some(Verdict::OneRefused)) => one_refused += 1,
+                Ok(Some(Verdict::Differ(how))) => {
+                    let path = save(&body, "protobuf-differences", stem);
+                    differences.push(format!("{}: {how}", path.display()));
+                }
+                Ok(None) | Err(_) => {} // a panic is `survives`' to report
+            }
         }
         match survives(&body, from.kind, &from.name) {
             Ok(bits) => {
@@ -486,6 +714,20 @@ fn mangled_bodies_of_every_kind_never_panic() {
             Err(path) => crashers.push(path),
         }
     }
+    eprintln!(
+        "{compared} GET bodies compared across the readers, {agreed} read alike by all of them; \
+         {one_refused} refused by one typed reader only"
+    );
+    assert!(
+        differences.is_empty(),
+        "{} inputs read differently (seed {seed}):\n{}",
+        differences.len(),
+        differences.join("\n")
+    );
+    assert!(
+        agreed > 0 && compared > agreed,
+        "the comparison saw too little: {agreed} read of {compared}"
+    );
     eprintln!("{iterations} inputs (seed {seed}); read by each entry point:");
     for (name, count) in ENTRY_POINTS.iter().zip(read) {
         eprintln!("  {name}: {count}");

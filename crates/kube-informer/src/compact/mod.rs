@@ -45,8 +45,9 @@
 //!
 //! **Storage**: `Compact<K>` keeps the JSON as received. `Compact<K, Zstd>` (feature `zstd`)
 //! keeps it compressed: on the benchmark's 5.7 KB pods, 5.0 instead of 8.9 KiB per cached
-//! pod, for a compression of each arriving object (~13 µs, on the decoding threads) and a
-//! decompression on each `json()`/`decode()` (see BENCHMARKS.md).
+//! pod (BENCHMARKS.md, "Against the peers, on identical bytes"), for a compression of each
+//! arriving object (on the decoding threads) and a decompression on each
+//! `json()`/`decode()`.
 //!
 //! **Protobuf**: read by an informer that asks for protobuf
 //! ([`ClientListerWatcher::protobuf`](crate::list_watch::ClientListerWatcher::protobuf), or

@@ -7,7 +7,7 @@
 //! the initial LIST on some, the watch on others — and memory freed in one arena is never
 //! reused by allocations made in another. Measured on the benchmark's 10k pods + 100k watch
 //! events: a live heap of 520 MB held 1.1 GB of RSS this way, against 485 MB when every
-//! object is decoded on the same few long-lived threads (and 432–540 MB for kube-rs, which
+//! object is decoded on the same few long-lived threads (and 509–542 MiB for kube-rs, which
 //! decodes in the task that reads the stream). So every LIST page and every watch line is
 //! decoded here, on [`decoders`](super::decoders) threads that live as long as someone
 //! holds the pool: an object replaced by the watch frees memory that the next decoded

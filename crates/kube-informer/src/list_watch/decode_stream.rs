@@ -6,7 +6,7 @@
 //! ready when it comes back, never more (hyper reads ahead by a chunk at most). Batches of
 //! one meant a hand-off to a decoding thread and back per event, and a streaming list
 //! decoded by one thread at a time while the other waited (issue #40: 3 context switches
-//! per event; a 50k-pod streaming list 1.8× slower than a paged LIST of the same pods).
+//! per event, BENCHMARKS.md "The default typed informer").
 //! This stream keeps reading while batches decode: lines are cut as they arrive into the
 //! next batch (up to [`BATCH`] items, then the body waits: back-pressure), and that batch
 //! goes to a decoding thread as soon as one is free. A lone line on a quiet watch still goes

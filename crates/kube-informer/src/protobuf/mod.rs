@@ -17,12 +17,14 @@
 //! Both give the objects JSON gives (checked on Kubernetes' golden files for every kind
 //! k8s-openapi has, each way, and against a real API server).
 //!
-//! What it buys, measured on realistic pods (BENCHMARKS.md): about 30% fewer bytes than
-//! JSON; a typed pod decoded 1.3× as fast as from JSON with its managed fields (each
-//! entry's field set is JSON inside either encoding, parsed into a `serde_json::Value`), and
-//! 2.3× as fast without them (what factories do by default,
+//! What it buys, measured on realistic pods: about 30% fewer bytes than JSON (BENCHMARKS.md,
+//! "Protobuf"); and, one pod decoded in a loop (`benches/decode.rs`, BENCHMARKS.md
+//! "Decoding one pod"), a typed pod from protobuf at 1.06× the rate of JSON with its
+//! managed fields (each entry's field set is JSON inside either encoding, parsed into a
+//! `serde_json::Value`), and without them (what factories do by default,
 //! [`keep_managed_fields`](crate::factory::FactoryOptions::keep_managed_fields) to keep
-//! them), because a length-prefixed field is passed over unread.
+//! them) at 1.34× JSON decoded whole, 1.11× JSON with them scanned past — a
+//! length-prefixed field is passed over unread.
 //!
 //! Custom resources have no protobuf encoding: [`supports`] says which kinds do, and the
 //! list/watch path asks for protobuf only for those, deciding each response by its

@@ -84,11 +84,12 @@ fn message_value(message: &'static Message, raw: RawValue<'_>, depth: u16, skip:
             if depth >= MAX_DEPTH {
                 return Err(Refused);
             }
-            // The items: the run of field 1 at the start (what follows it is not read, but
-            // must be a field).
+            // The items: the run of field 1 at the start; what follows is read too (not
+            // kept), and must be well-formed fields.
             while let Some(item) = reader.next_if(1)? {
                 element(field.ty, field.rep, item.value, depth + 1, skip)?;
             }
+            while reader.next_field()?.is_some() {}
             Ok(())
         }
         Shape::Time | Shape::MicroTime => {
@@ -99,7 +100,7 @@ fn message_value(message: &'static Message, raw: RawValue<'_>, depth: u16, skip:
         }
         // A quantity's string (field 1); an int-or-string's (field 3).
         Shape::Quantity => strings(len(raw)?, 1),
-        Shape::IntOrString => strings(len(raw)?, 3),
+        Shape::IntOrString => int_or_string(len(raw)?),
         Shape::RawJson => {
             let json = raw_json_of(len(raw)?, 0)?;
             check_skippable(json, 0)?;
@@ -116,11 +117,26 @@ fn message_value(message: &'static Message, raw: RawValue<'_>, depth: u16, skip:
 }
 
 /// Every length-delimited occurrence of field `number` is UTF-8 (the others are not read).
+/// An int-or-string: its type (1) and number (2) varints, its string (3) UTF-8.
+fn int_or_string(buf: &[u8]) -> Checked {
+    let mut reader = Reader::new(buf, 0);
+    while let Some(field) = reader.next_field()? {
+        match (field.number, field.value) {
+            (1 | 2, RawValue::Varint(_)) | (4.., _) => {}
+            (3, RawValue::Len(bytes)) => utf8(bytes)?,
+            _ => return Err(Refused),
+        }
+    }
+    Ok(())
+}
+
 fn strings(buf: &[u8], number: u32) -> Checked {
     let mut reader = Reader::new(buf, 0);
     while let Some(field) = reader.next_field()? {
-        if let (true, RawValue::Len(bytes)) = (field.number == number, field.value) {
-            utf8(bytes)?;
+        match (field.number == number, field.value) {
+            (true, RawValue::Len(bytes)) => utf8(bytes)?,
+            (true, _) => return Err(Refused),
+            (false, _) => {}
         }
     }
     Ok(())
@@ -171,6 +187,7 @@ fn element(ty: Ty, rep: Rep, raw: RawValue<'_>, depth: u16, skip: Skip) -> Check
             while let Some(field) = reader.next_field()? {
                 match (field.number, field.value) {
                     (1, RawValue::Len(key)) => utf8(key)?,
+                    (1, _) => return Err(Refused),
                     (2, raw) => found = Some(raw),
                     _ => {}
                 }

@@ -28,6 +28,14 @@ pub(super) fn run<'de>(
     Ok((start, count))
 }
 
+/// The error for a known field of the wrong wire type.
+pub(super) fn wrong_wire_type(what: &str, raw: &RawValue<'_>, offset: usize) -> DecodeError {
+    DecodeError::at(
+        offset,
+        format!("{what} has wire type {:?}", raw.wire_type()),
+    )
+}
+
 /// Whether a repeated `ty` may come packed (one length-delimited run of numbers).
 pub(super) fn packable(ty: Ty) -> bool {
     !matches!(ty, Ty::Str | Ty::Bytes | Ty::Message(_))
@@ -176,6 +184,9 @@ impl<'de> MapAccess<'de> for Entries<'de> {
         while let Some(field) = reader.next_field()? {
             match (field.number, field.value) {
                 (1, RawValue::Len(k)) => key = utf8(k, reader.offset_of(k))?,
+                // A key of another wire type is malformed (as the generated decoders and Go
+                // say), not an entry without a key.
+                (1, other) => return Err(wrong_wire_type("a map key", &other, entry.offset)),
                 (2, raw) => {
                     value = Some(One::new(self.run.field.ty, raw, entry.offset, self.run.ctx))
                 }

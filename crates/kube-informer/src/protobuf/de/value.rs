@@ -10,7 +10,7 @@ use super::{
     Ctx, RAW_MESSAGE, RawMessage,
     fields::Fields,
     raw_json::{checked_raw_json, raw_json},
-    repeated::{Run, run},
+    repeated::{Run, run, wrong_wire_type},
 };
 use crate::protobuf::{
     DecodeError,
@@ -93,10 +93,10 @@ impl<'de> One<'de> {
         let mut reader = Reader::new(self.bytes()?, self.offset);
         let mut found = "";
         while let Some(field) = reader.next_field()? {
-            if field.number == number
-                && let RawValue::Len(bytes) = field.value
-            {
-                found = utf8(bytes, reader.offset_of(bytes))?;
+            match (field.number == number, field.value) {
+                (true, RawValue::Len(bytes)) => found = utf8(bytes, reader.offset_of(bytes))?,
+                (true, other) => return Err(wrong_wire_type("a string", &other, self.offset)),
+                (false, _) => {}
             }
         }
         Ok(found)
@@ -252,6 +252,9 @@ impl<'de> One<'de> {
                 })?;
                 let mut reader = Reader::new(self.bytes()?, self.offset);
                 let (start, count) = run(&mut reader, None, 1)?;
+                // The rest is read too (not kept): malformed bytes after the items are
+                // refused, as the generated decoders and Go refuse them.
+                while reader.next_field()?.is_some() {}
                 let ctx = self.ctx.deeper(self.offset)?;
                 visitor.visit_seq(Run::new(start, count, field, ctx))
             }
@@ -270,6 +273,10 @@ impl<'de> One<'de> {
                         (1, RawValue::Varint(v)) => is_string = v == 1,
                         (2, RawValue::Varint(v)) => int = v as u32 as i32,
                         (3, RawValue::Len(bytes)) => string = utf8(bytes, reader.offset_of(bytes))?,
+                        (1..=3, other) => {
+                            let what = "an int-or-string's field";
+                            return Err(wrong_wire_type(what, &other, self.offset));
+                        }
                         _ => {}
                     }
                 }

@@ -351,3 +351,64 @@ fn a_self_nesting_message_sent_too_deep_is_an_error_not_a_stack_overflow() {
         .to_string();
     assert!(error.contains("nested deeper than 128"), "{error}");
 }
+
+/// A known field of the wrong wire type is malformed, for the serde path as for the
+/// generated decoders (and Go): a map key, an int-or-string's number, a quantity's string.
+/// The serde path read the first two as absent and the third as empty.
+#[test]
+fn a_known_field_of_the_wrong_wire_type_is_refused_by_both_decoders() {
+    let mut entry = Vec::new();
+    varint(&mut entry, 1 << 3); // key (1) as a varint
+    varint(&mut entry, 5);
+    let pod = Msg::new("k8s.io.api.core.v1.Pod").msg(
+        "metadata",
+        Msg::new(META).str("name", "p").bytes("labels", &entry),
+    );
+    assert!(
+        both::<Pod>(&pod, false).is_err(),
+        "a map key of the wrong wire type"
+    );
+
+    let port = Msg::new("k8s.io.apimachinery.pkg.util.intstr.IntOrString")
+        .int("#1", 0)
+        .str("#2", "80"); // the number as a string
+    let service = Msg::new("k8s.io.api.core.v1.Service").msg(
+        "spec",
+        Msg::new("k8s.io.api.core.v1.ServiceSpec").msg(
+            "ports",
+            Msg::new("k8s.io.api.core.v1.ServicePort")
+                .int("port", 80)
+                .msg("targetPort", port),
+        ),
+    );
+    assert!(
+        both::<Service>(&service, false).is_err(),
+        "an int-or-string"
+    );
+
+    let quantity = Msg::new("k8s.io.apimachinery.pkg.api.resource.Quantity").int("#1", 5);
+    let requirements = Msg::new("k8s.io.api.core.v1.ResourceRequirements").bytes("limits", &{
+        let mut entry = Vec::new();
+        let key = b"cpu";
+        varint(&mut entry, 1 << 3 | 2);
+        varint(&mut entry, key.len() as u64);
+        entry.extend_from_slice(key);
+        varint(&mut entry, 2 << 3 | 2);
+        varint(&mut entry, quantity.bytes.len() as u64);
+        entry.extend_from_slice(&quantity.bytes);
+        entry
+    });
+    let pod = Msg::new("k8s.io.api.core.v1.Pod").msg(
+        "spec",
+        Msg::new("k8s.io.api.core.v1.PodSpec").msg(
+            "containers",
+            Msg::new("k8s.io.api.core.v1.Container")
+                .str("name", "c")
+                .msg("resources", requirements),
+        ),
+    );
+    assert!(
+        both::<Pod>(&pod, false).is_err(),
+        "a quantity's string as a number"
+    );
+}
