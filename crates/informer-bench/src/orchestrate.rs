@@ -231,8 +231,17 @@ async fn run_client(
     deletes: usize,
 ) -> Result<Outcome, String> {
     let mut command = if client == Impl::ClientNode {
+        // The node measured is named, and runs without options from the environment: a
+        // `NODE_OPTIONS` or another node on the PATH changes its memory (BENCHMARKS.md
+        // has a client-node figure no later run reproduced).
+        let version = Command::new("node").arg("--version").output().await;
+        let version = version.map_or_else(
+            |e| format!("unknown ({e})"),
+            |o| String::from_utf8_lossy(&o.stdout).trim().to_owned(),
+        );
+        eprintln!("client-node runner: node {version}, NODE_OPTIONS cleared");
         let mut node = Command::new("node");
-        node.arg(NODE_CLIENT);
+        node.arg(NODE_CLIENT).env_remove("NODE_OPTIONS");
         node
     } else {
         let mut own = Command::new(exe);
