@@ -207,18 +207,30 @@ mod tests {
 
     use super::*;
 
+    /// A job holding one of the pool's threads until `release` is sent to (or dropped);
+    /// returns once the job runs.
+    fn hold(
+        pool: &DecodePool,
+    ) -> (
+        impl Future<Output = Result<(), DecodeFailed>> + use<>,
+        std::sync::mpsc::Sender<()>,
+    ) {
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let (started, on_thread) = std::sync::mpsc::channel::<()>();
+        let busy = pool.run(move || {
+            started.send(()).unwrap();
+            let _ = held.recv();
+        });
+        on_thread.recv().unwrap();
+        (busy, release)
+    }
+
     /// Jobs behind a busy thread are the backlog until one starts them; a pool stopped with
     /// jobs still queued leaves none counted.
     #[tokio::test]
     async fn the_backlog_counts_jobs_no_thread_has_started() {
         let pool = DecodePool::start(1);
-        let (release, held) = std::sync::mpsc::channel::<()>();
-        let (started, on_thread) = std::sync::mpsc::channel::<()>();
-        let busy = pool.run(move || {
-            started.send(()).unwrap();
-            held.recv().unwrap();
-        });
-        on_thread.recv().unwrap();
+        let (busy, release) = hold(&pool);
         assert_eq!(pool.waiting(), 0, "the running job is not waiting");
         let queued: Vec<_> = (0..3).map(|i| pool.run(move || i)).collect();
         assert_eq!(pool.waiting(), 3);
@@ -228,13 +240,7 @@ mod tests {
         assert_eq!(pool.waiting(), 0);
         // Stopped with jobs still queued: however they end, none stays counted.
         let count = pool.waiting.clone();
-        let (release, held) = std::sync::mpsc::channel::<()>();
-        let (started, on_thread) = std::sync::mpsc::channel::<()>();
-        let _busy = pool.run(move || {
-            started.send(()).unwrap();
-            let _ = held.recv();
-        });
-        on_thread.recv().unwrap();
+        let (_busy, release) = hold(&pool);
         let _unrun: Vec<_> = (0..2).map(|i| pool.run(move || i)).collect();
         assert_eq!(count.load(Ordering::Relaxed), 2);
         drop(release);
@@ -310,13 +316,7 @@ mod tests {
     #[tokio::test]
     async fn a_stopped_pool_runs_no_queued_job() {
         let pool = DecodePool::start(1);
-        let (release, held) = std::sync::mpsc::channel::<()>();
-        let (started, on_thread) = std::sync::mpsc::channel::<()>();
-        let busy = pool.run(move || {
-            started.send(()).unwrap();
-            held.recv().unwrap();
-        });
-        on_thread.recv().unwrap();
+        let (busy, release) = hold(&pool);
         let ran = Arc::new(AtomicUsize::new(0));
         let queued: Vec<_> = (0..50)
             .map(|_| {
