@@ -11,7 +11,10 @@ use kube::{
     Api, ResourceExt,
     api::{Patch, PatchParams, PostParams},
 };
-use kube_informer::factory::{FactoryOptions, SharedInformerFactory};
+use kube_informer::{
+    compact::Compact,
+    factory::{FactoryOptions, SharedInformerFactory},
+};
 use kube_informer_runtime::{
     controller::{Action, Cached, Controller, ControllerOptions, recording_client, wrote},
     finalizer::{Event, finalizer},
@@ -39,12 +42,10 @@ async fn lagging(watches: usize) -> (FakeApiServer, SharedInformerFactory) {
 
 /// Runs `controller` with `reconcile` until `done` holds (polled on the paused clock),
 /// then for a further minute, and stops it.
-async fn run_until<R, Fut, E>(
-    controller: Controller<ConfigMap>,
-    reconcile: R,
-    done: impl Fn() -> bool,
-) where
-    R: Fn(Cached<ConfigMap>, Arc<()>) -> Fut + Send + Sync + 'static,
+async fn run_until<K, R, Fut, E>(controller: Controller<K>, reconcile: R, done: impl Fn() -> bool)
+where
+    K: kube::Resource<DynamicType = ()> + Clone + std::fmt::Debug + Send + Sync + 'static,
+    R: Fn(Cached<K>, Arc<()>) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<Action, E>> + Send + 'static,
     E: std::fmt::Display + Send + 'static,
 {
@@ -132,6 +133,77 @@ async fn a_reconcile_never_creates_a_child_twice_from_a_cache_behind_its_writes(
                 children()
             );
         }
+    }
+}
+
+/// The same over compact caches (`Compact<K>`: an object's bytes and its parsed metadata,
+/// a fraction of a typed object's memory): the controller reads `Compact<ConfigMap>` and
+/// owns `Compact<Secret>`, the reconcile decodes its object on demand and creates typed
+/// Secrets — recorded by the recording client, or by `wrote(&secret)` — and never creates
+/// one twice. (`wrote` of a typed Secret was waited for in `Secret` caches only.)
+#[tokio::test(start_paused = true)]
+async fn over_compact_caches_a_reconcile_never_creates_a_child_twice() {
+    for by_client in [false, true] {
+        let (server, factory) = lagging(2).await;
+        let parent = json!({"metadata": {"name": "parent"}, "data": {"children": "100"}});
+        let parent = server
+            .create(&Gvr::core("configmaps"), Some("shop"), parent)
+            .unwrap();
+        let uid = parent["metadata"]["uid"].as_str().unwrap().to_owned();
+        let options = ControllerOptions::default()
+            .name("compact-children")
+            .read_your_writes(Some(Duration::from_secs(60)));
+        let controller =
+            Controller::<Compact<ConfigMap>>::new(&factory, options).owns::<Compact<Secret>>();
+        let cached = factory.informer::<Compact<Secret>>().store();
+        let client = match by_client {
+            true => recording_client(server.memory_client()),
+            false => server.memory_client(),
+        };
+        let secrets: Api<Secret> = Api::namespaced(client, "shop");
+        let reconcile = move |cm: Cached<Compact<ConfigMap>>, _: Arc<()>| {
+            let (cached, secrets) = (cached.clone(), secrets.clone());
+            async move {
+                let Cached::Present(parent) = cm else {
+                    return Ok::<_, kube::Error>(Action::Done);
+                };
+                // Metadata without decoding; the rest decoded when needed.
+                let uid = parent.uid().unwrap_or_default();
+                let wanted: usize = parent.decode().unwrap().data.unwrap()["children"]
+                    .parse()
+                    .unwrap();
+                let owned =
+                    |s: &Arc<Compact<Secret>>| s.owner_references().iter().any(|o| o.uid == uid);
+                if cached.list().iter().filter(|s| owned(s)).count() >= wanted {
+                    return Ok(Action::Done);
+                }
+                let child: Secret = serde_json::from_value(json!({"metadata": {
+                    "generateName": "child-",
+                    "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "parent",
+                                         "uid": uid, "controller": true}],
+                }}))
+                .unwrap();
+                let created = secrets.create(&PostParams::default(), &child).await?;
+                if !by_client {
+                    wrote(&created);
+                }
+                Ok(Action::RequeueAfter(Duration::from_millis(1)))
+            }
+        };
+        let children = || {
+            server
+                .list(&Gvr::core("secrets"))
+                .unwrap()
+                .iter()
+                .filter(|s| s["metadata"]["ownerReferences"][0]["uid"] == uid.as_str())
+                .count()
+        };
+        run_until(controller, reconcile, || children() >= CHILDREN).await;
+        assert_eq!(
+            children(),
+            CHILDREN,
+            "a child was created twice ({by_client})"
+        );
     }
 }
 

@@ -226,12 +226,18 @@ pub fn wrote<K: Resource + Clone + Send + Sync + 'static>(obj: &K) {
     if !recording_here() {
         return;
     }
-    // A dynamic object says its kind; a typed one is known by its Rust type.
+    // A dynamic object says its kind; a typed one by its type's (so that a `Pod` written
+    // is waited for in a `Compact<Pod>` cache too, and the reverse).
     let any: &dyn Any = obj;
+    let static_type: &dyn Any = &();
     let kind = any
         .downcast_ref::<DynamicObject>()
         .and_then(|dynamic| dynamic.types.as_ref())
-        .map(|types| GroupKind::of(&types.api_version, &types.kind));
+        .map(|types| GroupKind::of(&types.api_version, &types.kind))
+        .or_else(|| {
+            let dt = static_type.downcast_ref::<K::DynamicType>()?;
+            Some(GroupKind::of(&K::api_version(dt), &K::kind(dt)))
+        });
     let Some(mut written) = Written::new(obj.meta(), kind, TypeId::of::<K>(), false) else {
         return;
     };
