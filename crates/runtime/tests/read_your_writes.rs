@@ -66,6 +66,32 @@ where
     running.await.unwrap().unwrap();
 }
 
+/// Creates a Secret controlled by the ConfigMap `uid`, recorded with `wrote` unless the
+/// client records it.
+async fn create_child(secrets: &Api<Secret>, uid: &str, by_client: bool) -> kube::Result<()> {
+    let child: Secret = serde_json::from_value(json!({"metadata": {
+        "generateName": "child-",
+        "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "parent",
+                             "uid": uid, "controller": true}],
+    }}))
+    .unwrap();
+    let created = secrets.create(&PostParams::default(), &child).await?;
+    if !by_client {
+        wrote(&created);
+    }
+    Ok(())
+}
+
+/// The Secrets on the server controlled by the ConfigMap `uid`.
+fn children_of(server: &FakeApiServer, uid: &str) -> usize {
+    server
+        .list(&Gvr::core("secrets"))
+        .unwrap()
+        .iter()
+        .filter(|s| s["metadata"]["ownerReferences"][0]["uid"] == uid)
+        .count()
+}
+
 /// The classic duplicate create: a reconcile that counts its children in the cache and
 /// creates one when short, requeued at once. With the wait, exactly 100 children over 100
 /// rounds, whether the reconcile records its creates with `wrote` or writes through a
@@ -102,27 +128,11 @@ async fn a_reconcile_never_creates_a_child_twice_from_a_cache_behind_its_writes(
                 if cached.list().iter().filter(|s| owned(s)).count() >= CHILDREN {
                     return Ok(Action::Done);
                 }
-                let child: Secret = serde_json::from_value(json!({"metadata": {
-                    "generateName": "child-",
-                    "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "parent",
-                                         "uid": uid, "controller": true}],
-                }}))
-                .unwrap();
-                let created = secrets.create(&PostParams::default(), &child).await?;
-                if !by_client {
-                    wrote(&created);
-                }
+                create_child(&secrets, &uid, by_client).await?;
                 Ok(Action::RequeueAfter(Duration::from_millis(1)))
             }
         };
-        let children = || {
-            server
-                .list(&Gvr::core("secrets"))
-                .unwrap()
-                .iter()
-                .filter(|s| s["metadata"]["ownerReferences"][0]["uid"] == uid.as_str())
-                .count()
-        };
+        let children = || children_of(&server, &uid);
         run_until(controller, reconcile, || children() >= CHILDREN).await;
         if wait {
             assert_eq!(children(), CHILDREN, "a child was created twice");
@@ -177,27 +187,11 @@ async fn over_compact_caches_a_reconcile_never_creates_a_child_twice() {
                 if cached.list().iter().filter(|s| owned(s)).count() >= wanted {
                     return Ok(Action::Done);
                 }
-                let child: Secret = serde_json::from_value(json!({"metadata": {
-                    "generateName": "child-",
-                    "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "parent",
-                                         "uid": uid, "controller": true}],
-                }}))
-                .unwrap();
-                let created = secrets.create(&PostParams::default(), &child).await?;
-                if !by_client {
-                    wrote(&created);
-                }
+                create_child(&secrets, &uid, by_client).await?;
                 Ok(Action::RequeueAfter(Duration::from_millis(1)))
             }
         };
-        let children = || {
-            server
-                .list(&Gvr::core("secrets"))
-                .unwrap()
-                .iter()
-                .filter(|s| s["metadata"]["ownerReferences"][0]["uid"] == uid.as_str())
-                .count()
-        };
+        let children = || children_of(&server, &uid);
         run_until(controller, reconcile, || children() >= CHILDREN).await;
         assert_eq!(
             children(),
