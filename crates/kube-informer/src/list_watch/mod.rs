@@ -56,8 +56,11 @@ pub fn set_decoding_threads(threads: usize) -> usize {
     }
 }
 
+/// One per core, at least two; asked of the system once (on Linux it reads the cgroup's
+/// files), since every decoding job asks whether there are threads.
 fn default_decoding_threads() -> usize {
-    std::thread::available_parallelism().map_or(2, |n| n.get().max(2))
+    static DEFAULT: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *DEFAULT.get_or_init(|| std::thread::available_parallelism().map_or(2, |n| n.get().max(2)))
 }
 
 /// LIST pages and watch batches read and waiting for a decoding thread, in the whole
