@@ -135,7 +135,7 @@ fn scan(buf: &[u8], range: Range<usize>, depth: u32, out: &mut Vec<Field>) -> bo
             length: length.clone(),
             payload: payload.clone(),
         });
-        if length.is_some() && depth < 12 {
+        if length.is_some() && depth < SCAN_DEPTH {
             let mut inner = Vec::new();
             if scan(buf, payload, depth + 1, &mut inner) {
                 out.extend(inner);
@@ -144,6 +144,10 @@ fn scan(buf: &[u8], range: Range<usize>, depth: u32, out: &mut Vec<Field>) -> bo
     }
     true
 }
+
+/// How deep `scan` goes into length-delimited payloads (started at this depth: only the
+/// top level).
+const SCAN_DEPTH: u32 = 12;
 
 /// Where a body's protobuf starts: after the `k8s\0` magic, or after a frame's header.
 fn fields_of(body: &[u8]) -> Vec<Field> {
@@ -470,30 +474,14 @@ type TopField<'a> = (u64, Option<&'a [u8]>);
 /// payload; `None` when the bytes are not fields.
 fn top_fields(buf: &[u8]) -> Option<Vec<TopField<'_>>> {
     let mut fields = Vec::new();
-    let mut at = 0;
-    while at < buf.len() {
-        let tag = read_varint(buf, &mut at)?;
-        let payload = match tag & 7 {
-            0 => read_varint(buf, &mut at).map(|_| None)?,
-            1 | 5 => {
-                at += if tag & 7 == 1 { 8 } else { 4 };
-                None
-            }
-            2 => {
-                let len = usize::try_from(read_varint(buf, &mut at)?).ok()?;
-                let end = at.checked_add(len)?;
-                let bytes = buf.get(at..end)?;
-                at = end;
-                Some(bytes)
-            }
-            _ => return None,
-        };
-        if at > buf.len() {
-            return None;
-        }
-        fields.push((tag, payload));
+    if !scan(buf, 0..buf.len(), SCAN_DEPTH, &mut fields) {
+        return None;
     }
-    Some(fields)
+    let top = fields.into_iter().map(|field| {
+        let tag = read_varint(buf, &mut field.start.clone()).expect("scanned");
+        (tag, field.length.map(|_| &buf[field.payload]))
+    });
+    Some(top.collect())
 }
 
 /// Whether `buf`, a `message`, is encoded as no Go encoder would, in a way the readers may
