@@ -124,6 +124,17 @@ impl<K, S: JsonStorage> Compact<K, S> {
         })
     }
 
+    /// Keeps `json`, one JSON object this crate has already read whole (see
+    /// [`JSON_HAND_OFF`]), and parses its metadata.
+    fn from_checked_json(json: String) -> serde_json::Result<Self> {
+        Ok(Self {
+            meta: meta::parse_metadata(&json)?,
+            stored: storage::store_checked::<S>(json)?,
+            encoding: Encoding::Json,
+            kind: PhantomData,
+        })
+    }
+
     /// Keeps a protobuf message (of the schema's message `index`; without its
     /// managedFields when `skip_managed_fields`), checked whole (so that
     /// [`json`](Self::json) cannot fail later), and parses its metadata.
@@ -251,8 +262,9 @@ impl<'de, K, S: JsonStorage> Deserialize<'de> for Compact<K, S> {
 }
 
 /// The first element of a JSON hand-off: the object's JSON follows, as text, without its
-/// own managedFields (the JSON reader that leaves them out hands objects over this way; no
-/// protobuf message has this index).
+/// own managedFields (the JSON reader that leaves them out hands objects over this way, after
+/// reading each object whole, so the text is kept without being read again; no protobuf
+/// message has this index).
 pub(crate) const JSON_HAND_OFF: u16 = u16::MAX;
 
 struct CompactVisitor<K, S>(PhantomData<fn() -> (K, S)>);
@@ -277,8 +289,7 @@ impl<'de, K, S: JsonStorage> Visitor<'de> for CompactVisitor<K, S> {
         let index: u16 = seq.next_element()?.ok_or_else(missing)?;
         if index == JSON_HAND_OFF {
             let json: String = seq.next_element()?.ok_or_else(missing)?;
-            let json = RawValue::from_string(json).map_err(serde::de::Error::custom)?;
-            return Compact::from_json(json).map_err(serde::de::Error::custom);
+            return Compact::from_checked_json(json).map_err(serde::de::Error::custom);
         }
         let skip_managed_fields: bool = seq.next_element()?.ok_or_else(missing)?;
         let bytes: &'de [u8] = seq.next_element()?.ok_or_else(missing)?;

@@ -487,4 +487,50 @@ mod tests {
             read(&format!(r#"{{"metadata":{{}},"items":[{pod},{pod}]}}"#));
         assert!(list.items.iter().all(|c| c.decode().unwrap() == expected));
     }
+
+    /// The built-in storages keep a handed-over object's text unread again; any other
+    /// storage still gets it through its own `store`, and all keep the same JSON.
+    #[test]
+    fn every_storage_keeps_the_same_json_handed_over() {
+        use std::{
+            borrow::Cow,
+            sync::atomic::{AtomicUsize, Ordering},
+        };
+
+        use serde_json::value::RawValue;
+
+        use crate::compact::{Compact, JsonStorage, Plain};
+
+        static STORED: AtomicUsize = AtomicUsize::new(0);
+        enum Counted {}
+        impl JsonStorage for Counted {
+            fn store(json: Box<RawValue>) -> Box<[u8]> {
+                STORED.fetch_add(1, Ordering::Relaxed);
+                Plain::store(json)
+            }
+            fn load(stored: &[u8]) -> Cow<'_, str> {
+                Plain::load(stored)
+            }
+        }
+
+        let pod = format!(
+            r#"{{"metadata":{{"name":"p","managedFields":{MANAGED}}},"spec":{{"containers":[]}}}}"#
+        );
+        let event = format!(r#"{{"type":"ADDED","object":{pod}}}"#);
+        fn json<S: JsonStorage>(event: &str) -> String {
+            match read::<WatchEvent<Compact<Pod, S>>>(event) {
+                WatchEvent::Added(compact) => compact.json().into_owned(),
+                _ => panic!("an ADDED event"),
+            }
+        }
+        let plain = json::<Plain>(&event);
+        assert_eq!(
+            plain,
+            r#"{"metadata":{"name":"p"},"spec":{"containers":[]}}"#
+        );
+        assert_eq!(json::<Counted>(&event), plain);
+        assert_eq!(STORED.load(Ordering::Relaxed), 1, "through Counted::store");
+        #[cfg(feature = "zstd")]
+        assert_eq!(json::<crate::compact::Zstd>(&event), plain);
+    }
 }
