@@ -101,15 +101,10 @@ async fn the_demo_runs_with_exactly_the_rbac_it_prints() {
             .expect("the demo's RBAC");
         let file = env.dir().join(format!("rbac-{write}.yaml"));
         std::fs::write(&file, &manifest).unwrap();
-        let Some(applied) = kubectl_apply(&env, &file) else {
-            return;
-        };
-        assert!(
-            applied.status.success(),
-            "kubectl apply of --print-rbac (write: {write}) failed: {}{}\n{manifest}",
-            String::from_utf8_lossy(&applied.stdout),
-            String::from_utf8_lossy(&applied.stderr)
-        );
+        if write {
+            only_its_own_namespace_is_deleted(&manifest);
+        }
+        apply_as_admin(&env, &file, &manifest).await;
         let user = format!(
             "system:serviceaccount:{}:{}",
             real::DEMO_NAMESPACE,
@@ -144,22 +139,91 @@ async fn the_demo_runs_with_exactly_the_rbac_it_prints() {
     }
 }
 
-/// `kubectl apply -f file` against `env`, as an admin would: `None` (skipped loudly)
-/// without kubectl. Without client-side validation: kube-envtest's server answers
-/// kubectl's OpenAPI download with 503 (the objects are validated by the server anyway).
-fn kubectl_apply(env: &Environment, file: &std::path::Path) -> Option<std::process::Output> {
+/// The manifest grants `delete` on namespaces for the demo's own namespace only (by
+/// `resourceNames`), never on every namespace.
+fn only_its_own_namespace_is_deleted(manifest: &str) {
+    let objects: Vec<serde_json::Value> =
+        serde_saphyr::from_multiple(manifest).expect("the printed manifest is YAML");
+    let deletes: Vec<&serde_json::Value> = objects
+        .iter()
+        .filter(|o| o["kind"] == "ClusterRole" || o["kind"] == "Role")
+        .flat_map(|role| role["rules"].as_array().into_iter().flatten())
+        .filter(|rule| {
+            let has = |field: &str, value: &str| {
+                rule[field]
+                    .as_array()
+                    .is_some_and(|all| all.iter().any(|v| v == value || v == "*"))
+            };
+            has("resources", "namespaces") && has("verbs", "delete")
+        })
+        .collect();
+    assert!(
+        !deletes.is_empty(),
+        "--write deletes its namespace:\n{manifest}"
+    );
+    for rule in deletes {
+        assert_eq!(
+            rule["resourceNames"],
+            serde_json::json!([real::DEMO_NAMESPACE]),
+            "delete on namespaces beyond the demo's own:\n{manifest}"
+        );
+    }
+}
+
+/// `kubectl apply -f file` against `env`, as an admin would. Where kubectl is not installed,
+/// the same documents applied one by one, server-side, with the client (said on stderr), so
+/// that the check runs on any machine. kubectl runs without client-side validation:
+/// kube-envtest's server answers kubectl's OpenAPI download with 503 (the objects are
+/// validated by the server anyway).
+async fn apply_as_admin(env: &Environment, file: &std::path::Path, manifest: &str) {
     let kubeconfig = format!("--kubeconfig={}", env.kubeconfig_path().display());
     match std::process::Command::new("kubectl")
         .args([kubeconfig.as_str(), "apply", "--validate=false", "-f"])
         .arg(file)
         .output()
     {
-        Ok(out) => Some(out),
+        Ok(out) => assert!(
+            out.status.success(),
+            "kubectl apply of --print-rbac failed: {}{}\n{manifest}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            eprintln!("SKIPPED: kubectl is not installed (Debian: apt-get install kubectl)");
-            None
+            eprintln!("kubectl is not installed: the manifest is applied with the client");
+            apply_documents(env, manifest).await;
         }
         Err(e) => panic!("kubectl did not run: {e}"),
+    }
+}
+
+/// Every document of `manifest`, in order, applied server-side.
+async fn apply_documents(env: &Environment, manifest: &str) {
+    use kube::{
+        api::{DynamicObject, Patch, PatchParams},
+        core::GroupVersionKind,
+        discovery::pinned_kind,
+    };
+    let objects: Vec<DynamicObject> =
+        serde_saphyr::from_multiple(manifest).expect("the printed manifest is YAML");
+    assert!(!objects.is_empty(), "an empty manifest:\n{manifest}");
+    let client = env.client();
+    for object in objects {
+        let types = object.types.clone().expect("apiVersion and kind");
+        let gvk = GroupVersionKind::try_from(&types).expect("a group, version and kind");
+        let (resource, _) = pinned_kind(&client, &gvk)
+            .await
+            .unwrap_or_else(|e| panic!("{gvk:?} is not served: {e}"));
+        let api: Api<DynamicObject> = match object.metadata.namespace.as_deref() {
+            Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+            None => Api::all_with(client.clone(), &resource),
+        };
+        api.patch(
+            &object.name_any(),
+            &PatchParams::apply("e2e-admin"),
+            &Patch::Apply(&object),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("applying {} {}: {e}", types.kind, object.name_any()));
     }
 }
 

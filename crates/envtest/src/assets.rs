@@ -38,8 +38,9 @@ pub enum AssetsError {
     /// `KUBEBUILDER_ASSETS` is not set (or empty).
     #[error(
         "{ASSETS_ENV} is not set: it must name a folder holding kube-apiserver and etcd \
-         (install them with: cargo install kube-envtest && eval \"$(kube-envtest install \
-         1.36.x)\"; controller-runtime's setup-envtest works too)"
+         (install them from a checkout of kube-informer: cargo install --path crates/envtest \
+         && eval \"$(kube-envtest install 1.36.x)\"; controller-runtime's setup-envtest works \
+         too)"
     )]
     NotSet,
     /// The folder does not exist or is not a folder.

@@ -93,9 +93,9 @@ impl EnvironmentOptions {
         self
     }
 
-    /// An extra etcd flag, merged as [`apiserver_arg`](Self::apiserver_arg). (The etcd shipped
-    /// in `../shared/envtest` accepts only the flags the environment passes already; a real
-    /// etcd from setup-envtest accepts all of its own.)
+    /// An extra etcd flag, merged as [`apiserver_arg`](Self::apiserver_arg). (Some reduced
+    /// etcd builds accept only the flags the environment passes already; an etcd from
+    /// `kube-envtest install` or setup-envtest accepts all of its own.)
     pub fn etcd_arg(mut self, arg: impl Into<String>) -> Self {
         self.etcd_args.push(arg.into());
         self

@@ -100,7 +100,7 @@ async fn compare(pods: usize, save: Option<&std::path::Path>) -> Result<(), Stri
     let env = Environment::start_or_skip(EnvironmentOptions::new().audit_log(false))
         .await
         .map_err(|e| e.to_string())?
-        .ok_or("no kube-apiserver: set KUBEBUILDER_ASSETS (../shared/envtest/install DIR)")?;
+        .ok_or("no kube-apiserver: set KUBEBUILDER_ASSETS (kube-envtest install 1.36.x)")?;
     let client = env.client();
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
     let namespace = serde_json::from_value(serde_json::json!({"metadata": {"name": NS}}))

@@ -168,6 +168,25 @@ async fn main() -> ExitCode {
     }
 }
 
+/// The members a folder names, sorted: the stems of its `*.yaml`, `*.yml`, `*.json` and
+/// `*.kubeconfig` files (hidden ones left out), as `sources::kubeconfig_dir` reads it.
+fn kubeconfig_names(dir: &std::path::Path) -> std::io::Result<Vec<String>> {
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        let wanted = path
+            .extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| ["yaml", "yml", "json", "kubeconfig"].contains(&e));
+        match path.file_stem().and_then(|s| s.to_str()) {
+            Some(stem) if wanted && !stem.starts_with('.') => names.push(stem.to_owned()),
+            _ => {}
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
 /// The example; the verdict's lines, or why it failed.
 async fn run() -> Result<Vec<String>, Box<dyn std::error::Error>> {
     tracing_subscriber::fmt()
@@ -273,7 +292,15 @@ async fn run() -> Result<Vec<String>, Box<dyn std::error::Error>> {
             until("north joined, west left", || engaged(&["east", "north"])).await?;
             println!("members: east, north");
         } else {
-            until("a member engaged", || !fleet.clusters().is_empty()).await?;
+            // Every kubeconfig of the folder, by the source's own rules: a member that never
+            // joins fails the verdict.
+            let names = kubeconfig_names(&dir)?;
+            let want: Vec<&str> = names.iter().map(String::as_str).collect();
+            if want.is_empty() {
+                return Err(format!("no kubeconfig in {}", dir.display()).into());
+            }
+            until("every kubeconfig of the folder engaged", || engaged(&want)).await?;
+            println!("members: {}", want.join(", "));
         }
         let template = templates_api.get("settings").await?;
         let members: Vec<(String, kube::Client)> = fleet

@@ -125,10 +125,11 @@ async fn readiness_flips_on_a_failing_watch_and_liveness_does_not() {
         body.contains("[-]pool failed: the connection pool is wedged"),
         "{body}"
     );
-    assert_eq!(
-        get(addr, "/readyz").await.0,
-        200,
-        "liveness is not readiness"
+    let (ready, ready_body) = get(addr, "/readyz?verbose").await;
+    assert_eq!(ready, 200, "liveness is not readiness: {ready_body}");
+    assert!(
+        ready_body.ends_with("readyz check passed\n"),
+        "kube-apiserver's words: {ready_body}"
     );
     wedged.store(false, Ordering::SeqCst);
     assert_eq!(get(addr, "/healthz").await.0, 200);

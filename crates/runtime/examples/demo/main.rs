@@ -58,7 +58,8 @@ pub struct Args {
     /// Pods in the simulated cluster (in Deployments of about ten)
     #[arg(long, default_value_t = 2000, value_name = "N")]
     pods: u64,
-    /// The simulated churn's seed
+    /// The simulated churn's seed: it picks which objects change and how, not when, so two
+    /// runs with one seed need not match event for event
     #[arg(long, default_value_t = 1, value_name = "S")]
     seed: u64,
     /// On a real cluster, run two leader-elected replicas of the controllers and kill the
