@@ -3,7 +3,9 @@
 //! (the second SIGTERM) during the drain returns at once; a leadership lost and taken again
 //! before the manager looks (the `leading` watch keeps only the newest value) stops it as
 //! any loss does. Each time the hung reconcile is dropped, not leaked. And once a manager
-//! has returned, no task it spawned is left (counted in the runtime's live tasks).
+//! has returned — stopped gracefully, forced while its event writer is stuck on a server
+//! that never answers, or refused at start — no task it spawned is left (counted in the
+//! runtime's live tasks).
 
 mod common;
 
@@ -276,11 +278,34 @@ async fn a_term_lost_and_taken_again_before_the_manager_looks_stops_it() {
 /// recorder.
 #[tokio::test(flavor = "current_thread")]
 async fn no_task_of_the_manager_outlives_it() {
-    use kube_informer_runtime::{
-        controller::Cached,
-        events::{EventType, NewEvent},
-    };
     let server = common::server().await;
+    outlived_by_nothing(&server, |graceful, _| graceful.cancel()).await;
+}
+
+/// The same after a second signal, with the event writer stuck on an API server that never
+/// answers its write: the writer is stopped at once and awaited, not left running.
+#[tokio::test(flavor = "current_thread")]
+async fn no_task_outlives_a_forced_stop_with_the_event_writer_stuck() {
+    let server = common::server().await;
+    server.inject(fake_apiserver::Fault::Hold {
+        verb: fake_apiserver::Verb::Create,
+        gate: fake_apiserver::Gate::new(),
+        times: usize::MAX,
+    });
+    outlived_by_nothing(&server, |graceful, force| {
+        graceful.cancel();
+        force.cancel();
+    })
+    .await;
+}
+
+/// Runs a manager whose reconcile publishes an Event, stops it with `stop` once it has
+/// reconciled, and checks that the runtime is left with the tasks it had before.
+async fn outlived_by_nothing(
+    server: &fake_apiserver::FakeApiServer,
+    stop: impl FnOnce(&CancellationToken, &CancellationToken),
+) {
+    use kube_informer_runtime::events::{EventType, NewEvent};
     let client = server.memory_client();
     let alive = || {
         tokio::runtime::Handle::current()
@@ -309,21 +334,60 @@ async fn no_task_of_the_manager_outlives_it() {
     };
     manager.add_controller(controller, reconcile, |_, _, _| Action::Retry, Arc::new(()));
     let (graceful, force) = (CancellationToken::new(), CancellationToken::new());
-    let running = manager.run_until(graceful.clone(), force);
+    let running = manager.run_until(graceful.clone(), force.clone());
     let cm = json!({"metadata": {"name": "one", "namespace": "shop"}});
     server
         .create(&fake_apiserver::Gvr::core("configmaps"), Some("shop"), cm)
         .unwrap();
-    let stop = async {
+    let stopping = async {
         while !reconciled.load(Ordering::SeqCst) {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         assert!(alive() > before, "the manager runs tasks");
-        graceful.cancel();
+        stop(&graceful, &force);
     };
-    let (ran, ()) = tokio::join!(running, stop);
+    let (ran, ()) = tokio::join!(running, stopping);
     ran.unwrap();
     // A finished task is counted until the runtime reaps it: give it turns, not time.
+    for _ in 0..1000 {
+        if alive() == before {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(alive(), before, "tasks outlived the manager");
+    drop(kept);
+}
+
+/// A manager that refuses to start (two controllers of one name) leaves no task either: its
+/// event writer, started when the recorder was made, is closed, though the application
+/// still holds a recorder.
+#[tokio::test(flavor = "current_thread")]
+async fn a_manager_that_refuses_to_start_leaves_no_task() {
+    let server = common::server().await;
+    let alive = || {
+        tokio::runtime::Handle::current()
+            .metrics()
+            .num_alive_tasks()
+    };
+    let before = alive();
+    let mut manager = Manager::new(server.memory_client(), ManagerOptions::for_tests())
+        .await
+        .unwrap();
+    let kept = manager.recorder("tasks");
+    for _ in 0..2 {
+        let controller = manager.controller::<ConfigMap>(ControllerOptions::default().name("twin"));
+        let reconcile =
+            |_: Cached<ConfigMap>, _: Arc<()>| async { Ok::<_, kube::Error>(Action::Done) };
+        manager.add_controller(controller, reconcile, |_, _, _| Action::Retry, Arc::new(()));
+    }
+    let refused = manager
+        .run_until(CancellationToken::new(), CancellationToken::new())
+        .await;
+    assert!(
+        matches!(refused, Err(ManagerError::DuplicateController { .. })),
+        "{refused:?}"
+    );
     for _ in 0..1000 {
         if alive() == before {
             break;

@@ -186,6 +186,21 @@ struct Writer {
     task: Mutex<Option<JoinHandle<()>>>,
 }
 
+/// The writer's task while [`Recorder::close`] waits for it: given back to the [`Writer`]
+/// if the wait is dropped.
+struct Waiting<'a> {
+    writer: &'a Writer,
+    task: Option<JoinHandle<()>>,
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            *self.writer.task.lock() = Some(task);
+        }
+    }
+}
+
 /// How long [`Recorder::close`] lets the writer write what is queued and due.
 const CLOSE_WITHIN: Duration = Duration::from_secs(5);
 
@@ -238,11 +253,32 @@ impl Recorder {
     /// ```
     pub async fn close(&self) {
         self.writer.stop.cancel();
-        let task = self.writer.task.lock().take();
-        if let Some(mut task) = task
-            && tokio::time::timeout(CLOSE_WITHIN, &mut task).await.is_err()
+        // Put back if this future is dropped while waiting, so the writer keeps an owner
+        // (a second signal's `abort`, or the last recorder).
+        let mut waiting = Waiting {
+            writer: &self.writer,
+            task: self.writer.task.lock().take(),
+        };
+        let Some(task) = waiting.task.as_mut() else {
+            return;
+        };
+        if tokio::time::timeout(CLOSE_WITHIN, &mut *task)
+            .await
+            .is_err()
         {
             tracing::warn!("the event writer did not finish within {CLOSE_WITHIN:?}; cancelled");
+            task.abort();
+            let _ = task.await;
+        }
+        waiting.task = None;
+    }
+
+    /// Stops the writer at once, dropping what is queued, and waits for it to end: what a
+    /// second signal leaves time for.
+    pub(crate) async fn abort(&self) {
+        self.writer.stop.cancel();
+        let task = self.writer.task.lock().take();
+        if let Some(task) = task {
             task.abort();
             let _ = task.await;
         }

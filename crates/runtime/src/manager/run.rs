@@ -95,6 +95,25 @@ impl Manager {
     /// started (controllers, their reconciles, informers, endpoints, the election) without
     /// waiting.
     pub async fn run_until(
+        self,
+        graceful: CancellationToken,
+        force: CancellationToken,
+    ) -> Result<(), ManagerError> {
+        let recorder = self.recorder.get().cloned();
+        let result = self.run_started(graceful, force.clone()).await;
+        // Every reconcile has stopped (or none started): write what they recorded, then the
+        // writer ends; a second signal stops it at once. Either way it is gone on return.
+        if let Some(recorder) = recorder {
+            tokio::select! {
+                biased;
+                () = force.cancelled() => recorder.abort().await,
+                () = recorder.close() => {}
+            }
+        }
+        result
+    }
+
+    async fn run_started(
         mut self,
         graceful: CancellationToken,
         force: CancellationToken,
@@ -264,14 +283,6 @@ impl Manager {
         }
         server_cancel.cancel();
         while background.join_next().await.is_some() {}
-        // Every reconcile has stopped: write what they recorded, then the writer ends (a
-        // second signal does not wait for it).
-        if let Some(recorder) = self.recorder.get() {
-            tokio::select! {
-                () = recorder.close() => {}
-                () = force.cancelled() => {}
-            }
-        }
         result
     }
 }
