@@ -13,7 +13,7 @@ use kube::{
 };
 use kube_informer::{
     compact::Compact,
-    factory::{FactoryOptions, SharedInformerFactory},
+    factory::{FactoryOptions, InformerSpec, SharedInformerFactory},
 };
 use kube_informer_runtime::{
     controller::{Action, Cached, Controller, ControllerOptions, recording_client, wrote},
@@ -92,6 +92,14 @@ fn children_of(server: &FakeApiServer, uid: &str) -> usize {
         .count()
 }
 
+/// How the controller caches the children: whole Secrets (`owns`), or their metadata only
+/// (`owns_metadata`).
+#[derive(Clone, Copy, Debug)]
+enum Children {
+    Whole,
+    Metadata,
+}
+
 /// The classic duplicate create: a reconcile that counts its children in the cache and
 /// creates one when short, requeued at once. With the wait, exactly 100 children over 100
 /// rounds, whether the reconcile records its creates with `wrote` or writes through a
@@ -100,49 +108,92 @@ fn children_of(server: &FakeApiServer, uid: &str) -> usize {
 #[tokio::test(start_paused = true)]
 async fn a_reconcile_never_creates_a_child_twice_from_a_cache_behind_its_writes() {
     for (wait, by_client) in [(false, false), (true, false), (true, true)] {
-        let (server, factory) = lagging(2).await;
-        let parent = json!({"metadata": {"name": "parent"}});
-        let parent = server
-            .create(&Gvr::core("configmaps"), Some("shop"), parent)
-            .unwrap();
-        let uid = parent["metadata"]["uid"].as_str().unwrap().to_owned();
-        let limit = wait.then_some(Duration::from_secs(60));
-        let options = ControllerOptions::default()
-            .name("children")
-            .read_your_writes(limit);
-        let controller = Controller::<ConfigMap>::new(&factory, options).owns::<Secret>();
-        let cached = factory.informer::<Secret>().store();
-        let client = match by_client {
-            true => recording_client(server.memory_client()),
-            false => server.memory_client(),
-        };
-        let secrets: Api<Secret> = Api::namespaced(client, "shop");
-        let reconcile = move |cm: Cached<ConfigMap>, _: Arc<()>| {
-            let (cached, secrets) = (cached.clone(), secrets.clone());
-            async move {
-                let Cached::Present(parent) = cm else {
-                    return Ok::<_, kube::Error>(Action::Done);
-                };
-                let uid = parent.uid().unwrap_or_default();
-                let owned = |s: &Arc<Secret>| s.owner_references().iter().any(|o| o.uid == uid);
-                if cached.list().iter().filter(|s| owned(s)).count() >= CHILDREN {
-                    return Ok(Action::Done);
-                }
-                create_child(&secrets, &uid, by_client).await?;
-                Ok(Action::RequeueAfter(Duration::from_millis(1)))
-            }
-        };
-        let children = || children_of(&server, &uid);
-        run_until(controller, reconcile, || children() >= CHILDREN).await;
-        if wait {
-            assert_eq!(children(), CHILDREN, "a child was created twice");
-        } else {
-            assert!(
-                children() > CHILDREN,
-                "without the wait, the lag should have caused duplicates ({})",
-                children()
-            );
+        check_children(Children::Whole, wait, by_client).await;
+    }
+}
+
+/// The same with the children cached as metadata only (`owns_metadata`): the reconcile
+/// writes the Secret whole and nothing else, and its write is waited for in the
+/// `PartialObjectMeta<Secret>` cache. (It was recorded under `Secret`'s type only: no wait,
+/// and duplicates.)
+#[tokio::test(start_paused = true)]
+async fn a_metadata_only_child_is_never_created_twice_from_a_cache_behind_its_writes() {
+    for (wait, by_client) in [(false, false), (true, false), (true, true)] {
+        check_children(Children::Metadata, wait, by_client).await;
+    }
+}
+
+/// One run of the duplicate-create reconcile: exactly [`CHILDREN`] with the wait, more
+/// without it.
+async fn check_children(cached: Children, wait: bool, by_client: bool) {
+    let (server, factory) = lagging(2).await;
+    let parent = json!({"metadata": {"name": "parent"}});
+    let parent = server
+        .create(&Gvr::core("configmaps"), Some("shop"), parent)
+        .unwrap();
+    let uid = parent["metadata"]["uid"].as_str().unwrap().to_owned();
+    let limit = wait.then_some(Duration::from_secs(60));
+    let options = ControllerOptions::default()
+        .name("children")
+        .read_your_writes(limit);
+    let controller = Controller::<ConfigMap>::new(&factory, options);
+    // The children the cache shows, by their owner's uid.
+    let (controller, owned): (_, Arc<dyn Fn(&str) -> usize + Send + Sync>) = match cached {
+        Children::Whole => {
+            let store = factory.informer::<Secret>().store();
+            let count = move |uid: &str| {
+                let list = store.list();
+                list.iter()
+                    .filter(|s| s.owner_references().iter().any(|o| o.uid == uid))
+                    .count()
+            };
+            (controller.owns::<Secret>(), Arc::new(count))
         }
+        Children::Metadata => {
+            let store = factory.metadata_informer::<Secret>().store();
+            let count = move |uid: &str| {
+                let list = store.list();
+                list.iter()
+                    .filter(|s| s.owner_references().iter().any(|o| o.uid == uid))
+                    .count()
+            };
+            let controller = controller.owns_metadata::<Secret>(InformerSpec::new());
+            (controller, Arc::new(count))
+        }
+    };
+    let client = match by_client {
+        true => recording_client(server.memory_client()),
+        false => server.memory_client(),
+    };
+    let secrets: Api<Secret> = Api::namespaced(client, "shop");
+    let reconcile = move |cm: Cached<ConfigMap>, _: Arc<()>| {
+        let (owned, secrets) = (owned.clone(), secrets.clone());
+        async move {
+            let Cached::Present(parent) = cm else {
+                return Ok::<_, kube::Error>(Action::Done);
+            };
+            let uid = parent.uid().unwrap_or_default();
+            if owned(&uid) >= CHILDREN {
+                return Ok(Action::Done);
+            }
+            create_child(&secrets, &uid, by_client).await?;
+            Ok(Action::RequeueAfter(Duration::from_millis(1)))
+        }
+    };
+    let children = || children_of(&server, &uid);
+    run_until(controller, reconcile, || children() >= CHILDREN).await;
+    if wait {
+        assert_eq!(
+            children(),
+            CHILDREN,
+            "{cached:?}, by client {by_client}: a child was created twice"
+        );
+    } else {
+        assert!(
+            children() > CHILDREN,
+            "{cached:?}: without the wait, the lag should have caused duplicates ({})",
+            children()
+        );
     }
 }
 
