@@ -98,8 +98,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .controller::<ConfigMap>(ControllerOptions::default().name("copies"))
         .owns::<Secret>()
         .writes::<Secret>(&[Verb::Create]);
+    // The manager's client records each write a reconcile makes, so the next reconcile of
+    // the key waits until the cache holds it (read your own writes): no `wrote` call.
     let ctx = Arc::new(Ctx {
-        client: client.clone(),
+        client: manager.client().clone(),
     });
     manager.add_controller(controller, reconcile, |_, _, _| Action::Retry, ctx);
     if std::env::args().any(|a| a == "--print-rbac") {

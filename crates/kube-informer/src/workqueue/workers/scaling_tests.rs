@@ -168,7 +168,7 @@ async fn a_panicking_on_change_callback_does_not_stop_the_scaling() {
 /// A group parked at its in-flight limit (a fleet member whose reconciles hang, its other
 /// 198 keys waiting behind them) is not work more workers could do: the workers grow for
 /// the group's first two items, then not at all, and the other groups' items still get
-/// workers of their own.
+/// workers of their own — which go again once those items are done.
 #[tokio::test(start_paused = true)]
 async fn a_group_parked_at_its_limit_does_not_grow_the_workers() {
     let queue = RateLimitingQueue::new(
@@ -222,5 +222,13 @@ async fn a_group_parked_at_its_limit_does_not_grow_the_workers() {
         "the other group's items were reconciled"
     );
     assert!(workers.active() > 2, "grew for the other group's items");
+    // Only the parked group's items are left: the workers shrink back to the two it holds.
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(
+        workers.active(),
+        2,
+        "shrank back while the hung group stays parked: {:?}",
+        changes.lock()
+    );
     workers.abort().await;
 }
