@@ -324,3 +324,73 @@ async fn a_finalizer_cleans_up_once_under_a_concurrent_writer_and_a_lagging_cach
         }
     }
 }
+
+/// A child created from a task the reconcile spawns (no `carry_writes`), through the
+/// manager's client: the write is made off the reconcile's task, given to its owner's key
+/// all the same, and the next reconcile waits for it — exactly 100 children. Through a plain
+/// recording client (no manager to give it to) the same reconcile creates duplicates.
+#[tokio::test(start_paused = true)]
+async fn a_child_created_from_a_spawned_task_is_never_created_twice() {
+    use kube_informer_runtime::manager::{Manager, ManagerOptions};
+
+    for through_manager in [false, true] {
+        let (server, _) = lagging(2).await;
+        let parent = json!({"metadata": {"name": "parent"}});
+        let parent = server
+            .create(&Gvr::core("configmaps"), Some("shop"), parent)
+            .unwrap();
+        let uid = parent["metadata"]["uid"].as_str().unwrap().to_owned();
+        let mut manager = Manager::new(server.memory_client(), ManagerOptions::for_tests())
+            .await
+            .unwrap();
+        let options = ControllerOptions::default()
+            .name("spawning")
+            .read_your_writes(Some(Duration::from_secs(60)));
+        let controller = manager.controller::<ConfigMap>(options).owns::<Secret>();
+        let cached = manager.factory().informer::<Secret>().store();
+        let client = match through_manager {
+            true => manager.client().clone(),
+            false => recording_client(server.memory_client()),
+        };
+        let secrets: Api<Secret> = Api::namespaced(client, "shop");
+        let reconcile = move |cm: Cached<ConfigMap>, _: Arc<()>| {
+            let (cached, secrets) = (cached.clone(), secrets.clone());
+            async move {
+                let Cached::Present(parent) = cm else {
+                    return Ok::<_, kube::Error>(Action::Done);
+                };
+                let uid = parent.uid().unwrap_or_default();
+                let owned = |s: &Arc<Secret>| s.owner_references().iter().any(|o| o.uid == uid);
+                if cached.list().iter().filter(|s| owned(s)).count() >= CHILDREN {
+                    return Ok(Action::Done);
+                }
+                // Work handed to a task of its own, joined before the reconcile returns.
+                let task = tokio::spawn(async move { create_child(&secrets, &uid, true).await });
+                task.await.expect("the task ran")?;
+                Ok(Action::RequeueAfter(Duration::from_millis(1)))
+            }
+        };
+        manager.add_controller(controller, reconcile, |_, _, _| Action::Retry, Arc::new(()));
+        let (graceful, force) = (CancellationToken::new(), CancellationToken::new());
+        let running = tokio::spawn(manager.run_until(graceful.clone(), force));
+        let children = || children_of(&server, &uid);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(3600);
+        while children() < CHILDREN {
+            assert!(tokio::time::Instant::now() < deadline, "never done");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        graceful.cancel();
+        running.await.unwrap().unwrap();
+        if through_manager {
+            assert_eq!(children(), CHILDREN, "a child was created twice");
+        } else {
+            assert!(
+                children() > CHILDREN,
+                "off the reconcile's task and without a manager, the lag should have caused \
+                 duplicates ({})",
+                children()
+            );
+        }
+    }
+}

@@ -64,9 +64,13 @@
 //! runs with a warning, counted in `controller_runtime_read_your_writes_timeouts_total`).
 //! Writes and caches meet by API group and kind: a metadata-only relation, and each
 //! dynamic kind, waits for its own objects. Only kinds the controller caches (its own,
-//! those it owns or watches) are waited for; a task the reconcile spawns is recorded when
-//! its future is wrapped with [`carry_writes`]. A write made another way is recorded with
-//! [`wrote`] (the [`finalizer`](crate::finalizer::finalizer) helper records its own).
+//! those it owns or watches) are waited for. A task the reconcile spawns writes through
+//! [`Manager::client`](crate::manager::Manager::client) as the reconcile does: a write made
+//! off every reconcile's task is given to the keys it concerns, the written object's own
+//! (of the controller's kind) and its controlling owner's; with a standalone
+//! [`recording_client`], wrap the task's future with [`carry_writes`]. A write made another
+//! way is recorded with [`wrote`] (the [`finalizer`](crate::finalizer::finalizer) helper
+//! records its own).
 //! Within one reconcile, a write is not in the cache yet: read through an [`OwnReader`],
 //! which puts the reconcile's own writes in place of older cached copies.
 //!
@@ -183,8 +187,13 @@ pub use self::{
     relations::Change,
 };
 pub(crate) use self::{
-    foreign::Foreign, member::Running as RunningMember, relations::Attached, run::spawn_workers,
-    sink::KeySink, worker::Policy,
+    foreign::Foreign,
+    member::Running as RunningMember,
+    own_writes::{Attribution, recording_client_attributing},
+    relations::Attached,
+    run::spawn_workers,
+    sink::KeySink,
+    worker::Policy,
 };
 pub use crate::reconcile::{Action, Cached, Reconciler};
 use crate::sharding::{Placement, ShardedKind};
@@ -298,6 +307,12 @@ where
     /// The controller's name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// Its record of its reconciles' writes (a manager gives it the writes its client makes
+    /// off their tasks).
+    pub(crate) fn own_writes(&self) -> &Arc<own_writes::OwnWrites> {
+        &self.own_writes
     }
 
     /// Whether it runs on every replica, not only the leader

@@ -183,7 +183,10 @@ where
             scope: read.namespaces(),
         };
         controller.wait_for(controller.informer.clone());
-        controller.own_writes.cache(read.cache());
+        let cache = read.cache();
+        let (kind, namespaced) = (cache.kind.clone(), cache.namespaced);
+        controller.own_writes.cache(cache);
+        controller.own_writes.primary(kind, namespaced);
         controller
     }
 }

@@ -114,6 +114,7 @@ impl Manager {
         self.add_sharded_kinds(controller.sharded_kinds());
         self.declared
             .extend(controller.declared_writes().permissions());
+        self.attribution.add(controller.own_writes());
         self.runnables.push(Runnable {
             name,
             leader_only,

@@ -160,6 +160,8 @@ pub struct Manager {
     /// The namespace of the Leases it holds through the API (`None`: not elected, or a
     /// custom Lease store).
     lease_namespace: Option<String>,
+    /// Its controllers, for the writes its client makes off their reconciles' tasks.
+    attribution: Arc<crate::controller::Attribution>,
 }
 
 impl std::fmt::Debug for Manager {
@@ -251,8 +253,13 @@ impl Manager {
             }
             None => (None, None),
         };
+        let attribution = Arc::new(crate::controller::Attribution::default());
         Ok(Self {
-            client: crate::controller::recording_client(client.clone()),
+            client: crate::controller::recording_client_attributing(
+                client.clone(),
+                attribution.clone(),
+            ),
+            attribution,
             plain: client,
             factory,
             registry: Arc::new(Mutex::new(registry)),

@@ -1,7 +1,7 @@
 //! The recording client: a `kube::Client` whose writes, made within a reconcile, are
 //! recorded as the reconcile's without a call to [`wrote`](super::wrote).
 
-use std::any::TypeId;
+use std::{any::TypeId, sync::Arc};
 
 use http::{Method, Request, Response};
 use http_body_util::BodyExt;
@@ -10,7 +10,10 @@ use kube::client::Body;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::written::{AsWritten, GroupKind, Written, record, recording_here};
+use super::{
+    attribution::Attribution,
+    written::{AsWritten, GroupKind, Written, record, recording_here},
+};
 
 /// `client`, recording every write a reconcile makes through it: a create, update, patch
 /// or delete (of one object, not a dry run) that the API server accepted is recorded as
@@ -19,7 +22,9 @@ use super::written::{AsWritten, GroupKind, Written, record, recording_here};
 /// [read your own writes](crate::controller#read-your-own-writes)). Writes are recorded on
 /// the reconcile's task, and in futures it wraps with [`carry_writes`](super::carry_writes);
 /// every other request passes through untouched. [`Manager::client`](crate::manager::Manager::client)
-/// is one already.
+/// is one already, and more: it also records writes made off every reconcile's task (a task
+/// a reconcile spawned, a webhook) for the keys they concern — the written object's own, and
+/// its controlling owner's — in each of the manager's controllers.
 ///
 /// Make it once (it runs one small task, as every `kube::Client` does) and build every
 /// `Api` a reconcile writes through from it.
@@ -45,24 +50,43 @@ use super::written::{AsWritten, GroupKind, Written, record, recording_here};
 /// # }
 /// ```
 pub fn recording_client(client: kube::Client) -> kube::Client {
+    recording_with(client, None)
+}
+
+/// [`recording_client`] whose writes made off every reconcile's task are given to the keys
+/// they concern (a manager's client: see [`Attribution`]).
+pub(crate) fn recording_client_attributing(
+    client: kube::Client,
+    attribution: Arc<Attribution>,
+) -> kube::Client {
+    recording_with(client, Some(attribution))
+}
+
+fn recording_with(client: kube::Client, attribution: Option<Arc<Attribution>>) -> kube::Client {
     let namespace = client.default_namespace().to_owned();
     let service = tower::service_fn(move |request: Request<Body>| {
         // The returned future is polled on the caller's task (a `kube::Client` buffers
         // requests, not their futures): the reconcile's record is there.
-        send(client.clone(), request)
+        send(client.clone(), attribution.clone(), request)
     });
     kube::Client::new(service, namespace)
 }
 
-/// Sends `request`; records its answer if it is a write of one object within a reconcile.
-async fn send(client: kube::Client, request: Request<Body>) -> Result<Response<Body>, kube::Error> {
+/// Sends `request`; records its answer if it is a write of one object within a reconcile,
+/// or gives it to `attribution` if it is one made off every reconcile's task.
+async fn send(
+    client: kube::Client,
+    attribution: Option<Arc<Attribution>>,
+    request: Request<Body>,
+) -> Result<Response<Body>, kube::Error> {
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
+    let in_reconcile = recording_here();
     let write = matches!(
         method,
         Method::POST | Method::PUT | Method::PATCH | Method::DELETE
     ) && !dry_run(request.uri().query())
-        && recording_here();
+        && (in_reconcile || attribution.is_some());
     let response = client.send(request).await?;
     if !write || !response.status().is_success() || !json(&response) {
         return Ok(response);
@@ -72,8 +96,10 @@ async fn send(client: kube::Client, request: Request<Body>) -> Result<Response<B
     let deleting = method == Method::DELETE;
     let written =
         answered(&bytes, deleting).or_else(|| deleting.then(|| deleted(&bytes, &path)).flatten());
-    if let Some(written) = written {
-        record(written);
+    match (written, attribution) {
+        (Some(written), _) if in_reconcile => record(written),
+        (Some(written), Some(attribution)) => attribution.attribute(&written),
+        _ => {}
     }
     Ok(Response::from_parts(parts, Body::from(bytes)))
 }

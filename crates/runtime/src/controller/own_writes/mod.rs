@@ -13,6 +13,10 @@
 //!   one), on the reconcile's task or in a future it wraps with [`carry_writes`]; or by
 //!   hand with [`wrote`] (the [`finalizer`](crate::finalizer::finalizer) helper records its
 //!   own patches);
+//! - a write made through a manager's client off every reconcile's task (a task a
+//!   reconcile spawned, a webhook, the application's setup) is given to the keys it
+//!   concerns, as its watch event would be: its own key in a controller of its kind, its
+//!   controlling owner's in a controller of the owner's kind (`attribution.rs`);
 //! - a delete the API server answered with a `Status` (most kinds, once the object is
 //!   gone) is recorded from the request's path, and waited for by the object's absence;
 //! - a write is matched to the controller's caches by its API group and kind, whatever the
@@ -31,13 +35,16 @@
 //!
 //! Limits: only kinds this controller caches (its own, and those it `owns` or `watches`)
 //! are waited for; a write made on a task the reconcile spawned without [`carry_writes`]
-//! is not recorded; versions that are not numbers (not kube-apiserver's) are not compared;
+//! is recorded only through a manager's client, and only for its own key and its
+//! controlling owner's (not a `watches` mapping's, nor a delete the API server answered
+//! with a `Status`); versions that are not numbers (not kube-apiserver's) are not compared;
 //! a field selector other than `metadata.name`/`metadata.namespace` is evaluated only for
 //! writes the recording client saw (for one recorded with [`wrote`], the write is waited
 //! for by its version), and an unset field is taken as unknown; in a fleet, a reconcile
 //! that writes to *another* member through that member's client has the write recorded
 //! against its own member's caches (write across members through a plain client).
 
+mod attribution;
 mod client;
 mod selects;
 mod written;
@@ -49,12 +56,16 @@ use kube::Resource;
 use kube_informer::{ObjectKey, ReadOnlyStore, Selectors};
 use parking_lot::{Mutex, RwLock};
 
-pub(crate) use self::written::{GroupKind, Record, recording, written};
+pub(crate) use self::{
+    attribution::Attribution,
+    client::recording_client_attributing,
+    written::{GroupKind, Record, recording, written},
+};
+use self::{attribution::Primary, selects::Selection, written::Written};
 pub use self::{
     client::recording_client,
     written::{carry_writes, wrote},
 };
-use self::{selects::Selection, written::Written};
 
 /// How a cache is waited for, for one write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -93,6 +104,8 @@ pub(crate) struct OwnWrites {
     /// API server answered with a `Status`, which names the resource only).
     resources: RwLock<HashMap<(String, String), GroupKind>>,
     pending: Mutex<ByKey>,
+    /// The controller's own kind (for writes made off its reconciles' tasks).
+    primary: RwLock<Option<Primary>>,
 }
 
 /// The writes waiting for the next reconcile of their key.
@@ -138,6 +151,7 @@ impl OwnWrites {
             kinds: RwLock::default(),
             resources: RwLock::default(),
             pending: Mutex::default(),
+            primary: RwLock::default(),
         }
     }
 
@@ -217,14 +231,20 @@ impl OwnWrites {
         }
     }
 
+    /// The kind of `written`: as the write says, or as the caches read its resource or
+    /// Rust type; `None` if no cache reads it.
+    fn kind_written(&self, written: &Written) -> Option<GroupKind> {
+        match (&written.kind, &written.resource) {
+            (Some(kind), _) => Some(kind.clone()),
+            (None, Some(resource)) => self.resources.read().get(resource).cloned(),
+            (None, None) => self.kinds.read().get(&written.type_id).cloned(),
+        }
+    }
+
     /// Which caches `written` is waited for in, and how; `None` if none (a kind no cache
     /// reads). The object as written is dropped here: only the reconcile reads it.
     fn plan(&self, mut written: Written) -> Option<Pending> {
-        let kind = match (written.kind.clone(), &written.resource) {
-            (Some(kind), _) => kind,
-            (None, Some(resource)) => self.resources.read().get(resource)?.clone(),
-            (None, None) => self.kinds.read().get(&written.type_id)?.clone(),
-        };
+        let kind = self.kind_written(&written)?;
         let caches = self.caches.read();
         let waits: Vec<_> = caches
             .get(&kind)?
