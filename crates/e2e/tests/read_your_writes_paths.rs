@@ -6,6 +6,8 @@
 //!   the owner's, so no reconcile waits out the limit;
 //! - a metadata-only relation (`owns_metadata::<Secret>`): the Secret created is waited for
 //!   in the metadata cache, so an immediate requeue never creates it twice;
+//! - a reconcile whose writes are all made from a task it spawns, through a manager's
+//!   client: each is given to its controlling owner's key, and waited for as its own;
 //! - writes the cache's label selector excludes (a report created without the label) are
 //!   not waited for, and a write that takes the object out of the selection (its label
 //!   removed) is waited for until the cache drops it: the next reconcile sees it gone.
@@ -248,6 +250,85 @@ async fn a_dynamic_child_named_like_its_owner_is_read_back_without_waiting_out_t
 
 both!(
     a_dynamic_child_named_like_its_owner_is_read_back_without_waiting_out_the_limit,
+    BackendOptions {
+        custom: vec![("example.com", "widgets", "Widget")],
+        ..BackendOptions::default()
+    }
+);
+
+/// The widget's reconcile, run whole on a task of its own (no `carry_writes`): its writes
+/// are made off the reconcile's task.
+async fn reconcile_widget_in_a_task(
+    widget: Cached<DynamicObject>,
+    ctx: Arc<Ctx>,
+) -> Result<Action, kube::Error> {
+    tokio::spawn(reconcile_widget(widget, ctx))
+        .await
+        .expect("the reconcile's task ran")
+}
+
+/// The same widgets with every write made from a spawned task, through a manager's client:
+/// each write is given to its controlling owner's key (the child's Widget), so the next
+/// reconcile waits for it as for its own: no duplicate, no conflict, no wait run out.
+async fn writes_from_spawned_tasks_are_read_back_through_the_managers_client(backend: Backend) {
+    use kube_informer_runtime::manager::{Manager, ManagerOptions};
+
+    const NS: &str = "ryw-spawned";
+    let name = backend.name();
+    let admin = backend.client();
+    ensure_namespace(&admin, NS).await;
+    let mut manager = Manager::new(backend.client(), ManagerOptions::for_tests())
+        .await
+        .unwrap();
+    let (widgets, config_maps) = (widgets(), config_maps());
+    let only_ns = InformerSpec::new().selectors(Selectors::default().in_namespace(NS));
+    let controller = manager
+        .dynamic_controller_with(
+            &widgets,
+            Scope::Namespaced,
+            only_ns,
+            ControllerOptions::default().name("spawning"),
+        )
+        .owns_dynamic(&config_maps, Scope::Namespaced, Relation::new());
+    let factory = manager.factory().clone();
+    let ctx = Arc::new(Ctx {
+        client: manager.client().clone(),
+        stale: Mutex::default(),
+        children: factory
+            .dynamic_informer_with(&config_maps, Scope::Namespaced, InformerSpec::new())
+            .store(),
+        secrets: factory.metadata_informer::<Secret>().store(),
+    });
+    manager.add_controller(
+        controller,
+        reconcile_widget_in_a_task,
+        |_, _, _| Action::Retry,
+        ctx.clone(),
+    );
+    let registry = manager.registry();
+    let (graceful, force) = (CancellationToken::new(), CancellationToken::new());
+    let running = tokio::spawn(manager.run_until(graceful.clone(), force));
+
+    let api: Api<DynamicObject> = Api::namespaced_with(admin.clone(), NS, &widgets);
+    for i in 0..OBJECTS {
+        let widget: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": format!("s{i}")},
+        }))
+        .unwrap();
+        api.create(&PostParams::default(), &widget).await.unwrap();
+    }
+    eventually(
+        &format!("{name}: every widget's child at round {ROUNDS}"),
+        || finished(&ctx) >= OBJECTS,
+    )
+    .await;
+    graceful.cancel();
+    running.await.unwrap().unwrap();
+    assert_fresh(&ctx, &registry.lock(), "spawning", name);
+}
+
+both!(
+    writes_from_spawned_tasks_are_read_back_through_the_managers_client,
     BackendOptions {
         custom: vec![("example.com", "widgets", "Widget")],
         ..BackendOptions::default()
