@@ -4,8 +4,8 @@
 //! several times and the CA is rolled; every request meanwhile calls both replicas'
 //! webhook servers, and none fails. The replicas never flip the Secret back and forth.
 //! A roll whose bundle cannot be injected (the replicas' RBAC lacks `update` on the
-//! configuration) waits: the first CA keeps signing, admissions keep passing, and
-//! `webhook_certificate_injection_failures_total` says why; granted, it completes.
+//! configuration, or a second writer puts the old bundle back) waits: the first CA keeps signing, admissions keep passing, and
+//! `webhook_certificate_injection_failures_total` says why; lifted, it completes.
 //! And the Secret deleted while both serve (one checks every 300 ms, the other only
 //! every minute, so it keeps serving its certificate of the first CA): no admission fails,
 //! because the bundle made afresh keeps the CA the configuration trusted.
@@ -312,18 +312,28 @@ async fn the_secret_deleted_under_two_serving_replicas_fails_no_admission() {
     stop(cancel, tasks).await;
 }
 
-/// `webhook_certificate_injection_failures_total{target, reason="refused"}`.
-fn refused(target: &str) -> u64 {
+/// `webhook_certificate_injection_failures_total{target, reason}`.
+fn injection_failures(target: &str, reason: &str) -> u64 {
     let mut registry = prometheus_client::registry::Registry::default();
     kube_informer_runtime::webhook::register_metrics(&mut registry);
     let mut text = String::new();
     prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
     let series = format!(
-        "webhook_certificate_injection_failures_total{{target=\"{target}\",reason=\"refused\"}} "
+        "webhook_certificate_injection_failures_total{{target=\"{target}\",reason=\"{reason}\"}} "
     );
     text.lines()
         .find_map(|l| l.strip_prefix(&series))
         .map_or(0, |v| v.trim().parse().unwrap())
+}
+
+/// What keeps a roll's next CA out of the configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Obstacle {
+    /// The replicas' RBAC lacks `update` on it (lifted by a grant).
+    Refused,
+    /// A second writer (a GitOps tool's self-heal) puts its first bundle back whenever it
+    /// changes (lifted by stopping it).
+    Reverted,
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -332,35 +342,60 @@ fn refused(target: &str) -> u64 {
     ignore = "no KUBEBUILDER_ASSETS: `cargo run -p kube-envtest -- install 1.36.x`"
 )]
 async fn a_roll_whose_injection_is_refused_waits_and_fails_no_admission() {
-    const TARGET: &str = "refused-validate";
+    a_roll_held_by(Obstacle::Refused).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    envtest_missing,
+    ignore = "no KUBEBUILDER_ASSETS: `cargo run -p kube-envtest -- install 1.36.x`"
+)]
+async fn a_roll_whose_injection_is_reverted_waits_and_fails_no_admission() {
+    a_roll_held_by(Obstacle::Reverted).await;
+}
+
+/// A CA roll while `obstacle` keeps the next CA out of the configuration: the first CA
+/// keeps signing and every admission passes, the failed injections are counted; once the
+/// obstacle is lifted, the next CA is injected and promoted an overlap later, and every
+/// admission still passes.
+async fn a_roll_held_by(obstacle: Obstacle) {
+    let (target, secret_name, reason) = match obstacle {
+        Obstacle::Refused => ("refused-validate", "refused-cert", "refused"),
+        Obstacle::Reverted => ("reverted-validate", "reverted-cert", "reverted"),
+    };
     let Some(env) = rbac_server().await else {
         return;
     };
     let admin = env.client();
     ensure_namespace(&admin, NS).await;
-    // The replicas may keep their Secret and read the configuration, not update it.
-    let user = "webhook-replicas";
-    let mut rbac = Rbac::default();
-    rbac.allow(
-        "",
-        "secrets",
-        &[NS.to_owned()],
-        &[Verb::Get, Verb::Create, Verb::Update],
-    );
     let reg = "admissionregistration.k8s.io";
-    rbac.allow(reg, "validatingwebhookconfigurations", &[], &[Verb::Get]);
-    grant(&admin, &rbac, user, user).await;
-    let restricted = impersonating(&env, user);
+    let user = format!("webhook-replicas-{reason}");
+    let replicas = match obstacle {
+        Obstacle::Refused => {
+            // The replicas may keep their Secret and read the configuration, not update it.
+            let mut rbac = Rbac::default();
+            rbac.allow(
+                "",
+                "secrets",
+                &[NS.to_owned()],
+                &[Verb::Get, Verb::Create, Verb::Update],
+            );
+            rbac.allow(reg, "validatingwebhookconfigurations", &[], &[Verb::Get]);
+            grant(&admin, &rbac, &user, &user).await;
+            impersonating(&env, &user)
+        }
+        Obstacle::Reverted => admin.clone(),
+    };
 
     let dirs: Vec<PathBuf> = (0..2)
-        .map(|i| env.dir().join(format!("refused-{i}")))
+        .map(|i| env.dir().join(format!("{reason}-{i}")))
         .collect();
-    // The CA rolls once a third of its 60 s is left (at 40 s): 20 s for the refused
-    // stretch (6 s), the grant, the injection and the overlap (3 s) before it would
-    // expire — room for a loaded machine.
+    // The CA rolls once a third of its 60 s is left (at 40 s): 20 s for the held stretch
+    // (6 s), lifting it, the injection and the overlap (3 s) before it would expire — room
+    // for a loaded machine.
     let certs = |client: &kube::Client, dir: &PathBuf| {
-        WebhookCerts::new(client.clone(), NS, "refused-cert", ["127.0.0.1"])
-            .validating(TARGET)
+        WebhookCerts::new(client.clone(), NS, secret_name, ["127.0.0.1"])
+            .validating(target)
             .cert_dir(dir)
             .ca_validity(Duration::from_secs(60))
             .serving_validity(Duration::from_secs(9))
@@ -368,19 +403,23 @@ async fn a_roll_whose_injection_is_refused_waits_and_fails_no_admission() {
             .check_every(Duration::from_millis(300))
     };
     for dir in &dirs {
-        certs(&restricted, dir).provision().await.unwrap();
+        certs(&replicas, dir).provision().await.unwrap();
     }
     let cancel = CancellationToken::new();
     let mut tasks = JoinSet::new();
     let ports = serve(&dirs, &cancel, &mut tasks).await;
-    configure(&admin, TARGET, &ports).await;
+    configure(&admin, target, &ports).await;
     // Someone with the rights injects the first bundle (an installer, once).
-    certs(&admin, &env.dir().join("installer"))
+    certs(&admin, &env.dir().join(format!("installer-{reason}")))
         .provision()
         .await
         .unwrap();
+    let reverting = CancellationToken::new();
+    if obstacle == Obstacle::Reverted {
+        tasks.spawn(revert(admin.clone(), target, reverting.clone()));
+    }
     for dir in &dirs {
-        tasks.spawn(certs(&restricted, dir).run(cancel.clone()));
+        tasks.spawn(certs(&replicas, dir).run(cancel.clone()));
     }
     let configmaps: Api<ConfigMap> = Api::namespaced(admin.clone(), NS);
     until_called(&configmaps).await;
@@ -391,23 +430,20 @@ async fn a_roll_whose_injection_is_refused_waits_and_fails_no_admission() {
         data.get(key)
             .map(|v| String::from_utf8(v.0.clone()).unwrap())
     };
-    let first = held(
-        &secrets.get("refused-cert").await.unwrap(),
-        "signing-ca.crt",
-    );
+    let first = held(&secrets.get(secret_name).await.unwrap(), "signing-ca.crt");
     let (mut admitted, mut failed) = (0, Vec::new());
     let started = Instant::now();
     let mut n = 0;
     let mut admit = async |configmaps: &Api<ConfigMap>| {
         n += 1;
-        let cm = config_map(format!("refused-{n}"), json!({"n": n.to_string()}));
+        let cm = config_map(format!("{reason}-{n}"), json!({"n": n.to_string()}));
         match configmaps.create(&PostParams::default(), &cm).await {
             Ok(_) => admitted += 1,
             Err(error) => failed.push(format!("{:?}: {error}", started.elapsed())),
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
-    // Until the roll has started and stood refused for twice the overlap.
+    // Until the roll has started and stood held for twice the overlap.
     let mut rolled_at = None;
     while rolled_at.is_none_or(|at: Instant| at.elapsed() < Duration::from_secs(6)) {
         assert!(
@@ -415,30 +451,38 @@ async fn a_roll_whose_injection_is_refused_waits_and_fails_no_admission() {
             "the roll never started"
         );
         admit(&configmaps).await;
-        let secret = secrets.get("refused-cert").await.unwrap();
+        let secret = secrets.get(secret_name).await.unwrap();
         if rolled_at.is_none() && held(&secret, "next-ca.crt").is_some() {
             rolled_at = Some(Instant::now());
         }
         assert_eq!(
             held(&secret, "signing-ca.crt"),
             first,
-            "promoted while refused"
+            "promoted while {reason}"
         );
     }
-    assert!(refused(TARGET) > 0, "the refused injections are counted");
+    assert!(
+        injection_failures(target, reason) > 0,
+        "the {reason} injections are counted"
+    );
 
-    // Granted: injected, then promoted an overlap later; admissions pass throughout.
-    let mut update = Rbac::default();
-    update.allow(reg, "validatingwebhookconfigurations", &[], &[Verb::Update]);
-    grant(&admin, &update, "webhook-replicas-update", user).await;
-    let granted = Instant::now();
+    // Lifted: injected, then promoted an overlap later; admissions pass throughout.
+    match obstacle {
+        Obstacle::Refused => {
+            let mut update = Rbac::default();
+            update.allow(reg, "validatingwebhookconfigurations", &[], &[Verb::Update]);
+            grant(&admin, &update, &format!("{user}-update"), &user).await;
+        }
+        Obstacle::Reverted => reverting.cancel(),
+    }
+    let lifted = Instant::now();
     loop {
         assert!(
-            granted.elapsed() < Duration::from_secs(30),
-            "never promoted once granted"
+            lifted.elapsed() < Duration::from_secs(30),
+            "never promoted once {reason} no more"
         );
         admit(&configmaps).await;
-        let secret = secrets.get("refused-cert").await.unwrap();
+        let secret = secrets.get(secret_name).await.unwrap();
         if held(&secret, "signing-ca.crt") != first {
             break;
         }
@@ -453,4 +497,27 @@ async fn a_roll_whose_injection_is_refused_waits_and_fails_no_admission() {
         admitted + failed.len()
     );
     stop(cancel, tasks).await;
+}
+
+/// A second writer of the configuration `name` (a GitOps tool's self-heal): whenever its
+/// `caBundle`s differ from what they were when it started, it puts them back, until `stop`.
+async fn revert(client: kube::Client, name: &str, stop: CancellationToken) {
+    use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+    let configs: Api<ValidatingWebhookConfiguration> = Api::all(client);
+    let bundles = |c: &ValidatingWebhookConfiguration| -> Vec<_> {
+        let hooks = c.webhooks.iter().flatten();
+        hooks.map(|w| w.client_config.ca_bundle.clone()).collect()
+    };
+    let original = bundles(&configs.get(name).await.unwrap());
+    while !stop.is_cancelled() {
+        if let Ok(mut now) = configs.get(name).await
+            && bundles(&now) != original
+        {
+            for (hook, bundle) in now.webhooks.iter_mut().flatten().zip(&original) {
+                hook.client_config.ca_bundle = bundle.clone();
+            }
+            let _ = configs.replace(name, &PostParams::default(), &now).await;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
