@@ -162,6 +162,19 @@ fn unless<T>(
     }
 }
 
+/// Creates `OBJECTS` Widgets in `ns`, named `prefix` and a number.
+async fn create_widgets(admin: &kube::Client, ns: &str, prefix: &str) {
+    let api: Api<DynamicObject> = Api::namespaced_with(admin.clone(), ns, &widgets());
+    for i in 0..OBJECTS {
+        let widget: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "example.com/v1", "kind": "Widget",
+            "metadata": {"name": format!("{prefix}{i}")},
+        }))
+        .unwrap();
+        api.create(&PostParams::default(), &widget).await.unwrap();
+    }
+}
+
 /// A widget's reconcile: creates its child ConfigMap (same name) if the cache has none,
 /// else advances the child's round by a replace of the cached copy, until `ROUNDS`.
 async fn reconcile_widget(
@@ -230,14 +243,7 @@ async fn a_dynamic_child_named_like_its_owner_is_read_back_without_waiting_out_t
         cancel.clone(),
     ));
 
-    let api: Api<DynamicObject> = Api::namespaced_with(admin.clone(), NS, &widgets);
-    for i in 0..OBJECTS {
-        let widget: DynamicObject = serde_json::from_value(json!({
-            "apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": format!("w{i}")},
-        }))
-        .unwrap();
-        api.create(&PostParams::default(), &widget).await.unwrap();
-    }
+    create_widgets(&admin, NS, "w").await;
     eventually(
         &format!("{name}: every widget's child at round {ROUNDS}"),
         || finished(&ctx) >= OBJECTS,
@@ -309,14 +315,7 @@ async fn writes_from_spawned_tasks_are_read_back_through_the_managers_client(bac
     let (graceful, force) = (CancellationToken::new(), CancellationToken::new());
     let running = tokio::spawn(manager.run_until(graceful.clone(), force));
 
-    let api: Api<DynamicObject> = Api::namespaced_with(admin.clone(), NS, &widgets);
-    for i in 0..OBJECTS {
-        let widget: DynamicObject = serde_json::from_value(json!({
-            "apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": format!("s{i}")},
-        }))
-        .unwrap();
-        api.create(&PostParams::default(), &widget).await.unwrap();
-    }
+    create_widgets(&admin, NS, "s").await;
     eventually(
         &format!("{name}: every widget's child at round {ROUNDS}"),
         || finished(&ctx) >= OBJECTS,

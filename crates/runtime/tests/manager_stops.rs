@@ -299,6 +299,25 @@ async fn no_task_outlives_a_forced_stop_with_the_event_writer_stuck() {
     .await;
 }
 
+/// The tasks alive on the runtime.
+fn alive() -> usize {
+    tokio::runtime::Handle::current()
+        .metrics()
+        .num_alive_tasks()
+}
+
+/// Asserts the runtime is back to `before` tasks. A finished task is counted until the
+/// runtime reaps it: it is given turns, not time.
+async fn assert_reaped_to(before: usize) {
+    for _ in 0..1000 {
+        if alive() == before {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(alive(), before, "tasks outlived the manager");
+}
+
 /// Runs a manager whose reconcile publishes an Event, stops it with `stop` once it has
 /// reconciled, and checks that the runtime is left with the tasks it had before.
 async fn outlived_by_nothing(
@@ -307,11 +326,6 @@ async fn outlived_by_nothing(
 ) {
     use kube_informer_runtime::events::{EventType, NewEvent};
     let client = server.memory_client();
-    let alive = || {
-        tokio::runtime::Handle::current()
-            .metrics()
-            .num_alive_tasks()
-    };
     let before = alive();
 
     let mut manager = Manager::new(client.clone(), ManagerOptions::for_tests())
@@ -348,14 +362,7 @@ async fn outlived_by_nothing(
     };
     let (ran, ()) = tokio::join!(running, stopping);
     ran.unwrap();
-    // A finished task is counted until the runtime reaps it: give it turns, not time.
-    for _ in 0..1000 {
-        if alive() == before {
-            break;
-        }
-        tokio::task::yield_now().await;
-    }
-    assert_eq!(alive(), before, "tasks outlived the manager");
+    assert_reaped_to(before).await;
     drop(kept);
 }
 
@@ -365,11 +372,6 @@ async fn outlived_by_nothing(
 #[tokio::test(flavor = "current_thread")]
 async fn a_manager_that_refuses_to_start_leaves_no_task() {
     let server = common::server().await;
-    let alive = || {
-        tokio::runtime::Handle::current()
-            .metrics()
-            .num_alive_tasks()
-    };
     let before = alive();
     let mut manager = Manager::new(server.memory_client(), ManagerOptions::for_tests())
         .await
@@ -388,12 +390,6 @@ async fn a_manager_that_refuses_to_start_leaves_no_task() {
         matches!(refused, Err(ManagerError::DuplicateController { .. })),
         "{refused:?}"
     );
-    for _ in 0..1000 {
-        if alive() == before {
-            break;
-        }
-        tokio::task::yield_now().await;
-    }
-    assert_eq!(alive(), before, "tasks outlived the manager");
+    assert_reaped_to(before).await;
     drop(kept);
 }

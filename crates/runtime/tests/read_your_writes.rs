@@ -82,6 +82,17 @@ async fn create_child(secrets: &Api<Secret>, uid: &str, by_client: bool) -> kube
     Ok(())
 }
 
+/// How many children the cache shows of the owner with a uid.
+type Count = Arc<dyn Fn(&str) -> usize + Send + Sync>;
+
+/// How many of `cached` the object `uid` owns.
+fn owned_by<T: kube::Resource>(cached: &[Arc<T>], uid: &str) -> usize {
+    cached
+        .iter()
+        .filter(|s| s.owner_references().iter().any(|o| o.uid == uid))
+        .count()
+}
+
 /// The Secrets on the server controlled by the ConfigMap `uid`.
 fn children_of(server: &FakeApiServer, uid: &str) -> usize {
     server
@@ -138,25 +149,15 @@ async fn check_children(cached: Children, wait: bool, by_client: bool) {
         .read_your_writes(limit);
     let controller = Controller::<ConfigMap>::new(&factory, options);
     // The children the cache shows, by their owner's uid.
-    let (controller, owned): (_, Arc<dyn Fn(&str) -> usize + Send + Sync>) = match cached {
+    let (controller, owned): (_, Count) = match cached {
         Children::Whole => {
             let store = factory.informer::<Secret>().store();
-            let count = move |uid: &str| {
-                let list = store.list();
-                list.iter()
-                    .filter(|s| s.owner_references().iter().any(|o| o.uid == uid))
-                    .count()
-            };
+            let count = move |uid: &str| owned_by(&store.list(), uid);
             (controller.owns::<Secret>(), Arc::new(count))
         }
         Children::Metadata => {
             let store = factory.metadata_informer::<Secret>().store();
-            let count = move |uid: &str| {
-                let list = store.list();
-                list.iter()
-                    .filter(|s| s.owner_references().iter().any(|o| o.uid == uid))
-                    .count()
-            };
+            let count = move |uid: &str| owned_by(&store.list(), uid);
             let controller = controller.owns_metadata::<Secret>(InformerSpec::new());
             (controller, Arc::new(count))
         }
@@ -233,9 +234,7 @@ async fn over_compact_caches_a_reconcile_never_creates_a_child_twice() {
                 let wanted: usize = parent.decode().unwrap().data.unwrap()["children"]
                     .parse()
                     .unwrap();
-                let owned =
-                    |s: &Arc<Compact<Secret>>| s.owner_references().iter().any(|o| o.uid == uid);
-                if cached.list().iter().filter(|s| owned(s)).count() >= wanted {
+                if owned_by(&cached.list(), &uid) >= wanted {
                     return Ok(Action::Done);
                 }
                 create_child(&secrets, &uid, by_client).await?;
@@ -360,8 +359,7 @@ async fn a_child_created_from_a_spawned_task_is_never_created_twice() {
                     return Ok::<_, kube::Error>(Action::Done);
                 };
                 let uid = parent.uid().unwrap_or_default();
-                let owned = |s: &Arc<Secret>| s.owner_references().iter().any(|o| o.uid == uid);
-                if cached.list().iter().filter(|s| owned(s)).count() >= CHILDREN {
+                if owned_by(&cached.list(), &uid) >= CHILDREN {
                     return Ok(Action::Done);
                 }
                 // Work handed to a task of its own, joined before the reconcile returns.
