@@ -412,3 +412,46 @@ fn a_known_field_of_the_wrong_wire_type_is_refused_by_both_decoders() {
         "a quantity's string as a number"
     );
 }
+
+/// A short repeated field is kept in exactly the room it needs (a cache keeps the object,
+/// and any spare room, for its life); a long one grows by doubling past eight, so a long
+/// list costs no more copies than a `Vec`'s own growth.
+#[test]
+fn short_repeated_fields_are_kept_without_spare_room() {
+    let status = |name: &str| Msg::new("k8s.io.api.core.v1.ContainerStatus").str("name", name);
+    let container = |name: &str| {
+        let mut container = Msg::new("k8s.io.api.core.v1.Container").str("name", name);
+        for i in 0..3 {
+            let env = Msg::new("k8s.io.api.core.v1.EnvVar").str("name", &format!("E{i}"));
+            container = container.msg("env", env);
+        }
+        container
+    };
+    let mut spec = Msg::new("k8s.io.api.core.v1.PodSpec")
+        .msg("containers", container("a"))
+        .msg("containers", container("b"));
+    let mut packed = Vec::new();
+    for group in 0..20u64 {
+        varint(&mut packed, group);
+    }
+    spec = spec.msg(
+        "securityContext",
+        Msg::new("k8s.io.api.core.v1.PodSecurityContext").bytes("supplementalGroups", &packed),
+    );
+    let pod = Msg::new("k8s.io.api.core.v1.Pod").msg("spec", spec).msg(
+        "status",
+        Msg::new("k8s.io.api.core.v1.PodStatus")
+            .msg("containerStatuses", status("a"))
+            .msg("containerStatuses", status("b")),
+    );
+    let pod: Pod = both(&pod, false).unwrap();
+    let (spec, status) = (pod.spec.unwrap(), pod.status.unwrap());
+    assert_eq!(spec.containers.capacity(), 2);
+    let env = spec.containers[1].env.as_ref().unwrap();
+    assert_eq!((env.len(), env.capacity()), (3, 3));
+    let statuses = status.container_statuses.unwrap();
+    assert_eq!((statuses.len(), statuses.capacity()), (2, 2));
+    let groups = spec.security_context.unwrap().supplemental_groups.unwrap();
+    assert_eq!(groups.len(), 20);
+    assert!(groups.capacity() <= 32, "{}", groups.capacity());
+}

@@ -53,6 +53,7 @@ macro_rules! varint {
                     else {
                         unreachable!("a packed varint");
                     };
+                    super::room_for_one(out);
                     out.push($convert);
                 }
                 Ok(())
