@@ -143,6 +143,33 @@ fn decode(c: &mut Criterion) {
         });
     }
     group.finish();
+
+    // What a reconcile over a compact cache pays to read a whole object: `decode()` of each
+    // of the 2k pods, kept as a factory keeps them (managedFields left out).
+    let mut group = c.benchmark_group("compact decode() per object");
+    group.throughput(Throughput::Elements(PODS as u64));
+    group.sample_size(20);
+    let text = String::from_utf8(json.clone()).unwrap();
+    let from_json =
+        kube_informer::list_watch::ListPage::<Compact<Pod>>::from_body_without_managed_fields(text)
+            .unwrap()
+            .into_items()
+            .unwrap();
+    let from_protobuf: Vec<Compact<Pod>> =
+        ListBody::parse(&protobuf, kind.without_managed_fields())
+            .unwrap()
+            .items()
+            .unwrap();
+    for (name, pods) in [("json", &from_json), ("protobuf", &from_protobuf)] {
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                for pod in black_box(pods) {
+                    black_box(pod.decode().unwrap());
+                }
+            })
+        });
+    }
+    group.finish();
 }
 
 criterion_group!(benches, decode);
