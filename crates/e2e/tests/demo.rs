@@ -105,7 +105,7 @@ async fn the_demo_controllers_agree_with_the_server(backend: Backend) {
         .await
         .unwrap();
     let recorder = manager.recorder("e2e.kube-informer.io/ready-pods");
-    controllers::install(&mut manager, recorder, controllers::Scope::default());
+    controllers::install::<Pod>(&mut manager, recorder, controllers::Scope::default());
     let stop = CancellationToken::new();
     let run = tokio::spawn(manager.run_until(stop.clone(), CancellationToken::new()));
 

@@ -66,6 +66,7 @@ async fn a_refused_lease_preflight_leaves_no_namespace_behind() {
         seconds: 3,
         write: true,
         namespaces: Vec::new(),
+        compact: false,
     };
     match real::run(plan, &kubeconfig_as(&env, user), &CancellationToken::new()).await {
         Err(Failure::Error(message)) => assert!(
@@ -116,6 +117,7 @@ async fn the_demo_runs_with_exactly_the_rbac_it_prints() {
             seconds: 3,
             write,
             namespaces: Vec::new(),
+            compact: false,
         };
         real::run(plan, &kubeconfig_as(&env, &user), &CancellationToken::new())
             .await
@@ -252,22 +254,26 @@ async fn the_demo_on_a_real_cluster_reports_writes_and_cleans_up() {
         .unwrap()
         .replace(env.token(), "not-the-token");
     std::fs::write(&bad, text).unwrap();
-    let plan = |write| real::Plan {
+    let plan = |write, compact| real::Plan {
         seconds: 3,
         write,
         namespaces: Vec::new(),
+        compact,
     };
-    match real::run(plan(false), &bad, &never).await {
+    match real::run(plan(false, false), &bad, &never).await {
         Err(Failure::Error(message)) => assert!(message.contains("401"), "{message}"),
         other => panic!("a refused token must fail the run: {other:?}"),
     }
 
-    real::run(plan(false), &path, &never)
-        .await
-        .expect("read-only: the cache matches");
-    real::run(plan(true), &path, &never)
-        .await
-        .expect("--write: the verdict holds");
+    // Over typed and over compact pod caches (`--compact`): the same verdicts.
+    for compact in [false, true] {
+        real::run(plan(false, compact), &path, &never)
+            .await
+            .unwrap_or_else(|e| panic!("read-only (compact: {compact}): {e:?}"));
+        real::run(plan(true, compact), &path, &never)
+            .await
+            .unwrap_or_else(|e| panic!("--write (compact: {compact}): {e:?}"));
+    }
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), real::DEMO_NAMESPACE);
     let left = deployments.list(&ListParams::default()).await.unwrap();
     assert!(!left.items.is_empty());
@@ -295,7 +301,7 @@ async fn the_demo_on_a_real_cluster_reports_writes_and_cleans_up() {
 
     // The cleaned-up namespace stays Terminating here (no controller-manager): a new --write
     // says so instead of failing on a bare 403 later.
-    match real::run(plan(true), &path, &never).await {
+    match real::run(plan(true, false), &path, &never).await {
         Err(Failure::Error(message)) => assert!(message.contains("being deleted"), "{message}"),
         other => panic!("a Terminating namespace must stop --write: {other:?}"),
     }
@@ -316,6 +322,7 @@ async fn the_demo_refuses_what_it_cannot_do_and_says_why() {
         seconds: 3,
         write,
         namespaces: namespaces.iter().map(|n| n.to_string()).collect(),
+        compact: false,
     };
 
     // A namespace that does not exist is refused, read-only or writing, and --write then

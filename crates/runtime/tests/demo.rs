@@ -1,5 +1,6 @@
-//! The README's demo, run whole on tiny and empty simulated clusters: its verdict must be
-//! "all match" whatever the size (a namespace without pods needs no summary).
+//! The README's demo, run whole on tiny and empty simulated clusters, over typed and compact
+//! pod caches: its verdict must be "all match" whatever the size (a namespace without pods
+//! needs no summary).
 
 #[path = "../examples/demo/cluster.rs"]
 mod cluster;
@@ -16,13 +17,18 @@ use failure::Failure;
 use kube_informer_runtime::CancellationToken;
 
 async fn demo(pods: u64) {
+    run(pods, false).await;
+}
+
+async fn run(pods: u64, compact: bool) {
     let plan = replicas::Plan {
         pods,
         seconds: 2,
         seed: 7,
+        compact,
     };
     if let Err(err) = replicas::simulated_cluster(plan, &CancellationToken::new()).await {
-        panic!("the demo with {pods} pods failed: {err}");
+        panic!("the demo with {pods} pods (compact: {compact}) failed: {err}");
     }
 }
 
@@ -39,6 +45,13 @@ async fn a_one_pod_cluster_matches() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_four_pod_cluster_matches() {
     demo(4).await;
+}
+
+/// `--compact`: the controllers read `Compact<Pod>` caches (the index, the owner mapping and
+/// the listers on metadata, the phase decoded) and reach the same verdict.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_four_pod_cluster_matches_over_compact_pods() {
+    run(4, true).await;
 }
 
 /// A dropped replica (a failing run, a second Ctrl-C) takes its manager with it: the

@@ -75,6 +75,10 @@ pub struct Args {
     /// annotations, ConfigMaps, Events, the Lease), then exit
     #[arg(long, conflicts_with = "write")]
     cleanup: bool,
+    /// Cache pods as `Compact<Pod>` (their bytes and parsed metadata: about a quarter of a
+    /// typed pod's memory); the controllers decode a pod only for its phase
+    #[arg(long)]
+    compact: bool,
     /// Print what to `kubectl apply -f` for this run (with --write: the controllers', the
     /// Lease's, the Events' and the demo's own setup): the namespace kube-informer-demo, the
     /// ServiceAccount kube-informer-demo there, the ClusterRole and Roles, and their
@@ -144,6 +148,7 @@ async fn main() -> ExitCode {
                     seconds: args.seconds,
                     write: true,
                     namespaces: args.namespaces.clone(),
+                    compact: args.compact,
                 };
                 real::on_envtest(plan, &graceful).await
             }
@@ -153,6 +158,7 @@ async fn main() -> ExitCode {
                     seconds: args.seconds,
                     write: args.write,
                     namespaces: args.namespaces.clone(),
+                    compact: args.compact,
                 };
                 real::run(plan, &path, &graceful).await
             }
@@ -164,6 +170,7 @@ async fn main() -> ExitCode {
                     pods: args.pods,
                     seconds: args.seconds,
                     seed: args.seed,
+                    compact: args.compact,
                 };
                 replicas::simulated_cluster(plan, &graceful).await
             }

@@ -42,6 +42,8 @@ pub struct Plan {
     pub write: bool,
     /// Existing namespaces to work in as well (`--namespace`).
     pub namespaces: Vec<String>,
+    /// Cache pods as `Compact<Pod>` (`--compact`).
+    pub compact: bool,
 }
 
 /// A client from the kubeconfig at `path`.
@@ -211,10 +213,12 @@ pub async fn rbac(namespaces: &[String], write: bool) -> Result<Rbac, Failure> {
         true => Spec {
             lease_namespace: Some(DEMO_NAMESPACE.into()),
             namespaces: Some(spec_namespaces(namespaces)),
+            ..Spec::default()
         },
         false => Spec {
             lease_namespace: None,
             namespaces: (!namespaces.is_empty()).then(|| namespaces.to_vec()),
+            ..Spec::default()
         },
     };
     let (manager, _) = replicas::manager(client, "print-rbac", &spec).await?;
@@ -261,6 +265,7 @@ async fn read_run(
     let spec = Spec {
         lease_namespace: None,
         namespaces: namespaces.clone(),
+        compact: plan.compact,
     };
     let replica = replicas::start(client.clone(), "replica-a", &spec, graceful).await?;
     println!(
@@ -313,15 +318,7 @@ async fn caches_match_server(
                 .map(|d| (d.namespace(), d.name_any()))
                 .collect(),
         );
-        let cached_pods = keys(
-            replica
-                .pods
-                .store()
-                .list()
-                .iter()
-                .map(|p| (p.namespace(), p.name_any()))
-                .collect(),
-        );
+        let cached_pods = keys(replica.pods.keys());
         let cached_deployments = keys(
             replica
                 .deployments
@@ -427,6 +424,7 @@ async fn write_run(
     let spec = Spec {
         lease_namespace: Some(DEMO_NAMESPACE.into()),
         namespaces: Some(namespaces.clone()),
+        compact: plan.compact,
     };
     let mut replicas = vec![replicas::start(client.clone(), "replica-a", &spec, graceful).await?];
     let outcome = async {

@@ -9,7 +9,11 @@ use k8s_openapi::api::{
     apps::v1::Deployment,
     core::v1::{Namespace, Pod},
 };
-use kube_informer::{FactoryOptions, SharedIndexInformer, list_watch::Selectors};
+use kube::ResourceExt;
+use kube_informer::{
+    FactoryOptions, SharedIndexInformer, compact::Compact, informer::SyncError,
+    list_watch::Selectors,
+};
 use kube_informer_runtime::{
     CancellationToken,
     leader_election::{LeaderElectionConfig, LeaderElector},
@@ -25,6 +29,8 @@ pub struct Plan {
     pub pods: u64,
     pub seconds: u64,
     pub seed: u64,
+    /// Cache pods as `Compact<Pod>` (`--compact`).
+    pub compact: bool,
 }
 
 /// A replica's manager task, aborted when dropped: a run that fails, panics or is dropped
@@ -74,10 +80,54 @@ pub struct Replica {
     pub elector: Option<LeaderElector>,
     pub stop: CancellationToken,
     pub task: ManagerTask,
-    pub pods: SharedIndexInformer<Pod>,
+    pub pods: Pods,
     pub deployments: SharedIndexInformer<Deployment>,
     pub namespaces: SharedIndexInformer<Namespace>,
     pub errors: controllers::Errors,
+}
+
+/// A replica's pod cache: whole pods, or compact ones (`--compact`).
+pub enum Pods {
+    Whole(SharedIndexInformer<Pod>),
+    Compact(SharedIndexInformer<Compact<Pod>>),
+}
+
+impl Pods {
+    /// The factory's pod informer of the kind `compact` says.
+    fn of(manager: &Manager, compact: bool) -> Self {
+        match compact {
+            true => Self::Compact(manager.factory().informer::<Compact<Pod>>()),
+            false => Self::Whole(manager.factory().informer::<Pod>()),
+        }
+    }
+
+    async fn wait_for_sync(&self, timeout: Duration) -> Result<(), SyncError> {
+        match self {
+            Self::Whole(pods) => pods.wait_for_sync(timeout).await,
+            Self::Compact(pods) => pods.wait_for_sync(timeout).await,
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Self::Whole(pods) => pods.store().len(),
+            Self::Compact(pods) => pods.store().len(),
+        }
+    }
+
+    /// Each cached pod's namespace and name.
+    pub fn keys(&self) -> Vec<(Option<String>, String)> {
+        fn keys<P: kube::Resource + Clone + Send + Sync + 'static>(
+            pods: &SharedIndexInformer<P>,
+        ) -> Vec<(Option<String>, String)> {
+            let list = pods.store().list();
+            list.iter().map(|p| (p.namespace(), p.name_any())).collect()
+        }
+        match self {
+            Self::Whole(pods) => keys(pods),
+            Self::Compact(pods) => keys(pods),
+        }
+    }
 }
 
 /// What a replica runs.
@@ -87,6 +137,8 @@ pub struct Spec {
     pub lease_namespace: Option<String>,
     /// Cache (and write) only these namespaces; `None`: the whole cluster.
     pub namespaces: Option<Vec<String>>,
+    /// Cache pods as `Compact<Pod>`.
+    pub compact: bool,
 }
 
 /// The manager of a replica as `spec` describes it (not started): the caches the progress
@@ -117,7 +169,7 @@ pub async fn manager(
         .await
         .map_err(|e| e.to_string())?;
     // The caches the progress lines read exist on every replica, leading or not.
-    manager.factory().informer::<Pod>();
+    Pods::of(&manager, spec.compact);
     manager.factory().informer::<Deployment>();
     manager.factory().informer::<Namespace>();
     let errors = controllers::Errors::default();
@@ -127,7 +179,10 @@ pub async fn manager(
             namespaces: spec.namespaces.clone(),
             errors: errors.clone(),
         };
-        controllers::install(&mut manager, recorder, scope);
+        match spec.compact {
+            true => controllers::install::<Compact<Pod>>(&mut manager, recorder, scope),
+            false => controllers::install::<Pod>(&mut manager, recorder, scope),
+        }
     }
     Ok((manager, errors))
 }
@@ -141,7 +196,7 @@ pub async fn start(
     graceful: &CancellationToken,
 ) -> Result<Replica, String> {
     let (manager, errors) = manager(client, name, spec).await?;
-    let pods = manager.factory().informer::<Pod>();
+    let pods = Pods::of(&manager, spec.compact);
     let deployments = manager.factory().informer::<Deployment>();
     let namespaces = manager.factory().informer::<Namespace>();
     let mut endpoints = manager.endpoints();
@@ -192,7 +247,7 @@ pub async fn wait_for_caches(replica: &Replica, timeout: Duration) -> Result<(),
 pub fn cached(replica: &Replica) -> String {
     format!(
         "{} pods, {} deployments, {} namespaces",
-        replica.pods.store().len(),
+        replica.pods.len(),
         replica.deployments.store().len(),
         replica.namespaces.store().len()
     )
@@ -311,6 +366,7 @@ pub async fn simulated_cluster(args: Plan, graceful: &CancellationToken) -> Resu
     let spec = Spec {
         lease_namespace: Some("default".into()),
         namespaces: None,
+        compact: args.compact,
     };
     let mut replicas = vec![start(client()?, "replica-a", &spec, graceful).await?];
     tokio::time::sleep(Duration::from_millis(300)).await;
