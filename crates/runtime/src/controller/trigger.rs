@@ -104,7 +104,8 @@ pub(crate) fn short_type_name<T>() -> Arc<str> {
         }
     }
     short.pop(); // the space added to end the last path
-    Arc::from(short)
+    // A compact object's default storage is not part of its name: `Compact<Pod>`.
+    Arc::from(short.replace(", Plain>", ">"))
 }
 
 #[cfg(test)]
@@ -137,5 +138,7 @@ mod tests {
         );
         type Pods = Vec<k8s_openapi::api::core::v1::Pod>;
         assert_eq!(&*short_type_name::<Pods>(), "Vec<Pod>");
+        type Compact = kube_informer::compact::Compact<k8s_openapi::api::core::v1::Pod>;
+        assert_eq!(&*short_type_name::<Compact>(), "Compact<Pod>");
     }
 }
