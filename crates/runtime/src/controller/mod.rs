@@ -67,7 +67,9 @@
 //! those it owns or watches) are waited for. A task the reconcile spawns writes through
 //! [`Manager::client`](crate::manager::Manager::client) as the reconcile does: a write made
 //! off every reconcile's task is given to the keys it concerns, the written object's own
-//! (of the controller's kind) and its controlling owner's; with a standalone
+//! (of the controller's kind) and its controlling owner's, and waited for by the next
+//! reconcile of those keys that starts after it (join such tasks before returning); with a
+//! standalone
 //! [`recording_client`], wrap the task's future with [`carry_writes`]. A write made another
 //! way is recorded with [`wrote`] (the [`finalizer`](crate::finalizer::finalizer) helper
 //! records its own).

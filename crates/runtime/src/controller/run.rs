@@ -147,6 +147,7 @@ where
         P: Fn(&Cached<K>, &R::Error, &Ctx) -> Action + Send + Sync + 'static,
     {
         let mut triggers = self.start_triggers();
+        let _reconciling = self.own_writes.reconciling();
         let worker = self.worker(Arc::new(reconcile), Arc::new(error_policy), ctx, None);
         let queue = self.queue.clone();
         let process = move |key| {

@@ -4,7 +4,7 @@
 //! the object's own key where it is of a controller's kind, its controlling owner's key
 //! where that owner is — so the next reconcile of those keys waits for it as for its own.
 
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Weak, atomic::Ordering};
 
 use kube_informer::ObjectKey;
 use parking_lot::{Mutex, RwLock};
@@ -44,6 +44,15 @@ impl Attribution {
     }
 }
 
+/// Its controller's workers run while this lives (see [`OwnWrites::reconciling`]).
+pub(crate) struct Reconciling(Arc<OwnWrites>);
+
+impl Drop for Reconciling {
+    fn drop(&mut self) {
+        self.0.reconciling.store(false, Ordering::SeqCst);
+    }
+}
+
 /// A controller's own kind, as writes off its tasks are matched to its keys.
 pub(super) struct Primary {
     pub(super) kind: GroupKind,
@@ -56,10 +65,21 @@ impl OwnWrites {
         *self.primary.write() = Some(Primary { kind, namespaced });
     }
 
+    /// While the returned guard lives, the controller's workers run, and writes made off
+    /// its reconciles' tasks are kept for its keys (a standby's controllers, which never
+    /// reconcile, would keep them for nothing).
+    pub(crate) fn reconciling(self: &Arc<Self>) -> Reconciling {
+        self.reconciling.store(true, Ordering::SeqCst);
+        Reconciling(Arc::clone(self))
+    }
+
     /// Keeps `written`, made off every reconcile's task, for the next reconcile of each key
     /// it concerns: the object's own key (of this controller's kind), and its controlling
     /// owner's (of this controller's kind).
     fn attribute(&self, written: &Written) {
+        if !self.reconciling.load(Ordering::SeqCst) {
+            return;
+        }
         let keys = keys_of(&self.primary, written, self.kind_written(written));
         for key in keys {
             self.keep(&key, vec![written.clone()]);
@@ -175,7 +195,11 @@ mod tests {
         assert!(keys_of(&RwLock::new(None), &written, written.kind.clone()).is_empty());
         let attribution = Attribution::default();
         let own_writes = Arc::new(OwnWrites::new(Some(std::time::Duration::from_secs(5))));
+        own_writes.primary(GroupKind::of("v1", "Secret"), true);
         attribution.add(&own_writes);
+        // Its workers do not run (a standby's controller): given nothing.
+        attribution.attribute(&written);
+        assert!(own_writes.pending.lock().by_key.is_empty());
         drop(own_writes);
         attribution.attribute(&written); // nothing to give it to, and no panic
         attribution.add(&Arc::new(OwnWrites::new(None)));

@@ -35,9 +35,10 @@
 //!
 //! Limits: only kinds this controller caches (its own, and those it `owns` or `watches`)
 //! are waited for; a write made on a task the reconcile spawned without [`carry_writes`]
-//! is recorded only through a manager's client, and only for its own key and its
-//! controlling owner's (not a `watches` mapping's, nor a delete the API server answered
-//! with a `Status`); versions that are not numbers (not kube-apiserver's) are not compared;
+//! is recorded only through a manager's client, only for its own key and its controlling
+//! owner's (not a `watches` mapping's; a delete the API server answered with a `Status`,
+//! for its own key only), and only once it is made: a reconcile of the key that started
+//! before it reads the cache without it; versions that are not numbers (not kube-apiserver's) are not compared;
 //! a field selector other than `metadata.name`/`metadata.namespace` is evaluated only for
 //! writes the recording client saw (for one recorded with [`wrote`], the write is waited
 //! for by its version), and an unset field is taken as unknown; in a fleet, a reconcile
@@ -85,6 +86,17 @@ struct Pending {
     waits: Vec<(usize, Wait)>,
 }
 
+impl Pending {
+    /// Whether waiting for this write waits for `older` too: a later write of the same
+    /// object, at its version or later (the watch that shows one has shown the other), or
+    /// its deletion.
+    fn supersedes(&self, older: &Pending) -> bool {
+        self.kind == older.kind
+            && self.written.key == older.written.key
+            && (self.written.deleted.is_some() || self.written.version >= older.written.version)
+    }
+}
+
 /// Waits, as told, until a cache shows a write.
 type WaitFor = Box<dyn Fn(&Written, Wait) -> BoxFuture<'static, ()> + Send + Sync>;
 
@@ -106,6 +118,9 @@ pub(crate) struct OwnWrites {
     pending: Mutex<ByKey>,
     /// The controller's own kind (for writes made off its reconciles' tasks).
     primary: RwLock<Option<Primary>>,
+    /// Whether its workers run (a standby's, never reconciling, are given no writes made
+    /// off their tasks).
+    reconciling: std::sync::atomic::AtomicBool,
 }
 
 /// The writes waiting for the next reconcile of their key.
@@ -152,6 +167,7 @@ impl OwnWrites {
             resources: RwLock::default(),
             pending: Mutex::default(),
             primary: RwLock::default(),
+            reconciling: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -215,15 +231,20 @@ impl OwnWrites {
         if writes.is_empty() {
             return;
         }
+        // What was written long ago is of no use: its caches have it, or never will.
+        let stale = limit * 10;
         let mut pending = self.pending.lock();
-        pending
-            .by_key
-            .entry(key.clone())
-            .or_default()
-            .extend(writes);
+        let kept = pending.by_key.entry(key.clone()).or_default();
+        kept.retain(|p| p.written.at.elapsed() < stale);
+        for write in writes {
+            // Per object, its latest write only: a key written to again and again (by
+            // writes made off its reconciles, which need not reconcile it) keeps one entry
+            // per object, not one per write.
+            kept.retain(|p| !write.supersedes(p));
+            kept.push(write);
+        }
         if pending.by_key.len() >= pending.prune_at {
-            // Keys never reconciled again: what they wrote long ago is of no use.
-            let stale = limit * 10;
+            // Keys never reconciled again.
             pending
                 .by_key
                 .retain(|_, w| w.iter().any(|w| w.written.at.elapsed() < stale));

@@ -222,3 +222,40 @@ async fn a_deletion_in_a_cache_of_several_namespaces_is_seen_in_its_own_namespac
     cached.delete(&deleted).unwrap();
     assert_eq!(settled.await.unwrap(), Settled::Reached);
 }
+
+/// Writes kept for a key stay bounded however often it is written to without being
+/// reconciled: per object, its latest write only; writes older than ten limits are dropped.
+#[tokio::test(start_paused = true)]
+async fn a_key_written_again_and_again_keeps_one_write_per_object() {
+    let own = Arc::new(OwnWrites::new(Some(LIMIT)));
+    let config_maps = Store::<ConfigMap>::default();
+    add(
+        &own,
+        ("", "ConfigMap"),
+        vec![TypeId::of::<ConfigMap>()],
+        Selectors::default(),
+        &config_maps,
+    );
+    let key = ObjectKey::new(Some("ns"), "web");
+    let write = |version: u64, name: &str| {
+        let cm: ConfigMap = object(json!({"metadata": {"name": name, "namespace": "ns",
+            "resourceVersion": version.to_string()}}));
+        Written::new(&cm.metadata, None, TypeId::of::<ConfigMap>(), false).unwrap()
+    };
+    for version in 1..=1000 {
+        own.keep(&key, vec![write(version, "a"), write(version, "b")]);
+    }
+    let kept = |own: &OwnWrites| own.pending.lock().by_key.get(&key).map_or(0, Vec::len);
+    assert_eq!(kept(&own), 2, "one per object");
+    let versions: Vec<u64> = own.pending.lock().by_key[&key]
+        .iter()
+        .map(|p| p.written.version)
+        .collect();
+    assert_eq!(versions, [1000, 1000], "the latest");
+    // An older write recorded late does not replace a newer one.
+    own.keep(&key, vec![write(7, "a")]);
+    assert_eq!(kept(&own), 3);
+    tokio::time::advance(LIMIT * 11).await;
+    own.keep(&key, vec![write(1001, "c")]);
+    assert_eq!(kept(&own), 1, "the stale ones dropped");
+}

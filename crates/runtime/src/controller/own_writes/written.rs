@@ -5,7 +5,6 @@ use std::{
     any::{Any, TypeId},
     collections::BTreeMap,
     sync::Arc,
-    time::Instant,
 };
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -57,7 +56,8 @@ pub(crate) struct Written {
     /// The object as written, for [`OwnReader`](crate::controller::OwnReader) within the
     /// reconcile and for field selectors (dropped once the reconcile ended).
     pub(super) object: Option<AsWritten>,
-    pub(super) at: Instant,
+    /// When it was recorded (tokio's clock: a paused test clock ages it too).
+    pub(super) at: tokio::time::Instant,
 }
 
 /// An object as written.
@@ -109,7 +109,7 @@ impl Written {
             version,
             deleted,
             object: None,
-            at: Instant::now(),
+            at: tokio::time::Instant::now(),
         })
     }
 
