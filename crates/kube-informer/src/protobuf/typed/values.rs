@@ -43,7 +43,10 @@ macro_rules! varint {
 
             fn extend(out: &mut Vec<Self>, v: Val<'_>) -> Result<(), DecodeError> {
                 let RawValue::Len(bytes) = v.raw else {
-                    out.extend(Self::decode(v)?);
+                    if let Some(value) = Self::decode(v)? {
+                        super::room_for_one(out);
+                        out.push(value);
+                    }
                     return Ok(());
                 };
                 let mut reader = crate::protobuf::wire::Reader::new(bytes, v.offset);
