@@ -183,10 +183,8 @@ where
             scope: read.namespaces(),
         };
         controller.wait_for(controller.informer.clone());
-        let cache = read.cache();
-        let (kind, namespaced) = (cache.kind.clone(), cache.namespaced);
-        controller.own_writes.cache(cache);
-        controller.own_writes.primary(kind, namespaced);
+        controller.own_writes.cache(read.cache());
+        controller.own_writes.primary(controller.owner.clone());
         controller
     }
 }

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::{Resource, ResourceExt};
 use kube_informer::{
     DeletedObject, ObjectKey,
@@ -251,16 +251,35 @@ impl OwnerKind {
 /// a custom resource was served as `v1beta1` still names its owner so after `v1` became
 /// the stored version, and the garbage collector matches owners the same way).
 pub(crate) fn controller_owner<C: Resource>(child: &C, owner: &OwnerKind) -> Option<ObjectKey> {
-    fn group_of(api_version: &str) -> &str {
-        api_version.rsplit_once('/').map_or("", |(g, _)| g)
+    owner.key_among(child.owner_references(), child.meta().namespace.as_deref())
+}
+
+impl OwnerKind {
+    /// The key of the controller owner of this kind among `references`, those of a child
+    /// in `namespace` (see [`controller_owner`]).
+    pub(crate) fn key_among(
+        &self,
+        references: &[OwnerReference],
+        namespace: Option<&str>,
+    ) -> Option<ObjectKey> {
+        let reference = references.iter().find(|r| {
+            r.controller == Some(true)
+                && r.kind == self.kind
+                && group_of(&r.api_version) == self.group
+        })?;
+        let namespace = self.namespaced.then_some(namespace).flatten();
+        Some(ObjectKey::new(namespace, &reference.name))
     }
-    let reference = child.owner_references().iter().find(|r| {
-        r.controller == Some(true)
-            && r.kind == owner.kind
-            && group_of(&r.api_version) == owner.group
-    })?;
-    let namespace = owner.namespaced.then(|| child.namespace()).flatten();
-    Some(ObjectKey::new(namespace.as_deref(), &reference.name))
+
+    /// Whether objects of `group`'s `kind` are of this kind.
+    pub(crate) fn is(&self, group: &str, kind: &str) -> bool {
+        self.group == group && self.kind == kind
+    }
+}
+
+/// The API group of `api_version` (`apps/v1`: `apps`; `v1`: the core group, `""`).
+fn group_of(api_version: &str) -> &str {
+    api_version.rsplit_once('/').map_or("", |(g, _)| g)
 }
 
 /// The handler of an owned kind `C`: queues the controller owner of every added, updated
@@ -490,10 +509,7 @@ impl Drop for Attachments {
 
 #[cfg(test)]
 mod tests {
-    use k8s_openapi::{
-        api::{apps::v1::ReplicaSet, core::v1::Pod},
-        apimachinery::pkg::apis::meta::v1::OwnerReference,
-    };
+    use k8s_openapi::api::{apps::v1::ReplicaSet, core::v1::Pod};
 
     use super::*;
 

@@ -7,13 +7,13 @@
 use std::sync::{Arc, Weak, atomic::Ordering};
 
 use kube_informer::ObjectKey;
-use parking_lot::{Mutex, RwLock};
-use serde_json::Value;
+use parking_lot::Mutex;
 
 use super::{
     OwnWrites,
-    written::{AsWritten, GroupKind, Written},
+    written::{GroupKind, Written},
 };
+use crate::controller::relations::OwnerKind;
 
 /// The controllers of one manager, for the writes its client makes off their tasks.
 #[derive(Default)]
@@ -53,16 +53,10 @@ impl Drop for Reconciling {
     }
 }
 
-/// A controller's own kind, as writes off its tasks are matched to its keys.
-pub(super) struct Primary {
-    pub(super) kind: GroupKind,
-    pub(super) namespaced: bool,
-}
-
 impl OwnWrites {
-    /// Sets the controller's own kind.
-    pub(crate) fn primary(&self, kind: GroupKind, namespaced: bool) {
-        *self.primary.write() = Some(Primary { kind, namespaced });
+    /// Sets the controller's own kind (the one its `owns` relations map children to).
+    pub(crate) fn primary(&self, kind: Arc<OwnerKind>) {
+        *self.primary.write() = Some(kind);
     }
 
     /// While the returned guard lives, the controller's workers run, and writes made off
@@ -80,49 +74,24 @@ impl OwnWrites {
         if !self.reconciling.load(Ordering::SeqCst) {
             return;
         }
-        let keys = keys_of(&self.primary, written, self.kind_written(written));
-        for key in keys {
+        let Some(primary) = self.primary.read().clone() else {
+            return;
+        };
+        let kind = self.kind_written(written);
+        for key in keys_of(&primary, written, kind.as_ref()) {
             self.keep(&key, vec![written.clone()]);
         }
     }
 }
 
-/// The keys of a controller of `primary` that `written` (of `kind`) concerns.
-fn keys_of(
-    primary: &RwLock<Option<Primary>>,
-    written: &Written,
-    kind: Option<GroupKind>,
-) -> Vec<ObjectKey> {
-    let primary = primary.read();
-    let Some(primary) = primary.as_ref() else {
-        return Vec::new();
-    };
-    let mut keys = Vec::new();
-    if kind.as_ref() == Some(&primary.kind) {
-        keys.push(written.key.clone());
-    }
-    let Some(AsWritten::Json(object)) = &written.object else {
-        return keys;
-    };
-    let owners = object["metadata"]["ownerReferences"].as_array();
-    for owner in owners.into_iter().flatten() {
-        let controls = owner["controller"] == Value::Bool(true);
-        let (Some(api_version), Some(owner_kind), Some(name)) = (
-            owner["apiVersion"].as_str(),
-            owner["kind"].as_str(),
-            owner["name"].as_str(),
-        ) else {
-            continue;
-        };
-        if controls && GroupKind::of(api_version, owner_kind) == primary.kind {
-            let namespace = primary
-                .namespaced
-                .then_some(written.namespace.as_deref())
-                .flatten();
-            keys.push(ObjectKey::new(namespace, name));
-        }
-    }
-    keys
+/// The keys of a controller of `primary` that `written` (of `kind`) concerns: its own, and
+/// its controller owner's, as an `owns` relation maps the object's events.
+fn keys_of(primary: &OwnerKind, written: &Written, kind: Option<&GroupKind>) -> Vec<ObjectKey> {
+    let own = kind
+        .filter(|k| primary.is(&k.group, &k.kind))
+        .map(|_| written.key.clone());
+    let owner = primary.key_among(&written.controllers, written.namespace.as_deref());
+    own.into_iter().chain(owner).collect()
 }
 
 #[cfg(test)]
@@ -131,7 +100,7 @@ mod tests {
 
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     use serde::Deserialize;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use super::*;
 
@@ -142,17 +111,22 @@ mod tests {
             object["apiVersion"].as_str().unwrap(),
             object["kind"].as_str().unwrap(),
         );
-        let mut written = Written::new(&meta, Some(kind), TypeId::of::<Value>(), false).unwrap();
-        written.object = Some(AsWritten::Json(Arc::new(object)));
-        written
+        Written::new(&meta, Some(kind), TypeId::of::<Value>(), false).unwrap()
+    }
+
+    /// A controller's own kind: `kind` of `api_version`.
+    fn owner_kind(api_version: &str, kind: &str, namespaced: bool) -> OwnerKind {
+        let GroupKind { group, kind } = GroupKind::of(api_version, kind);
+        OwnerKind {
+            kind,
+            group,
+            namespaced,
+        }
     }
 
     fn keys(primary: (&str, &str, bool), written: &Written) -> Vec<String> {
-        let primary = RwLock::new(Some(Primary {
-            kind: GroupKind::of(primary.0, primary.1),
-            namespaced: primary.2,
-        }));
-        keys_of(&primary, written, written.kind.clone())
+        let primary = owner_kind(primary.0, primary.1, primary.2);
+        keys_of(&primary, written, written.kind.as_ref())
             .iter()
             .map(|k| k.as_str().to_owned())
             .collect()
@@ -192,11 +166,15 @@ mod tests {
     fn a_controller_without_a_kind_yet_or_dropped_is_given_nothing() {
         let written = answered(json!({"apiVersion": "v1", "kind": "Secret",
             "metadata": {"name": "a", "namespace": "shop", "resourceVersion": "1"}}));
-        assert!(keys_of(&RwLock::new(None), &written, written.kind.clone()).is_empty());
         let attribution = Attribution::default();
         let own_writes = Arc::new(OwnWrites::new(Some(std::time::Duration::from_secs(5))));
-        own_writes.primary(GroupKind::of("v1", "Secret"), true);
         attribution.add(&own_writes);
+        // Its kind not set yet: given nothing.
+        let reconciling = own_writes.reconciling();
+        attribution.attribute(&written);
+        assert!(own_writes.pending.lock().by_key.is_empty());
+        drop(reconciling);
+        own_writes.primary(Arc::new(owner_kind("v1", "Secret", true)));
         // Its workers do not run (a standby's controller): given nothing.
         attribution.attribute(&written);
         assert!(own_writes.pending.lock().by_key.is_empty());

@@ -62,11 +62,11 @@ pub(crate) use self::{
     client::recording_client_attributing,
     written::{GroupKind, Record, recording, written},
 };
-use self::{attribution::Primary, selects::Selection, written::Written};
 pub use self::{
     client::recording_client,
     written::{carry_writes, wrote},
 };
+use self::{selects::Selection, written::Written};
 
 /// How a cache is waited for, for one write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -117,7 +117,7 @@ pub(crate) struct OwnWrites {
     resources: RwLock<HashMap<(String, String), GroupKind>>,
     pending: Mutex<ByKey>,
     /// The controller's own kind (for writes made off its reconciles' tasks).
-    primary: RwLock<Option<Primary>>,
+    primary: RwLock<Option<Arc<crate::controller::relations::OwnerKind>>>,
     /// Whether its workers run (a standby's, never reconciling, are given no writes made
     /// off their tasks).
     reconciling: std::sync::atomic::AtomicBool,

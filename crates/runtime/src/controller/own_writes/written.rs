@@ -7,7 +7,7 @@ use std::{
     sync::Arc,
 };
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::{Resource, api::DynamicObject};
 use kube_informer::ObjectKey;
 use parking_lot::Mutex;
@@ -50,6 +50,9 @@ pub(crate) struct Written {
     pub(super) key: ObjectKey,
     pub(super) namespace: Option<String>,
     pub(super) labels: BTreeMap<String, String>,
+    /// Its controller owner references (a write made off every reconcile's task is given
+    /// to its controller owner's key).
+    pub(super) controllers: Vec<OwnerReference>,
     pub(super) version: u64,
     /// The write deleted the object (this UID): wait until the cache no longer has it.
     pub(super) deleted: Option<String>,
@@ -106,6 +109,10 @@ impl Written {
             key,
             namespace,
             labels: meta.labels.clone().unwrap_or_default(),
+            controllers: (meta.owner_references.iter().flatten())
+                .filter(|r| r.controller == Some(true))
+                .cloned()
+                .collect(),
             version,
             deleted,
             object: None,
