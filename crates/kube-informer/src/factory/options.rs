@@ -63,8 +63,8 @@ impl FactoryOptions {
 
     /// Keep `metadata.managedFields` in cached objects. By default a factory's informers
     /// leave them out: passed over unread while decoding (protobuf skips them by their
-    /// length, JSON scans past them without building anything) and stripped by the
-    /// factory's first transform (for sources that deliver them anyway), so no handler,
+    /// length, JSON scans past them without building anything) and stripped on the way
+    /// into the queue from objects that still carry them (a spec's own source), so no handler,
     /// lister or reconcile sees them. They are a quarter to a half of a typical object's
     /// bytes and the costliest part to decode (each entry's field set is JSON), and a
     /// controller reading from a cache has no use for them: controller-runtime operators

@@ -127,7 +127,7 @@ pub(super) struct Resolved<K> {
     pub(super) watch: Watch,
     /// Its options when it is made (name, reflector, namespace index, resync, metrics).
     pub(super) options: InformerOptions<K>,
-    /// The factory's and the spec's transforms, as one.
+    /// The spec's transform (the factory's strip of managedFields is an option: `options`).
     pub(super) transform: Option<Transform<K>>,
     /// The spec's own index functions (added to a shared informer that lacks them).
     pub(super) indexers: Indexers<K>,
@@ -210,18 +210,8 @@ where
         options = options.metrics(metrics);
     }
 
-    let mut steps: Vec<Transform<K>> = Vec::new();
-    if !*keep_managed_fields {
-        steps.push(Arc::new(crate::informer::strip_managed_fields::<K>));
-    }
-    steps.extend(transform);
-    let transform: Option<Transform<K>> = match steps.len() {
-        0 => None,
-        1 => steps.pop(),
-        _ => Some(Arc::new(move |obj| {
-            steps.iter().fold(obj, |obj, step| step(obj))
-        })),
-    };
+    // Stripped before the spec's transform, only from objects that arrive with them.
+    options.strip_managed_fields = !*keep_managed_fields;
 
     Resolved {
         watch,

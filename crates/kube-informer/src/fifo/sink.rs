@@ -25,6 +25,12 @@ pub(crate) type Transform<K> = Arc<dyn Fn(K) -> K + Send + Sync>;
 pub(crate) struct TransformSink<K> {
     pub(crate) inner: Arc<dyn DeltaSink<K>>,
     pub(crate) transform: Arc<Mutex<Option<Transform<K>>>>,
+    /// Leave `metadata.managedFields` out, before the transform. Checked per object: one
+    /// that has none (a factory's sources skip them while decoding) passes untouched, where
+    /// a transform step would move every object out of its `Arc` and into a new one — a
+    /// second allocation of each object's largest block, on another thread than its
+    /// decoder's (and so, with glibc, in another arena).
+    pub(crate) strip_managed_fields: bool,
     /// Told of a panic: the object's key and the panic's message.
     pub(crate) on_panic: Arc<dyn Fn(String, String) + Send + Sync>,
     /// Told after a relist: an empty one syncs the queue without anything to pop.
@@ -44,7 +50,10 @@ impl<K: Resource + Clone> TransformSink<K> {
     }
 
     /// The transformed object, or `Err(key)` if the transform panicked (reported).
-    fn apply(&self, obj: Arc<K>) -> Result<Arc<K>, String> {
+    fn apply(&self, mut obj: Arc<K>) -> Result<Arc<K>, String> {
+        if self.strip_managed_fields && obj.meta().managed_fields.is_some() {
+            Arc::make_mut(&mut obj).meta_mut().managed_fields = None;
+        }
         let transform = self.transform.lock().clone();
         let Some(f) = transform else {
             return Ok(obj);
@@ -158,5 +167,94 @@ impl<K: Send + Sync> DeltaSink<K> for NamespaceSink<K> {
     }
     fn full(&self) -> Option<BoxFuture<'_, ()>> {
         self.inner.full()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::{api::core::v1::Pod, apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry};
+
+    use super::*;
+
+    /// Keeps what reaches the queue.
+    #[derive(Default)]
+    struct Queued(Mutex<Vec<Arc<Pod>>>);
+
+    impl DeltaSink<Pod> for Queued {
+        fn add(&self, obj: Arc<Pod>) -> Result<(), KeyError> {
+            self.0.lock().push(obj);
+            Ok(())
+        }
+        fn update(&self, obj: Arc<Pod>) -> Result<(), KeyError> {
+            self.add(obj)
+        }
+        fn delete(&self, obj: Arc<Pod>) -> Result<(), KeyError> {
+            self.add(obj)
+        }
+        fn replace(&self, list: Vec<Arc<Pod>>, _: &str) -> Result<(), KeyError> {
+            self.0.lock().extend(list);
+            Ok(())
+        }
+        fn replace_in_namespace(
+            &self,
+            _: &str,
+            list: Vec<Arc<Pod>>,
+            rv: &str,
+        ) -> Result<(), KeyError> {
+            self.replace(list, rv)
+        }
+        fn resync(&self) {}
+    }
+
+    fn sink(transform: Option<Transform<Pod>>) -> (TransformSink<Pod>, Arc<Queued>) {
+        let queued = Arc::new(Queued::default());
+        let sink = TransformSink {
+            inner: queued.clone(),
+            transform: Arc::new(Mutex::new(transform)),
+            strip_managed_fields: true,
+            on_panic: Arc::new(|_, _| {}),
+            progress: Arc::new(tokio::sync::Notify::new()),
+        };
+        (sink, queued)
+    }
+
+    fn pod(managed_fields: bool) -> Arc<Pod> {
+        let mut pod = Pod::default();
+        pod.metadata.name = Some("web".into());
+        pod.metadata.managed_fields = managed_fields.then(|| vec![ManagedFieldsEntry::default()]);
+        Arc::new(pod)
+    }
+
+    #[test]
+    fn managed_fields_are_stripped_before_the_users_transform() {
+        let (sink, queued) = sink(Some(Arc::new(|mut pod: Pod| {
+            let seen = pod.metadata.managed_fields.is_some().to_string();
+            pod.metadata.labels = Some([("saw-managed-fields".to_owned(), seen)].into());
+            pod
+        })));
+        sink.add(pod(true)).unwrap();
+        sink.replace(vec![pod(true)], "2").unwrap();
+        for pod in queued.0.lock().iter() {
+            assert_eq!(pod.metadata.managed_fields, None);
+            assert_eq!(
+                pod.metadata.labels.as_ref().unwrap()["saw-managed-fields"],
+                "false"
+            );
+        }
+    }
+
+    #[test]
+    fn an_object_without_managed_fields_is_queued_as_it_came() {
+        // A factory's sources skip managedFields while decoding: the strip must then cost
+        // nothing, not move every object into a new allocation.
+        let (sink, queued) = sink(None);
+        let (without, with) = (pod(false), pod(true));
+        sink.add(without.clone()).unwrap();
+        let with_address = Arc::as_ptr(&with);
+        sink.add(with).unwrap();
+        let queued = queued.0.lock();
+        assert!(Arc::ptr_eq(&queued[0], &without), "the same allocation");
+        assert_eq!(queued[1].metadata.managed_fields, None);
+        assert_eq!(Arc::as_ptr(&queued[1]), with_address, "stripped in place");
     }
 }

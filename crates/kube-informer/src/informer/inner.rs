@@ -112,6 +112,7 @@ where
         let sink: Arc<dyn DeltaSink<K>> = Arc::new(TransformSink {
             inner: queue.sink(),
             transform: transform.clone(),
+            strip_managed_fields: options.strip_managed_fields,
             on_panic: Arc::new(move |key, message| {
                 to_reporter.report(Failure::TransformPanicked { key, message });
             }),

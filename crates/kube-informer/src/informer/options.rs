@@ -43,6 +43,9 @@ pub struct InformerOptions<K> {
     pub(crate) reflector: ReflectorOptions,
     pub(crate) name: Option<String>,
     pub(crate) indexers: Indexers<K>,
+    /// Leave `metadata.managedFields` out of objects that arrive with them (a factory's
+    /// default; its sources mostly skip them while decoding already).
+    pub(crate) strip_managed_fields: bool,
     #[cfg(feature = "metrics")]
     pub(crate) metrics: Option<super::InformerMetrics>,
 }
@@ -56,6 +59,7 @@ impl<K> Default for InformerOptions<K> {
             reflector: ReflectorOptions::default(),
             name: None,
             indexers: Indexers::new(),
+            strip_managed_fields: false,
             #[cfg(feature = "metrics")]
             metrics: None,
         }
@@ -71,6 +75,7 @@ impl<K> std::fmt::Debug for InformerOptions<K> {
             .field("reflector", &self.reflector)
             .field("name", &self.name)
             .field("indexers", &self.indexers)
+            .field("strip_managed_fields", &self.strip_managed_fields)
             .finish()
     }
 }
