@@ -17,6 +17,7 @@ mod failover;
 mod fairness;
 mod fleet;
 mod measure;
+mod operator;
 mod orchestrate;
 mod protobuf;
 mod sharding;
@@ -175,6 +176,21 @@ enum Command {
         #[arg(long, default_value_t = 4)]
         lease_s: u64,
     },
+    /// An operator's memory: a ReplicaSet controller owning N pods, typed and compact,
+    /// beside the peers' informers of the same pods and the factory's streaming first sync
+    /// beside a paged LIST, on one fake-apiserver
+    Operator {
+        /// Pods in the cluster (100 per ReplicaSet)
+        #[arg(long, default_value_t = 50_000)]
+        pods: usize,
+        /// Runs per client, interleaved (the table shows medians)
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..))]
+        runs: u16,
+        /// Clients to compare [default: client-node, kube-rs, typed-defaults,
+        /// typed-defaults-paged, compact+pb, controller, controller+compact]
+        #[arg(long, value_delimiter = ',', value_name = "A,B,...")]
+        clients: Option<Vec<Impl>>,
+    },
     /// serde_json against simd-json and sonic-rs on the same pods
     #[cfg(feature = "decoders")]
     Decoders {
@@ -260,6 +276,15 @@ fn main() {
             members: members.max(1),
             objects,
             lease: std::time::Duration::from_secs(lease_s.max(2)),
+        }),
+        Some(Command::Operator {
+            pods,
+            runs,
+            clients,
+        }) => operator::run(&operator::Plan {
+            pods: pods.max(1),
+            runs: usize::from(runs),
+            clients: clients.unwrap_or_else(|| operator::Plan::CLIENTS.to_vec()),
         }),
         #[cfg(feature = "decoders")]
         Some(Command::Decoders { events }) => decoders::run(events),

@@ -145,16 +145,23 @@ pub(crate) fn on_one_thread(
     runtime.block_on(orchestrate)
 }
 
-async fn run_plan(plan: &Plan) -> Result<(), String> {
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let mut plan = plan.clone();
-    if plan.clients.contains(&Impl::ClientNode) && !client_node_ready() {
+/// `clients` without client-node when it cannot run here (said on stderr).
+pub(crate) fn runnable(clients: &[Impl]) -> Vec<Impl> {
+    let mut clients = clients.to_vec();
+    if clients.contains(&Impl::ClientNode) && !client_node_ready() {
         eprintln!(
             "client-node left out: needs node and `npm ci --prefix {}`",
             NODE_CLIENT.trim_end_matches("/client.js")
         );
-        plan.clients.retain(|c| *c != Impl::ClientNode);
+        clients.retain(|c| *c != Impl::ClientNode);
     }
+    clients
+}
+
+async fn run_plan(plan: &Plan) -> Result<(), String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let mut plan = plan.clone();
+    plan.clients = runnable(&plan.clients);
     let plan = &plan;
     let mut rows = Vec::new();
     let mut rendered: Option<((usize, usize), ReplayServer, usize, usize)> = None;
@@ -175,6 +182,7 @@ async fn run_plan(plan: &Plan) -> Result<(), String> {
                         Impl::TypedProtobuf
                             | Impl::TypedProtobufStripped
                             | Impl::TypedDefaults
+                            | Impl::TypedDefaultsPaged
                             | Impl::CompactProtobuf
                     )
                 }),
@@ -223,7 +231,8 @@ async fn run_plan(plan: &Plan) -> Result<(), String> {
     Ok(())
 }
 
-async fn run_client(
+/// Runs `client` in its own process against `url` and reads its outcome.
+pub(crate) async fn run_client(
     exe: &std::path::Path,
     client: Impl,
     url: &str,
@@ -279,7 +288,7 @@ async fn run_client(
 }
 
 /// The median of each figure separately.
-fn median(runs: &[Outcome]) -> Outcome {
+pub(crate) fn median(runs: &[Outcome]) -> Outcome {
     fn mid<T: Copy + Ord>(mut v: Vec<T>) -> T {
         v.sort_unstable();
         v[v.len() / 2]

@@ -95,7 +95,21 @@ where
 /// What a user gets untuned: a factory's informer with `FactoryOptions::default()`
 /// (protobuf, a streaming list, managedFields left out, generated decoders).
 pub(super) async fn run_typed_defaults(job: &Job) -> Result<(Instant, Instant), String> {
-    let factory = SharedInformerFactory::new(super::client(&job.url)?, FactoryOptions::default());
+    run_factory(job, FactoryOptions::default()).await
+}
+
+/// The same with a paged LIST (a consistent one, pages of 500, as the peers list) in place
+/// of the streaming list: the two first-sync paths side by side.
+pub(super) async fn run_typed_defaults_paged(job: &Job) -> Result<(Instant, Instant), String> {
+    let paged = ReflectorOptions::default()
+        .streaming_lists(false)
+        .consistent_first_list(true)
+        .page_size(500);
+    run_factory(job, FactoryOptions::default().reflector(paged)).await
+}
+
+async fn run_factory(job: &Job, options: FactoryOptions) -> Result<(Instant, Instant), String> {
+    let factory = SharedInformerFactory::new(super::client(&job.url)?, options);
     let informer = factory.informer::<Pod>();
     count(job, &informer, HandlerOptions::default(), || {
         factory.start()

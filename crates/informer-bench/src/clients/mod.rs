@@ -2,6 +2,7 @@
 //! then counts M watch events in K handlers, and prints one [`Outcome`] line.
 
 mod bound;
+mod controller;
 mod informer;
 mod kube_rs;
 
@@ -16,6 +17,8 @@ use std::{
 };
 
 use crate::measure;
+
+pub(crate) use controller::PODS_PER_OWNER;
 
 /// Which client a process runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,6 +37,9 @@ pub(crate) enum Impl {
     /// What a user gets untuned: a factory informer with `FactoryOptions::default()`
     /// (protobuf, streaming list, managedFields left out).
     TypedDefaults,
+    /// The same with a paged LIST in place of the streaming list (not in the default set:
+    /// the replay server refuses streaming lists, so both would list there).
+    TypedDefaultsPaged,
     /// The same without backpressure (an unbounded queue, handlers never waited for): the
     /// pipeline before issue #24, for a before/after in one run (not in the default set).
     TypedUnbounded,
@@ -47,6 +53,11 @@ pub(crate) enum Impl {
     CompactZstd,
     /// @kubernetes/client-node's informer, run by Node (see `node/client.js`).
     ClientNode,
+    /// An operator: a ReplicaSet controller owning the pods, typed caches (needs the
+    /// ReplicaSets `informer-bench operator` seeds; not in the default set).
+    Controller,
+    /// The same over `Compact<ReplicaSet>` and `Compact<Pod>` caches.
+    ControllerCompact,
 }
 
 impl Impl {
@@ -73,12 +84,15 @@ impl fmt::Display for Impl {
             Impl::TypedProtobuf => "typed+pb",
             Impl::TypedProtobufStripped => "typed+pb-mf",
             Impl::TypedDefaults => "typed-defaults",
+            Impl::TypedDefaultsPaged => "typed-defaults-paged",
             Impl::TypedUnbounded => "typed-unbounded",
             Impl::Compact => "compact",
             Impl::CompactProtobuf => "compact+pb",
             Impl::CompactProtobufStripped => "compact+pb-mf",
             Impl::CompactZstd => "compact+zstd",
             Impl::ClientNode => "client-node",
+            Impl::Controller => "controller",
+            Impl::ControllerCompact => "controller+compact",
         })
     }
 }
@@ -91,12 +105,15 @@ impl FromStr for Impl {
             .into_iter()
             .chain([
                 Impl::TypedUnbounded,
+                Impl::TypedDefaultsPaged,
                 Impl::TypedProtobufStripped,
                 Impl::CompactProtobufStripped,
+                Impl::Controller,
+                Impl::ControllerCompact,
             ])
             .find(|i| i.to_string() == s)
             .ok_or_else(|| {
-                format!("unknown client {s:?} (bound, kube-rs, client-node, typed, typed+pb, typed+pb-mf, typed-unbounded, compact, compact+pb, compact+pb-mf, compact+zstd, typed-defaults)")
+                format!("unknown client {s:?} (bound, kube-rs, client-node, typed, typed+pb, typed+pb-mf, typed-unbounded, compact, compact+pb, compact+pb-mf, compact+zstd, typed-defaults, typed-defaults-paged, controller, controller+compact)")
             })
     }
 }
@@ -237,11 +254,14 @@ pub(crate) fn run(job: &Job) -> Result<(), String> {
             Impl::TypedProtobuf => informer::run_typed_protobuf(job).await?,
             Impl::TypedProtobufStripped => informer::run_typed_protobuf_stripped(job).await?,
             Impl::TypedDefaults => informer::run_typed_defaults(job).await?,
+            Impl::TypedDefaultsPaged => informer::run_typed_defaults_paged(job).await?,
             Impl::CompactProtobuf => informer::run_compact_protobuf(job).await?,
             Impl::CompactProtobufStripped => informer::run_compact_protobuf_stripped(job).await?,
             Impl::TypedUnbounded => informer::run_typed_unbounded(job).await?,
             Impl::Compact => informer::run_compact(job).await?,
             Impl::CompactZstd => informer::run_compact_zstd(job).await?,
+            Impl::Controller => controller::run_typed(job).await?,
+            Impl::ControllerCompact => controller::run_compact(job).await?,
             Impl::ClientNode => {
                 return Err("client-node runs under node, not in this process".into());
             }
