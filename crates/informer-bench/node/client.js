@@ -22,6 +22,21 @@ kc.loadFromOptions({
   currentContext: 'bench',
 });
 const core = kc.makeApiClient(k8s.CoreV1Api);
+const custom = kc.makeApiClient(k8s.CustomObjectsApi);
+// `--resource widgets`: the custom resource (widgets.example.com/v1), read as client-node
+// users read custom resources: CustomObjectsApi, plain objects.
+const widgets = args.resource === 'widgets';
+const path = widgets ? '/apis/example.com/v1/widgets' : '/api/v1/pods';
+const listPage = (token) =>
+  widgets
+    ? custom.listClusterCustomObject({
+        group: 'example.com',
+        version: 'v1',
+        plural: 'widgets',
+        limit: 500,
+        _continue: token,
+      })
+    : core.listPodForAllNamespaces({ limit: 500, _continue: token });
 
 // Every page of 500, as one list (the informer wants the whole state and its version).
 async function listAll() {
@@ -29,17 +44,18 @@ async function listAll() {
   let first;
   let token;
   do {
-    const page = await core.listPodForAllNamespaces({ limit: 500, _continue: token });
+    const page = await listPage(token);
     first ??= page;
     items.push(...page.items);
-    token = page.metadata?._continue;
+    // A typed list names it `_continue`; a custom objects list is plain JSON: `continue`.
+    token = page.metadata?._continue ?? page.metadata?.continue;
   } while (token);
   return { ...first, items };
 }
 
 const started = process.hrtime.bigint();
 const counts = new Array(k).fill(0);
-const informer = k8s.makeInformer(kc, '/api/v1/pods', listAll);
+const informer = k8s.makeInformer(kc, path, listAll);
 for (let h = 0; h < k; h++) {
   const hit = (obj) => {
     if (obj.metadata.name.length > 0) counts[h]++;

@@ -25,7 +25,7 @@ fn best_of_three(lines: &[Vec<u8>], mut decode: impl FnMut(&[u8]) -> bool) -> Du
 
 /// Prints events/s and MB/s per decoder.
 pub(crate) fn run(events: usize) -> Result<(), String> {
-    let traffic = traffic::render(1000, events, 8);
+    let traffic = traffic::render_objects(traffic::Objects::Pods, 1000, events, 8);
     let lines: Vec<Vec<u8>> = traffic.events.iter().map(|e| e.line.to_vec()).collect();
     let bytes: usize = lines.iter().map(Vec::len).sum();
     let report = |name: &str, took: Duration| {

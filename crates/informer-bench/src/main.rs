@@ -22,6 +22,7 @@ mod orchestrate;
 mod protobuf;
 mod sharding;
 mod traffic;
+mod widgets;
 
 use clap::{Parser, Subcommand};
 use clients::{Impl, Job};
@@ -64,6 +65,10 @@ struct PlanArgs {
     /// N pods, then M watch events to K handlers (repeatable; replaces the default scenarios)
     #[arg(long = "scenario", value_name = "N:M:K", value_parser = parse_scenario)]
     scenarios: Vec<orchestrate::Scenario>,
+    /// The objects served: pods, or `widgets`, a custom resource served as JSON only (the
+    /// clients that read protobuf are left out) [default: pods]
+    #[arg(long, value_enum)]
+    objects: Option<traffic::Objects>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -84,6 +89,9 @@ enum Command {
         /// How many of the events are deletes: the handler counts are then checked exactly
         #[arg(long)]
         deletes: Option<usize>,
+        /// What the objects are
+        #[arg(long, value_enum, default_value_t)]
+        objects: traffic::Objects,
     },
     /// A sharded controller as 1, 2 and 4 replicas (processes) on realistic pods: per
     /// replica cache, reconciles, memory and bytes read; rebalancing after a kill and a join
@@ -210,6 +218,7 @@ fn main() {
             m,
             k,
             deletes,
+            objects,
         }) => clients::run(&Job {
             client,
             url,
@@ -217,6 +226,7 @@ fn main() {
             m,
             k: k.max(1),
             deletes,
+            objects,
         }),
         Some(Command::Sharding {
             pods,
@@ -327,6 +337,9 @@ fn plan(args: PlanArgs) -> orchestrate::Plan {
     }
     if !args.scenarios.is_empty() {
         plan.scenarios = args.scenarios;
+    }
+    if let Some(objects) = args.objects {
+        plan.objects = objects;
     }
     plan
 }

@@ -64,8 +64,15 @@ async fn run_plan(plan: &Plan) -> Result<(), String> {
     for run in 0..plan.runs {
         for client in &clients {
             let server_cpu = crate::measure::cpu_time();
-            let outcome =
-                orchestrate::run_client(&exe, *client, server.url(), &scenario, 0).await?;
+            let outcome = orchestrate::run_client(
+                &exe,
+                *client,
+                server.url(),
+                &scenario,
+                0,
+                traffic::Objects::Pods,
+            )
+            .await?;
             let server_cpu = crate::measure::cpu_time().saturating_sub(server_cpu);
             eprintln!(
                 "  run {} {client:>18}: synced {:.2} s, peak {} MiB, cpu {:.1} s, server cpu {:.1} s",

@@ -72,6 +72,8 @@ pub(crate) struct Plan {
     pub(crate) seed: u64,
     /// How the server writes watch events (per event, as a real server, by default).
     pub(crate) shape: WatchShape,
+    /// What the objects are (pods by default).
+    pub(crate) objects: traffic::Objects,
 }
 
 impl Plan {
@@ -99,6 +101,7 @@ impl Plan {
             runs: 3,
             seed: 8,
             shape: WatchShape::PerEvent,
+            objects: traffic::Objects::Pods,
         }
     }
 
@@ -162,30 +165,43 @@ async fn run_plan(plan: &Plan) -> Result<(), String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let mut plan = plan.clone();
     plan.clients = runnable(&plan.clients);
+    if plan.objects == traffic::Objects::Widgets {
+        // Custom resources are served as JSON only: the protobuf clients have nothing to read.
+        let (json, protobuf): (Vec<Impl>, Vec<Impl>) =
+            plan.clients.iter().partition(|c| c.reads_any_json_kind());
+        if !protobuf.is_empty() {
+            eprintln!("left out for a custom resource (JSON only): {protobuf:?}");
+        }
+        plan.clients = json;
+    }
     let plan = &plan;
     let mut rows = Vec::new();
     let mut rendered: Option<((usize, usize), ReplayServer, usize, usize)> = None;
     for scenario in &plan.scenarios {
         if rendered.as_ref().map(|r| r.0) != Some((scenario.n, scenario.m)) {
             drop(rendered.take()); // free the previous traffic first
-            eprintln!("rendering {} pods and {} events...", scenario.n, scenario.m);
-            let traffic = traffic::render(scenario.n, scenario.m, plan.seed);
+            eprintln!(
+                "rendering {} {:?} and {} events...",
+                scenario.n, plan.objects, scenario.m
+            );
+            let traffic = traffic::render_objects(plan.objects, scenario.n, scenario.m, plan.seed);
             let bytes = traffic.objects.iter().map(|o| o.len()).sum::<usize>();
             let avg = bytes / traffic.objects.len().max(1);
             let deletes = traffic::deletes(&traffic);
             // Protobuf too, when a client asks for it (rendered once, before any client).
             let options = ReplayOptions {
                 watch_shape: plan.shape,
-                protobuf: plan.clients.iter().any(|c| {
-                    matches!(
-                        c,
-                        Impl::TypedProtobuf
-                            | Impl::TypedProtobufStripped
-                            | Impl::TypedDefaults
-                            | Impl::TypedDefaultsPaged
-                            | Impl::CompactProtobuf
-                    )
-                }),
+                protobuf: plan.objects == traffic::Objects::Pods
+                    && plan.clients.iter().any(|c| {
+                        matches!(
+                            c,
+                            Impl::TypedProtobuf
+                                | Impl::TypedProtobufStripped
+                                | Impl::TypedDefaults
+                                | Impl::TypedDefaultsPaged
+                                | Impl::CompactProtobuf
+                        )
+                    }),
             };
             let server = ReplayServer::start_with_options(traffic, options)
                 .await
@@ -200,7 +216,15 @@ async fn run_plan(plan: &Plan) -> Result<(), String> {
                 // The server's share of one core over the run (it is this process): far
                 // under 100% means it waited on the socket, i.e. it outran the client.
                 let (cpu, started) = (crate::measure::cpu_time(), std::time::Instant::now());
-                let outcome = run_client(&exe, *client, server.url(), scenario, *deletes).await?;
+                let outcome = run_client(
+                    &exe,
+                    *client,
+                    server.url(),
+                    scenario,
+                    *deletes,
+                    plan.objects,
+                )
+                .await?;
                 let busy = (crate::measure::cpu_time().saturating_sub(cpu).as_secs_f64()
                     / started.elapsed().as_secs_f64()
                     * 100.0)
@@ -238,6 +262,7 @@ pub(crate) async fn run_client(
     url: &str,
     s: &Scenario,
     deletes: usize,
+    objects: traffic::Objects,
 ) -> Result<Outcome, String> {
     let mut command = if client == Impl::ClientNode {
         // The node measured is named, and runs without options from the environment: a
@@ -251,11 +276,17 @@ pub(crate) async fn run_client(
         eprintln!("client-node runner: node {version}, NODE_OPTIONS cleared");
         let mut node = Command::new("node");
         node.arg(NODE_CLIENT).env_remove("NODE_OPTIONS");
+        if objects == traffic::Objects::Widgets {
+            node.args(["--resource", "widgets"]);
+        }
         node
     } else {
         let mut own = Command::new(exe);
         own.args(["client", "--client", &client.to_string()]);
         own.args(["--deletes", &deletes.to_string()]); // counts checked exactly
+        if objects == traffic::Objects::Widgets {
+            own.args(["--objects", "widgets"]);
+        }
         own
     };
     let mut child = command

@@ -34,10 +34,39 @@ pub(crate) fn deletes(traffic: &Traffic) -> usize {
         .count()
 }
 
-/// Renders N pods listed at resourceVersion N, then M events at N+1, N+2, ...
-pub(crate) fn render(n: usize, m: usize, seed: u64) -> Traffic {
+/// The objects the traffic is made of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub(crate) enum Objects {
+    /// Realistic pods (served as JSON and protobuf).
+    #[default]
+    Pods,
+    /// A custom resource (`widgets.example.com`), JSON only: what an operator's own kinds
+    /// get from kube-apiserver.
+    Widgets,
+}
+
+impl Objects {
+    fn bytes(self, i: usize, resource_version: u64, revision: u64) -> Vec<u8> {
+        match self {
+            Objects::Pods => pod_bytes(i, resource_version, revision),
+            Objects::Widgets => crate::widgets::widget_bytes(i, resource_version, revision),
+        }
+    }
+
+    /// The list's kind and apiVersion.
+    fn list(self) -> (&'static str, &'static str) {
+        match self {
+            Objects::Pods => ("PodList", "v1"),
+            Objects::Widgets => ("WidgetList", "example.com/v1"),
+        }
+    }
+}
+
+/// Renders N objects listed at resourceVersion N, then M events at N+1, N+2, ...
+pub(crate) fn render_objects(objects_of: Objects, n: usize, m: usize, seed: u64) -> Traffic {
+    let render = |i, rv, revision| objects_of.bytes(i, rv, revision);
     let objects = (0..n)
-        .map(|i| Bytes::from(pod_bytes(i, i as u64 + 1, 0)))
+        .map(|i| Bytes::from(render(i, i as u64 + 1, 0)))
         .collect();
     let mut rng = Rng(seed | 1);
     let mut live: Vec<(usize, u64)> = (0..n).map(|i| (i, 0)).collect();
@@ -49,21 +78,22 @@ pub(crate) fn render(n: usize, m: usize, seed: u64) -> Traffic {
         let (kind, object) = if roll == 0 || live.is_empty() {
             live.push((next_id, 0));
             next_id += 1;
-            ("ADDED", pod_bytes(next_id - 1, rv, 0))
+            ("ADDED", render(next_id - 1, rv, 0))
         } else if roll == 1 {
             let (id, revision) = live.swap_remove(rng.below(live.len()));
-            ("DELETED", pod_bytes(id, rv, revision))
+            ("DELETED", render(id, rv, revision))
         } else {
             let at = rng.below(live.len());
             live[at].1 += 1;
             let (id, revision) = live[at];
-            ("MODIFIED", pod_bytes(id, rv, revision))
+            ("MODIFIED", render(id, rv, revision))
         };
         events.push(ReplayEvent::new(rv, kind, &object));
     }
+    let (list_kind, api_version) = objects_of.list();
     Traffic {
-        list_kind: "PodList".into(),
-        api_version: "v1".into(),
+        list_kind: list_kind.into(),
+        api_version: api_version.into(),
         list_resource_version: n as u64,
         objects,
         events,
@@ -161,7 +191,7 @@ mod tests {
 
     #[test]
     fn pods_are_realistic_and_events_have_the_mix() {
-        let t = render(1000, 10_000, 7);
+        let t = render_objects(Objects::Pods, 1000, 10_000, 7);
         let avg = t.objects.iter().map(Bytes::len).sum::<usize>() / t.objects.len();
         assert!((5550..5850).contains(&avg), "average pod is {avg} bytes");
         let count = |kind: &str| {
@@ -178,6 +208,10 @@ mod tests {
             "{a} {m} {d}"
         );
         let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_slice(&t.objects[3]).unwrap();
+        let widgets = render_objects(Objects::Widgets, 10, 100, 7);
+        assert_eq!(widgets.list_kind, "WidgetList");
+        let widget: crate::widgets::Widget = serde_json::from_slice(&widgets.objects[3]).unwrap();
+        assert_eq!(widget.metadata.managed_fields.map(|m| m.len()), Some(2));
         assert_eq!(pod.metadata.managed_fields.map(|m| m.len()), Some(2));
         assert!(
             t.events

@@ -1,19 +1,19 @@
 //! The decode-only bound: the same requests through kube's client, every object decoded
-//! into a `Pod` and dropped at once; no cache, no handlers.
+//! into its type (a `Pod`, or the custom resource) and dropped at once; no cache, no
+//! handlers.
 
 use std::time::Instant;
 
 use futures_util::StreamExt;
-use k8s_openapi::api::core::v1::Pod;
 use kube::{
     Api,
     api::{ListParams, WatchEvent, WatchParams},
 };
 
-use super::Job;
+use super::{Job, informer::Object};
 
-pub(super) async fn run(job: &Job) -> Result<(Instant, Instant), String> {
-    let api: Api<Pod> = Api::all(super::client(&job.url)?);
+pub(super) async fn run<K: Object>(job: &Job) -> Result<(Instant, Instant), String> {
+    let api: Api<K> = Api::all(super::client(&job.url)?);
     let mut params = ListParams::default().limit(500);
     let mut listed = 0;
     let resource_version = loop {
@@ -25,7 +25,7 @@ pub(super) async fn run(job: &Job) -> Result<(Instant, Instant), String> {
         }
     };
     if listed != job.n {
-        return Err(format!("listed {listed} pods, expected {}", job.n));
+        return Err(format!("listed {listed} objects, expected {}", job.n));
     }
     let synced = Instant::now();
     let mut seen = 0;

@@ -7,7 +7,8 @@ use std::{fmt::Debug, time::Instant};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Resource;
 use kube_informer::{
-    factory::{FactoryOptions, SharedInformerFactory},
+    compact::Compact,
+    factory::{FactoryOptions, FactoryScope, SharedInformerFactory},
     informer::{HandlerFuncs, HandlerOptions, InformerOptions, SharedIndexInformer},
     list_watch::ClientListerWatcher,
     reflector::ReflectorOptions,
@@ -27,8 +28,31 @@ enum Wire {
     ProtobufStripped,
 }
 
-pub(super) async fn run_typed(job: &Job) -> Result<(Instant, Instant), String> {
-    run::<Pod>(job, true, Wire::Json).await
+/// An object type the informer clients cache (pods, or the custom resource).
+pub(super) trait Object:
+    Resource<DynamicType = (), Scope: FactoryScope>
+    + Clone
+    + DeserializeOwned
+    + Debug
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<K> Object for K where
+    K: Resource<DynamicType = (), Scope: FactoryScope>
+        + Clone
+        + DeserializeOwned
+        + Debug
+        + Send
+        + Sync
+        + 'static
+{
+}
+
+pub(super) async fn run_typed<K: Object>(job: &Job) -> Result<(Instant, Instant), String> {
+    run::<K>(job, true, Wire::Json).await
 }
 
 pub(super) async fn run_typed_protobuf(job: &Job) -> Result<(Instant, Instant), String> {
@@ -39,25 +63,26 @@ pub(super) async fn run_typed_protobuf_stripped(job: &Job) -> Result<(Instant, I
     run::<Pod>(job, true, Wire::ProtobufStripped).await
 }
 
-pub(super) async fn run_typed_unbounded(job: &Job) -> Result<(Instant, Instant), String> {
-    run::<Pod>(job, false, Wire::Json).await
+pub(super) async fn run_typed_unbounded<K: Object>(
+    job: &Job,
+) -> Result<(Instant, Instant), String> {
+    run::<K>(job, false, Wire::Json).await
 }
 
-pub(super) async fn run_compact(job: &Job) -> Result<(Instant, Instant), String> {
-    run::<kube_informer::compact::Compact<Pod>>(job, true, Wire::Json).await
+pub(super) async fn run_compact<K: Object>(job: &Job) -> Result<(Instant, Instant), String> {
+    run::<Compact<K>>(job, true, Wire::Json).await
 }
 
 pub(super) async fn run_compact_protobuf(job: &Job) -> Result<(Instant, Instant), String> {
-    run::<kube_informer::compact::Compact<Pod>>(job, true, Wire::Protobuf).await
+    run::<Compact<Pod>>(job, true, Wire::Protobuf).await
 }
 
 pub(super) async fn run_compact_protobuf_stripped(job: &Job) -> Result<(Instant, Instant), String> {
-    run::<kube_informer::compact::Compact<Pod>>(job, true, Wire::ProtobufStripped).await
+    run::<Compact<Pod>>(job, true, Wire::ProtobufStripped).await
 }
 
-pub(super) async fn run_compact_zstd(job: &Job) -> Result<(Instant, Instant), String> {
-    let wire = Wire::Json;
-    run::<kube_informer::compact::Compact<Pod, kube_informer::compact::Zstd>>(job, true, wire).await
+pub(super) async fn run_compact_zstd<K: Object>(job: &Job) -> Result<(Instant, Instant), String> {
+    run::<Compact<K, kube_informer::compact::Zstd>>(job, true, Wire::Json).await
 }
 
 /// `bounded`: the defaults (backpressure); else an unbounded queue and handlers that never
@@ -94,23 +119,28 @@ where
 
 /// What a user gets untuned: a factory's informer with `FactoryOptions::default()`
 /// (protobuf, a streaming list, managedFields left out, generated decoders).
-pub(super) async fn run_typed_defaults(job: &Job) -> Result<(Instant, Instant), String> {
-    run_factory(job, FactoryOptions::default()).await
+pub(super) async fn run_typed_defaults<K: Object>(job: &Job) -> Result<(Instant, Instant), String> {
+    run_factory::<K>(job, FactoryOptions::default()).await
 }
 
 /// The same with a paged LIST (a consistent one, pages of 500, as the peers list) in place
 /// of the streaming list: the two first-sync paths side by side.
-pub(super) async fn run_typed_defaults_paged(job: &Job) -> Result<(Instant, Instant), String> {
+pub(super) async fn run_typed_defaults_paged<K: Object>(
+    job: &Job,
+) -> Result<(Instant, Instant), String> {
     let paged = ReflectorOptions::default()
         .streaming_lists(false)
         .consistent_first_list(true)
         .page_size(500);
-    run_factory(job, FactoryOptions::default().reflector(paged)).await
+    run_factory::<K>(job, FactoryOptions::default().reflector(paged)).await
 }
 
-async fn run_factory(job: &Job, options: FactoryOptions) -> Result<(Instant, Instant), String> {
+async fn run_factory<K: Object>(
+    job: &Job,
+    options: FactoryOptions,
+) -> Result<(Instant, Instant), String> {
     let factory = SharedInformerFactory::new(super::client(&job.url)?, options);
-    let informer = factory.informer::<Pod>();
+    let informer = factory.informer::<K>();
     count(job, &informer, HandlerOptions::default(), || {
         factory.start()
     })

@@ -4,24 +4,23 @@
 use std::{sync::Arc, time::Instant};
 
 use futures_util::StreamExt;
-use k8s_openapi::api::core::v1::Pod;
 use kube::{
     Api,
     runtime::{WatchStreamExt, reflector, watcher},
 };
 use tokio::sync::mpsc;
 
-use super::{Call, Counters, Job};
+use super::{Call, Counters, Job, informer::Object};
 
-pub(super) async fn run(job: &Job) -> Result<(Instant, Instant), String> {
-    let api: Api<Pod> = Api::all(super::client(&job.url)?);
+pub(super) async fn run<K: Object>(job: &Job) -> Result<(Instant, Instant), String> {
+    let api: Api<K> = Api::all(super::client(&job.url)?);
     let (reader, writer) = reflector::store();
     let counters = Counters::new(job.k);
     let mut senders = Vec::with_capacity(job.k);
     // More than one handler: each its own task, fed through a channel (kube-rs has no
     // handler registry; this is how its users fan a stream out).
     for handler in (0..job.k).filter(|_| job.k > 1) {
-        let (tx, mut rx) = mpsc::unbounded_channel::<Arc<watcher::Event<Pod>>>();
+        let (tx, mut rx) = mpsc::unbounded_channel::<Arc<watcher::Event<K>>>();
         senders.push(tx);
         let counters = counters.clone();
         tokio::spawn(async move {
@@ -29,7 +28,7 @@ pub(super) async fn run(job: &Job) -> Result<(Instant, Instant), String> {
                 let Some((pod, call)) = classify(&event) else {
                     continue;
                 };
-                std::hint::black_box(pod.metadata.name.as_deref());
+                std::hint::black_box(pod.meta().name.as_deref());
                 counters.hit(handler, call);
             }
         });
@@ -44,7 +43,7 @@ pub(super) async fn run(job: &Job) -> Result<(Instant, Instant), String> {
                 // consumer writes it (no channel hop; the fairest case for kube-rs).
                 Ok(event) if senders.is_empty() => {
                     if let Some((pod, call)) = classify(&event) {
-                        std::hint::black_box(pod.metadata.name.as_deref());
+                        std::hint::black_box(pod.meta().name.as_deref());
                         inline.hit(0, call);
                     }
                 }
@@ -66,8 +65,8 @@ pub(super) async fn run(job: &Job) -> Result<(Instant, Instant), String> {
     Ok((synced, done))
 }
 
-/// The pod an event carries and what a handler is called for.
-fn classify(event: &watcher::Event<Pod>) -> Option<(&Pod, Call)> {
+/// The object an event carries and what a handler is called for.
+fn classify<K>(event: &watcher::Event<K>) -> Option<(&K, Call)> {
     match event {
         watcher::Event::InitApply(pod) => Some((pod, Call::Initial)),
         watcher::Event::Apply(pod) => Some((pod, Call::Applied)),

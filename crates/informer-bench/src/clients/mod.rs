@@ -16,7 +16,9 @@ use std::{
     time::{Duration, Instant},
 };
 
-use crate::measure;
+use k8s_openapi::api::core::v1::Pod;
+
+use crate::{measure, traffic::Objects, widgets::Widget};
 
 pub(crate) use controller::PODS_PER_OWNER;
 
@@ -73,6 +75,25 @@ impl Impl {
         Impl::CompactProtobuf,
         Impl::CompactZstd,
     ];
+}
+
+impl Impl {
+    /// Whether the client reads any kind as JSON (not only pods: no protobuf, no
+    /// ReplicaSets).
+    pub(crate) fn reads_any_json_kind(self) -> bool {
+        matches!(
+            self,
+            Impl::Bound
+                | Impl::KubeRs
+                | Impl::Typed
+                | Impl::TypedDefaults
+                | Impl::TypedDefaultsPaged
+                | Impl::TypedUnbounded
+                | Impl::Compact
+                | Impl::CompactZstd
+                | Impl::ClientNode
+        )
+    }
 }
 
 impl fmt::Display for Impl {
@@ -133,6 +154,8 @@ pub(crate) struct Job {
     pub(crate) k: usize,
     /// How many of the events are deletes, when known: the counts are then checked exactly.
     pub(crate) deletes: Option<usize>,
+    /// What the objects are.
+    pub(crate) objects: Objects,
 }
 
 /// What one client run measured.
@@ -247,24 +270,9 @@ pub(crate) fn run(job: &Job) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     let outcome = runtime.block_on(async {
         let started = Instant::now();
-        let (synced, done) = match job.client {
-            Impl::Bound => bound::run(job).await?,
-            Impl::KubeRs => kube_rs::run(job).await?,
-            Impl::Typed => informer::run_typed(job).await?,
-            Impl::TypedProtobuf => informer::run_typed_protobuf(job).await?,
-            Impl::TypedProtobufStripped => informer::run_typed_protobuf_stripped(job).await?,
-            Impl::TypedDefaults => informer::run_typed_defaults(job).await?,
-            Impl::TypedDefaultsPaged => informer::run_typed_defaults_paged(job).await?,
-            Impl::CompactProtobuf => informer::run_compact_protobuf(job).await?,
-            Impl::CompactProtobufStripped => informer::run_compact_protobuf_stripped(job).await?,
-            Impl::TypedUnbounded => informer::run_typed_unbounded(job).await?,
-            Impl::Compact => informer::run_compact(job).await?,
-            Impl::CompactZstd => informer::run_compact_zstd(job).await?,
-            Impl::Controller => controller::run_typed(job).await?,
-            Impl::ControllerCompact => controller::run_compact(job).await?,
-            Impl::ClientNode => {
-                return Err("client-node runs under node, not in this process".into());
-            }
+        let (synced, done) = match job.objects {
+            Objects::Pods => run_pods(job).await?,
+            Objects::Widgets => run_objects::<Widget>(job).await?,
         };
         Ok::<_, String>(Outcome {
             sync: synced - started,
@@ -277,6 +285,39 @@ pub(crate) fn run(job: &Job) -> Result<(), String> {
     println!("{}", outcome.line());
     // Exit without tearing the caches down: freeing is not part of any figure.
     std::process::exit(0);
+}
+
+/// `job` over pods: every client.
+async fn run_pods(job: &Job) -> Result<(Instant, Instant), String> {
+    match job.client {
+        Impl::TypedProtobuf => informer::run_typed_protobuf(job).await,
+        Impl::TypedProtobufStripped => informer::run_typed_protobuf_stripped(job).await,
+        Impl::CompactProtobuf => informer::run_compact_protobuf(job).await,
+        Impl::CompactProtobufStripped => informer::run_compact_protobuf_stripped(job).await,
+        Impl::Controller => controller::run_typed(job).await,
+        Impl::ControllerCompact => controller::run_compact(job).await,
+        _ => run_objects::<Pod>(job).await,
+    }
+}
+
+/// `job` over objects of any kind, served as JSON (the clients that ask for protobuf or
+/// need ReplicaSets are pods only).
+async fn run_objects<K: informer::Object>(job: &Job) -> Result<(Instant, Instant), String> {
+    match job.client {
+        Impl::Bound => bound::run::<K>(job).await,
+        Impl::KubeRs => kube_rs::run::<K>(job).await,
+        Impl::Typed => informer::run_typed::<K>(job).await,
+        Impl::TypedDefaults => informer::run_typed_defaults::<K>(job).await,
+        Impl::TypedDefaultsPaged => informer::run_typed_defaults_paged::<K>(job).await,
+        Impl::TypedUnbounded => informer::run_typed_unbounded::<K>(job).await,
+        Impl::Compact => informer::run_compact::<K>(job).await,
+        Impl::CompactZstd => informer::run_compact_zstd::<K>(job).await,
+        Impl::ClientNode => Err("client-node runs under node, not in this process".into()),
+        other => Err(format!(
+            "{other} reads protobuf or ReplicaSets: pods only, not {}",
+            K::plural(&())
+        )),
+    }
 }
 
 /// A kube client for the replay server.
@@ -297,6 +338,7 @@ mod tests {
             m: 3,
             k: 1,
             deletes,
+            objects: Objects::Pods,
         }
     }
 
