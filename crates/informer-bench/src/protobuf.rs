@@ -144,22 +144,7 @@ async fn compare(pods: usize, save: Option<&std::path::Path>) -> Result<(), Stri
         if !strip {
             options = options.keep_managed_fields();
         }
-        let factory = SharedInformerFactory::new(client.clone(), options);
-        let informer = factory.informer_with::<Pod>(InformerSpec::new());
-        let started = Instant::now();
-        factory.start();
-        informer
-            .wait_for_sync(Duration::from_secs(300))
-            .await
-            .map_err(|e| e.to_string())?;
-        let took = started.elapsed();
-        if informer.store().len() != pods {
-            return Err(format!(
-                "synced {} pods, not {pods}",
-                informer.store().len()
-            ));
-        }
-        factory.shutdown().await;
+        let took = first_sync(&client, options, pods).await?;
         let encoding = if protobuf { "protobuf" } else { "JSON" };
         let fields = if strip { "stripped" } else { "kept" };
         println!("| {encoding} | {fields} | {took:.2?} |");
@@ -240,6 +225,29 @@ async fn metadata_only(client: &kube::Client, pods: usize, list: &str) -> Result
     Ok(())
 }
 
+/// How long a factory informer of pods with `options` takes to sync all `pods` of them.
+async fn first_sync(
+    client: &kube::Client,
+    options: FactoryOptions,
+    pods: usize,
+) -> Result<Duration, String> {
+    let factory = SharedInformerFactory::new(client.clone(), options);
+    let informer = factory.informer_with::<Pod>(InformerSpec::new());
+    let started = Instant::now();
+    factory.start();
+    informer
+        .wait_for_sync(Duration::from_secs(300))
+        .await
+        .map_err(|e| e.to_string())?;
+    let took = started.elapsed();
+    let synced = informer.store().len();
+    factory.shutdown().await;
+    match synced == pods {
+        true => Ok(took),
+        false => Err(format!("synced {synced} pods, not {pods}")),
+    }
+}
+
 /// The factory's default first sync (a streaming list) against a paged LIST (pages of 500,
 /// as client-go, kube-rs and client-node list), protobuf and managedFields left out both,
 /// three times each, interleaved.
@@ -253,22 +261,7 @@ async fn list_modes(client: &kube::Client, pods: usize) -> Result<(), String> {
             .streaming_lists(streaming)
             .page_size(500);
         let options = FactoryOptions::default().reflector(reflector);
-        let factory = SharedInformerFactory::new(client.clone(), options);
-        let informer = factory.informer::<Pod>();
-        let started = Instant::now();
-        factory.start();
-        informer
-            .wait_for_sync(Duration::from_secs(300))
-            .await
-            .map_err(|e| e.to_string())?;
-        let took = started.elapsed();
-        if informer.store().len() != pods {
-            return Err(format!(
-                "synced {} pods, not {pods}",
-                informer.store().len()
-            ));
-        }
-        factory.shutdown().await;
+        let took = first_sync(client, options, pods).await?;
         let mode = if streaming {
             "streaming list"
         } else {
