@@ -267,6 +267,26 @@ impl<'de, K, S: JsonStorage> Deserialize<'de> for Compact<K, S> {
 /// message has this index).
 pub(crate) const JSON_HAND_OFF: u16 = u16::MAX;
 
+std::thread_local! {
+    /// Set while this crate's JSON reader hands an object over on this thread: a hand-off
+    /// is accepted only then. Any other deserializer could produce the same sequence, and
+    /// the text of a hand-off is kept unread (it was read whole before).
+    static HANDING_OFF: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `hand_off` with this thread's hand-off open (see [`JSON_HAND_OFF`]).
+pub(crate) fn handing_off<T>(hand_off: impl FnOnce() -> T) -> T {
+    /// Closes the hand-off again, also when `hand_off` panics.
+    struct Close(bool);
+    impl Drop for Close {
+        fn drop(&mut self) {
+            HANDING_OFF.set(self.0);
+        }
+    }
+    let _close = Close(HANDING_OFF.replace(true));
+    hand_off()
+}
+
 struct CompactVisitor<K, S>(PhantomData<fn() -> (K, S)>);
 
 impl<'de, K, S: JsonStorage> Visitor<'de> for CompactVisitor<K, S> {
@@ -288,6 +308,11 @@ impl<'de, K, S: JsonStorage> Visitor<'de> for CompactVisitor<K, S> {
         let missing = || serde::de::Error::custom("a protobuf hand-off without its message");
         let index: u16 = seq.next_element()?.ok_or_else(missing)?;
         if index == JSON_HAND_OFF {
+            if !HANDING_OFF.get() {
+                return Err(serde::de::Error::custom(
+                    "not a JSON hand-off of this crate",
+                ));
+            }
             let json: String = seq.next_element()?.ok_or_else(missing)?;
             return Compact::from_checked_json(json).map_err(serde::de::Error::custom);
         }
@@ -356,6 +381,25 @@ mod tests {
     use super::*;
 
     const POD: &str = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"n","uid":"u-1","resourceVersion":"7","generation":2,"labels":{"a":"b"},"annotations":{"x":"y"},"finalizers":["f"],"ownerReferences":[{"apiVersion":"apps/v1","kind":"ReplicaSet","name":"rs","uid":"u-0","controller":true}],"creationTimestamp":"2026-11-20T10:00:00Z","managedFields":[{"manager":"m","operation":"Update","fieldsType":"FieldsV1","fieldsV1":{"f:spec":{}}}]},"spec":{"containers":[{"name":"c","image":"i"}]},"status":{"phase":"Running"},"futureField":{"kept":true}}"#;
+
+    #[test]
+    fn a_json_hand_off_from_another_deserializer_is_refused() {
+        // The sequence this crate's JSON reader hands over, made by another deserializer:
+        // its text would be kept unread, so it must not be taken.
+        let forged = || {
+            let parts = [serde_json::json!(JSON_HAND_OFF), serde_json::json!(POD)];
+            serde::de::value::SeqDeserializer::<_, serde_json::Error>::new(parts.into_iter())
+        };
+        let refused = Compact::<Pod>::deserialize(forged()).unwrap_err();
+        assert!(
+            refused.to_string().contains("not a JSON hand-off"),
+            "{refused}"
+        );
+        // The same sequence while this crate hands over is taken.
+        let taken = handing_off(|| Compact::<Pod>::deserialize(forged())).unwrap();
+        assert_eq!(taken.meta().name.as_deref(), Some("p"));
+        assert!(!HANDING_OFF.get(), "closed again after the hand-off");
+    }
 
     #[test]
     fn metadata_is_parsed_without_managed_fields_and_the_json_kept_whole() {

@@ -124,10 +124,12 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for SkipManagedFields<D> {
             let kept = crate::compact::without_managed_fields(&json)
                 .map_err(de::Error::custom)?
                 .unwrap_or_else(|| json.into());
-            return visitor.visit_seq(JsonHandOff {
-                marker: true,
-                json: Some(kept),
-                error: PhantomData,
+            return crate::compact::handing_off(|| {
+                visitor.visit_seq(JsonHandOff {
+                    marker: true,
+                    json: Some(kept),
+                    error: PhantomData,
+                })
             });
         }
         let at = self.at;
