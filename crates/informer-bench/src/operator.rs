@@ -142,7 +142,9 @@ async fn seeded(pods: usize) -> Result<FakeApiServer, String> {
     let server = FakeApiServer::start(ServerConfig::default())
         .await
         .map_err(|e| e.to_string())?;
-    let replica_sets = (0..owners).map(replica_set);
+    // The last one owns what is left when `pods` is not a multiple of 100.
+    let replicas = |owner: usize| PODS_PER_OWNER.min(pods - owner * PODS_PER_OWNER);
+    let replica_sets = (0..owners).map(|owner| replica_set(owner, replicas(owner)));
     server
         .seed(&Gvr::new("apps", "v1", "replicasets"), replica_sets)
         .map_err(|e| e.to_string())?;
@@ -182,8 +184,8 @@ fn owner_name(owner: usize) -> String {
     format!("web-{owner:05}-7d9c5b8f6")
 }
 
-/// ReplicaSet `owner` as a Deployment makes it.
-fn replica_set(owner: usize) -> Value {
+/// ReplicaSet `owner` as a Deployment makes it, wanting `replicas` pods.
+fn replica_set(owner: usize, replicas: usize) -> Value {
     let labels = json!({"app": "web", "pod-template-hash": "7d9c5b8f6"});
     let mut template = fake_apiserver::fixtures::realistic_pod(owner);
     template["metadata"] = json!({"labels": labels});
@@ -201,10 +203,10 @@ fn replica_set(owner: usize) -> Value {
             "annotations": {"deployment.kubernetes.io/revision": "3"},
         },
         "spec": {
-            "replicas": PODS_PER_OWNER,
+            "replicas": replicas,
             "selector": {"matchLabels": labels},
             "template": template,
         },
-        "status": {"replicas": PODS_PER_OWNER, "readyReplicas": PODS_PER_OWNER},
+        "status": {"replicas": replicas, "readyReplicas": replicas},
     })
 }

@@ -248,25 +248,27 @@ async fn first_sync(
     }
 }
 
-/// The factory's default first sync (a streaming list) against a paged LIST (pages of 500,
-/// as client-go, kube-rs and client-node list), protobuf and managedFields left out both,
-/// three times each, interleaved.
+/// The factory's default first sync (a streaming list) against a paged LIST (a consistent
+/// one, pages of 500, as kube-rs and client-node list) and a LIST at `"0"` (served whole
+/// from the watch cache, the page size ignored), protobuf and managedFields left out in
+/// all, three times each, interleaved.
 async fn list_modes(client: &kube::Client, pods: usize) -> Result<(), String> {
     println!(
-        "\nA factory informer's first sync of the {pods} pods, streaming list (its default) and paged LIST, three times each, interleaved:\n"
+        "\nA factory informer's first sync of the {pods} pods: streaming list (its default), paged LIST, LIST at \"0\"; three times each, interleaved:\n"
     );
     println!("| first sync | synced in |\n|---|---:|");
-    for streaming in [true, false].repeat(3) {
+    let modes = [
+        ("streaming list", true, false),
+        ("paged LIST (500, consistent)", false, true),
+        ("LIST at \"0\" (watch cache, whole)", false, false),
+    ];
+    for (mode, streaming, consistent) in modes.repeat(3) {
         let reflector = ReflectorOptions::default()
             .streaming_lists(streaming)
+            .consistent_first_list(consistent)
             .page_size(500);
         let options = FactoryOptions::default().reflector(reflector);
         let took = first_sync(client, options, pods).await?;
-        let mode = if streaming {
-            "streaming list"
-        } else {
-            "paged LIST (500)"
-        };
         println!("| {mode} | {took:.2?} |");
     }
     Ok(())

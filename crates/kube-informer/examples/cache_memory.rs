@@ -8,7 +8,8 @@
 //!
 //! It prints, per pod, what the cache keeps allocated after the sync (allocations and
 //! bytes, counted by the global allocator in every thread), what the process's resident
-//! memory grew by (the difference is the allocator's: chunk headers, rounding, arenas), and
+//! memory grew by (the difference is the allocator's: chunk headers, rounding, arenas; a
+//! lower bound, as the measured sync may reuse memory the warm-up sync freed), and
 //! the sizes of the k8s-openapi structs a pod is made of: a Rust struct keeps room for
 //! every field of its type, set or not.
 

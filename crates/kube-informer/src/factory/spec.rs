@@ -27,11 +27,15 @@ pub(super) type Make<K> = Box<dyn FnOnce(InformerOptions<K>) -> SharedIndexInfor
 ///
 /// # fn demo(client: kube::Client) {
 /// let factory = SharedInformerFactory::new(client, FactoryOptions::default());
-/// // Pods of two namespaces (one watch each, one cache), only the app's, without managedFields.
+/// // Pods of two namespaces (one watch each, one cache), only the app's, without their
+/// // annotations (managedFields are left out by default).
 /// let pods = factory.informer_with::<Pod>(
 ///     InformerSpec::new()
 ///         .selectors(Selectors::default().in_namespaces(["shop", "checkout"]).labels("app=web"))
-///         .transform(kube_informer::informer::strip_managed_fields)
+///         .transform(|mut pod: Pod| {
+///             pod.metadata.annotations = None;
+///             pod
+///         })
 ///         .indexers(Indexers::new().index("by-node", |p: &Pod| {
 ///             p.spec.as_ref().and_then(|s| s.node_name.clone()).into_iter().collect()
 ///         })),
@@ -101,7 +105,8 @@ impl<K: kube::Resource + Clone + Send + Sync + 'static> InformerSpec<K> {
         self
     }
 
-    /// Transform every object once before it is cached (after the factory-wide transforms).
+    /// Transform every object once before it is cached (after the factory's strip of
+    /// managedFields, unless it keeps them).
     #[must_use]
     pub fn transform(mut self, transform: impl Fn(K) -> K + Send + Sync + 'static) -> Self {
         self.transform = Some(Arc::new(transform));
