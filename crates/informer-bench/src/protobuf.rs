@@ -14,7 +14,8 @@ use kube::{
 };
 use kube_envtest::{Environment, EnvironmentOptions};
 use kube_informer::{
-    factory::{FactoryOptions, InformerSpec, SharedInformerFactory},
+    factory::{FactoryOptions, SharedInformerFactory},
+    informer::SharedIndexInformer,
     protobuf::{self, ListBody, ProtoKind},
     reflector::ReflectorOptions,
 };
@@ -144,7 +145,7 @@ async fn compare(pods: usize, save: Option<&std::path::Path>) -> Result<(), Stri
         if !strip {
             options = options.keep_managed_fields();
         }
-        let took = first_sync(&client, options, pods).await?;
+        let took = first_sync(&client, options, pods, |f| f.informer::<Pod>()).await?;
         let encoding = if protobuf { "protobuf" } else { "JSON" };
         let fields = if strip { "stripped" } else { "kept" };
         println!("| {encoding} | {fields} | {took:.2?} |");
@@ -200,39 +201,26 @@ async fn metadata_only(client: &kube::Client, pods: usize, list: &str) -> Result
     );
     println!("| encoding | synced in |\n|---|---:|");
     for protobuf in [false, true].repeat(4) {
-        let factory = SharedInformerFactory::new(
-            client.clone(),
-            FactoryOptions::default().protobuf(protobuf),
-        );
-        let informer = factory.metadata_informer::<Pod>();
-        let started = Instant::now();
-        factory.start();
-        informer
-            .wait_for_sync(Duration::from_secs(300))
-            .await
-            .map_err(|e| e.to_string())?;
-        let took = started.elapsed();
-        if informer.store().len() != pods {
-            return Err(format!(
-                "synced {} pods' metadata, not {pods}",
-                informer.store().len()
-            ));
-        }
-        factory.shutdown().await;
+        let options = FactoryOptions::default().protobuf(protobuf);
+        let took = first_sync(client, options, pods, |factory| {
+            factory.metadata_informer::<Pod>()
+        })
+        .await?;
         let encoding = if protobuf { "protobuf" } else { "JSON" };
         println!("| {encoding} | {took:.2?} |");
     }
     Ok(())
 }
 
-/// How long a factory informer of pods with `options` takes to sync all `pods` of them.
-async fn first_sync(
+/// How long the informer `make` asks a factory with `options` for takes to sync all `pods`.
+async fn first_sync<K: kube::Resource + Clone + Send + Sync + 'static>(
     client: &kube::Client,
     options: FactoryOptions,
     pods: usize,
+    make: impl FnOnce(&SharedInformerFactory) -> SharedIndexInformer<K>,
 ) -> Result<Duration, String> {
     let factory = SharedInformerFactory::new(client.clone(), options);
-    let informer = factory.informer_with::<Pod>(InformerSpec::new());
+    let informer = make(&factory);
     let started = Instant::now();
     factory.start();
     informer
@@ -268,7 +256,7 @@ async fn list_modes(client: &kube::Client, pods: usize) -> Result<(), String> {
             .consistent_first_list(consistent)
             .page_size(500);
         let options = FactoryOptions::default().reflector(reflector);
-        let took = first_sync(client, options, pods).await?;
+        let took = first_sync(client, options, pods, |f| f.informer::<Pod>()).await?;
         println!("| {mode} | {took:.2?} |");
     }
     Ok(())
