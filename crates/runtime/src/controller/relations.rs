@@ -244,17 +244,7 @@ impl OwnerKind {
             namespaced,
         }
     }
-}
 
-/// The key of `child`'s controller owner of kind `owner` (ownerReference with
-/// `controller: true`, the same kind and API group, whatever the version: a child made when
-/// a custom resource was served as `v1beta1` still names its owner so after `v1` became
-/// the stored version, and the garbage collector matches owners the same way).
-pub(crate) fn controller_owner<C: Resource>(child: &C, owner: &OwnerKind) -> Option<ObjectKey> {
-    owner.key_among(child.owner_references(), child.meta().namespace.as_deref())
-}
-
-impl OwnerKind {
     /// The key of the controller owner of this kind among `references`, those of a child
     /// in `namespace` (see [`controller_owner`]).
     pub(crate) fn key_among(
@@ -275,6 +265,14 @@ impl OwnerKind {
     pub(crate) fn is(&self, group: &str, kind: &str) -> bool {
         self.group == group && self.kind == kind
     }
+}
+
+/// The key of `child`'s controller owner of kind `owner` (ownerReference with
+/// `controller: true`, the same kind and API group, whatever the version: a child made when
+/// a custom resource was served as `v1beta1` still names its owner so after `v1` became
+/// the stored version, and the garbage collector matches owners the same way).
+pub(crate) fn controller_owner<C: Resource>(child: &C, owner: &OwnerKind) -> Option<ObjectKey> {
+    owner.key_among(child.owner_references(), child.meta().namespace.as_deref())
 }
 
 /// The API group of `api_version` (`apps/v1`: `apps`; `v1`: the core group, `""`).
