@@ -10,9 +10,11 @@ use kube::{
     api::{ListParams, WatchEvent, WatchParams},
 };
 
-use super::{Job, informer::Object};
+use kube_informer_runtime::controller::Watchable;
 
-pub(super) async fn run<K: Object>(job: &Job) -> Result<(Instant, Instant), String> {
+use super::Job;
+
+pub(super) async fn run<K: Watchable>(job: &Job) -> Result<(Instant, Instant), String> {
     let api: Api<K> = Api::all(super::client(&job.url)?);
     let mut params = ListParams::default().limit(500);
     let mut listed = 0;

@@ -8,11 +8,12 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::Resource;
 use kube_informer::{
     compact::Compact,
-    factory::{FactoryOptions, FactoryScope, SharedInformerFactory},
+    factory::{FactoryOptions, SharedInformerFactory},
     informer::{HandlerFuncs, HandlerOptions, InformerOptions, SharedIndexInformer},
     list_watch::ClientListerWatcher,
     reflector::ReflectorOptions,
 };
+use kube_informer_runtime::controller::Watchable;
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
@@ -28,30 +29,7 @@ enum Wire {
     ProtobufStripped,
 }
 
-/// An object type the informer clients cache (pods, or the custom resource).
-pub(super) trait Object:
-    Resource<DynamicType = (), Scope: FactoryScope>
-    + Clone
-    + DeserializeOwned
-    + Debug
-    + Send
-    + Sync
-    + 'static
-{
-}
-
-impl<K> Object for K where
-    K: Resource<DynamicType = (), Scope: FactoryScope>
-        + Clone
-        + DeserializeOwned
-        + Debug
-        + Send
-        + Sync
-        + 'static
-{
-}
-
-pub(super) async fn run_typed<K: Object>(job: &Job) -> Result<(Instant, Instant), String> {
+pub(super) async fn run_typed<K: Watchable>(job: &Job) -> Result<(Instant, Instant), String> {
     run::<K>(job, true, Wire::Json).await
 }
 
@@ -63,13 +41,13 @@ pub(super) async fn run_typed_protobuf_stripped(job: &Job) -> Result<(Instant, I
     run::<Pod>(job, true, Wire::ProtobufStripped).await
 }
 
-pub(super) async fn run_typed_unbounded<K: Object>(
+pub(super) async fn run_typed_unbounded<K: Watchable>(
     job: &Job,
 ) -> Result<(Instant, Instant), String> {
     run::<K>(job, false, Wire::Json).await
 }
 
-pub(super) async fn run_compact<K: Object>(job: &Job) -> Result<(Instant, Instant), String> {
+pub(super) async fn run_compact<K: Watchable>(job: &Job) -> Result<(Instant, Instant), String> {
     run::<Compact<K>>(job, true, Wire::Json).await
 }
 
@@ -81,7 +59,9 @@ pub(super) async fn run_compact_protobuf_stripped(job: &Job) -> Result<(Instant,
     run::<Compact<Pod>>(job, true, Wire::ProtobufStripped).await
 }
 
-pub(super) async fn run_compact_zstd<K: Object>(job: &Job) -> Result<(Instant, Instant), String> {
+pub(super) async fn run_compact_zstd<K: Watchable>(
+    job: &Job,
+) -> Result<(Instant, Instant), String> {
     run::<Compact<K, kube_informer::compact::Zstd>>(job, true, Wire::Json).await
 }
 
@@ -119,13 +99,15 @@ where
 
 /// What a user gets untuned: a factory's informer with `FactoryOptions::default()`
 /// (protobuf, a streaming list, managedFields left out, generated decoders).
-pub(super) async fn run_typed_defaults<K: Object>(job: &Job) -> Result<(Instant, Instant), String> {
+pub(super) async fn run_typed_defaults<K: Watchable>(
+    job: &Job,
+) -> Result<(Instant, Instant), String> {
     run_factory::<K>(job, FactoryOptions::default()).await
 }
 
 /// The same with a paged LIST (a consistent one, pages of 500, as the peers list) in place
 /// of the streaming list: the two first-sync paths side by side.
-pub(super) async fn run_typed_defaults_paged<K: Object>(
+pub(super) async fn run_typed_defaults_paged<K: Watchable>(
     job: &Job,
 ) -> Result<(Instant, Instant), String> {
     let paged = ReflectorOptions::default()
@@ -135,7 +117,7 @@ pub(super) async fn run_typed_defaults_paged<K: Object>(
     run_factory::<K>(job, FactoryOptions::default().reflector(paged)).await
 }
 
-async fn run_factory<K: Object>(
+async fn run_factory<K: Watchable>(
     job: &Job,
     options: FactoryOptions,
 ) -> Result<(Instant, Instant), String> {

@@ -10,9 +10,11 @@ use kube::{
 };
 use tokio::sync::mpsc;
 
-use super::{Call, Counters, Job, informer::Object};
+use kube_informer_runtime::controller::Watchable;
 
-pub(super) async fn run<K: Object>(job: &Job) -> Result<(Instant, Instant), String> {
+use super::{Call, Counters, Job};
+
+pub(super) async fn run<K: Watchable>(job: &Job) -> Result<(Instant, Instant), String> {
     let api: Api<K> = Api::all(super::client(&job.url)?);
     let (reader, writer) = reflector::store();
     let counters = Counters::new(job.k);

@@ -302,7 +302,9 @@ async fn run_pods(job: &Job) -> Result<(Instant, Instant), String> {
 
 /// `job` over objects of any kind, served as JSON (the clients that ask for protobuf or
 /// need ReplicaSets are pods only).
-async fn run_objects<K: informer::Object>(job: &Job) -> Result<(Instant, Instant), String> {
+async fn run_objects<K: kube_informer_runtime::controller::Watchable>(
+    job: &Job,
+) -> Result<(Instant, Instant), String> {
     match job.client {
         Impl::Bound => bound::run::<K>(job).await,
         Impl::KubeRs => kube_rs::run::<K>(job).await,
