@@ -3,10 +3,11 @@
 //! ReplicaSets, status written through `/status`), churned while the manager runs, and at
 //! the end what the controllers wrote agrees with the server's objects.
 
+// Also what `demo_real` runs.
 #[path = "../../runtime/examples/demo/controllers.rs"]
-mod controllers;
+pub(crate) mod controllers;
 #[path = "../../runtime/examples/demo/verify.rs"]
-mod verify;
+pub(crate) mod verify;
 
 use std::time::Duration;
 

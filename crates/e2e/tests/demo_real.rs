@@ -7,19 +7,17 @@
 mod cleanup;
 #[path = "../../runtime/examples/demo/cluster.rs"]
 mod cluster;
-#[path = "../../runtime/examples/demo/controllers.rs"]
-mod controllers;
 #[path = "../../runtime/examples/demo/failure.rs"]
 mod failure;
 #[path = "../../runtime/examples/demo/real.rs"]
 mod real;
 #[path = "../../runtime/examples/demo/replicas.rs"]
 mod replicas;
-#[path = "../../runtime/examples/demo/verify.rs"]
-mod verify;
 
-#[path = "common/grant.rs"]
-mod grant;
+use crate::{
+    demo::{controllers, verify},
+    grant,
+};
 
 use failure::Failure;
 use k8s_openapi::api::{apps::v1::Deployment, coordination::v1::Lease, core::v1::ConfigMap};

@@ -26,8 +26,7 @@ use kube_informer_runtime::{
 };
 use serde_json::json;
 
-#[path = "common/grant.rs"]
-mod grant;
+use crate::grant;
 use grant::{PATIENCE, grant, impersonating};
 
 const NS: &str = "shop";

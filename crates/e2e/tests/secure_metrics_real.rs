@@ -4,8 +4,7 @@
 //! refused with 403; no token or a forged one gets 401; the plain port keeps the probes and
 //! no longer serves metrics; a decision is reused instead of asked again per scrape.
 
-#[path = "common/grant.rs"]
-mod grant;
+use crate::grant;
 
 use base64::Engine as _;
 use e2e::ensure_namespace;

@@ -7,8 +7,7 @@
 
 #[path = "../../runtime/examples/sharding/demo.rs"]
 mod demo;
-#[path = "common/grant.rs"]
-mod grant;
+use crate::grant;
 
 use e2e::ensure_namespace;
 

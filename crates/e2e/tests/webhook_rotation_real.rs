@@ -10,8 +10,7 @@
 //! every minute, so it keeps serving its certificate of the first CA): no admission fails,
 //! because the bundle made afresh keeps the CA the configuration trusted.
 
-#[path = "common/grant.rs"]
-mod grant;
+use crate::grant;
 
 use std::{
     path::PathBuf,

@@ -99,14 +99,12 @@ fn missing_binaries_fail_when_required() {
 
 /// Runs `child_start_or_skip` in a child process of this test binary with `env` changes.
 fn run_child(required: Option<&str>) -> std::process::Output {
+    // The test's name in this binary: its module path without the crate's name.
+    let module = module_path!().split_once("::").map_or("", |(_, path)| path);
+    let name = format!("{module}::child_start_or_skip");
     let mut command = Command::new(std::env::current_exe().unwrap());
     command
-        .args([
-            "--exact",
-            "child_start_or_skip",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+        .args(["--exact", name.as_str(), "--nocapture", "--test-threads=1"])
         .env(CHILD_ENV, "1")
         .env_remove(ASSETS_ENV)
         .env_remove(REQUIRED_ENV);
@@ -122,7 +120,7 @@ fn start_or_skip_prints_a_banner_past_the_capture() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(
-        stderr.contains("SKIPPED: child_start_or_skip needs a real kube-apiserver"),
+        stderr.contains("SKIPPED: assets::child_start_or_skip needs a real kube-apiserver"),
         "{stderr}"
     );
 }

@@ -1,6 +1,6 @@
 //! Real clients against the fake: kube's typed `Api` and, when installed, kubectl.
 
-mod common;
+use crate::common;
 
 use common::*;
 use fake_apiserver::{Gvr, ServerConfig};

@@ -1,7 +1,7 @@
 //! fake-apiserver's answers compared with responses recorded from a real kube-apiserver
 //! (tests/captures): field presence, types, codes, reasons, framing, headers.
 
-mod common;
+use crate::common;
 
 use common::*;
 use fake_apiserver::{FakeApiServer, Gvr, ServerConfig};

@@ -1,7 +1,7 @@
 //! Consistency under concurrent writers: paged LISTs read one snapshot, watches see every
 //! write exactly once, in revision order.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 

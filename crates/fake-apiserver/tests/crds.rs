@@ -4,7 +4,7 @@
 //! server's (the spec kept from storage). The whole life of a CRD through kubectl, on both
 //! servers, is `crates/e2e/tests/kubectl.rs`.
 
-mod common;
+use crate::common;
 
 use common::{call, get, server};
 use fake_apiserver::ServerConfig;

@@ -2,7 +2,7 @@
 //! server (k8s.io/apiserver's `markAsDeleting` and `rest.BeforeDelete`), setting
 //! `deletionTimestamp` the first time bumps a `generation` that is `> 0`, and only then.
 
-mod common;
+use crate::common;
 
 use common::{call, call_with, cm, get, server};
 use fake_apiserver::ServerConfig;

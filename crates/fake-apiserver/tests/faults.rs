@@ -1,6 +1,6 @@
 //! Every fault type, over real HTTP: it happens, it is counted, and it is used up.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

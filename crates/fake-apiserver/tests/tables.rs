@@ -1,7 +1,7 @@
 //! Server-side Table output, as `kubectl get` asks for it (and `kubectl get -w`): the
 //! real server's columns for the built-in types, one-row Tables in a watch.
 
-mod common;
+use crate::common;
 
 use common::{Lines, call, cm, server};
 use fake_apiserver::ServerConfig;

@@ -2,7 +2,7 @@
 //! v1.36.2: content types, body limits, patch types, the status subresource, namespace
 //! lifecycle, and what a restart does to a resumed watch.
 
-mod common;
+use crate::common;
 
 use common::{
     Lines, assert_same_shape, assert_same_status, call, call_with, capture_json, cm, get, server,

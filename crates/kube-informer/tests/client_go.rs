@@ -19,16 +19,14 @@
 //! Timing never decides a verdict: the delaying and rate-limiting cases run on tokio's
 //! paused clock (Go's fake clock), where client-go's exact delays hold.
 
-mod client_go {
-    mod support;
+mod support;
 
-    mod default_rate_limiters;
-    mod delaying_queue;
-    mod delta_fifo;
-    mod fifo;
-    mod index;
-    mod queue;
-    mod rate_limiting_queue;
-    mod real_fifo;
-    mod thread_safe_store;
-}
+mod default_rate_limiters;
+mod delaying_queue;
+mod delta_fifo;
+mod fifo;
+mod index;
+mod queue;
+mod rate_limiting_queue;
+mod real_fifo;
+mod thread_safe_store;

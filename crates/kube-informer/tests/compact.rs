@@ -2,7 +2,7 @@
 //! and by paged LISTs, kept in step by the watch, listed by label without decoding, decoded
 //! in full on demand; read from JSON or kept as protobuf messages.
 
-mod common;
+use crate::common;
 
 use common::until;
 use std::sync::Arc;

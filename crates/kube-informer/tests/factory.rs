@@ -1,6 +1,6 @@
 //! The informer factory against fake-apiserver: sharing, dedupe, sync, listers, shutdown.
 
-mod common;
+use crate::common;
 
 use common::until;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! The shared informer against fake-apiserver: sharing, ordering, late handlers, removal,
 //! panics, transforms.
 
-mod common;
+use crate::common;
 
 use common::until;
 use std::{collections::BTreeMap, sync::Arc, time::Duration};

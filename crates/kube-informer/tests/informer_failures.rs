@@ -2,7 +2,7 @@
 //! whose readers want to know how far the cache has come: nothing fails silently, nothing
 //! cached is lost, and every failure reaches `on_error`.
 
-mod common;
+use crate::common;
 
 use std::{sync::Arc, time::Duration};
 

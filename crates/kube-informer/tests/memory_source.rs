@@ -1,7 +1,7 @@
 //! The in-memory source with a real informer, no HTTP: it lists, watches from any
 //! version, answers 410 after `expire`, and lags on demand.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -186,7 +186,7 @@ impl Harness {
 
 #[path = "reflector/backoff.rs"]
 mod backoff;
-mod common;
+use crate::common;
 #[path = "reflector/faults.rs"]
 mod faults;
 #[path = "reflector/objects.rs"]

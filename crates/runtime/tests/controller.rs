@@ -2,7 +2,7 @@
 //! deleted owners), predicates that skip status-only updates but never adds and deletes,
 //! watched objects mapped to keys, the error policy, and finalizers under conflicts.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

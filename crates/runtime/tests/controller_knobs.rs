@@ -2,7 +2,7 @@
 //! a controller that runs on every replica beside a leader-only one, with two elected
 //! replicas on fake-apiserver.
 
-mod common;
+use crate::common;
 
 use std::{
     sync::{

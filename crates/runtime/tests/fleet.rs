@@ -3,7 +3,7 @@
 //! member's informers stop and no task of it is left; a rotated token keeps the member's
 //! client and informers (no relist); a broken kubeconfig is an error of that cluster only.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

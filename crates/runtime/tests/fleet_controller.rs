@@ -3,7 +3,7 @@
 //! a member removed has its hung reconcile cancelled; and a member whose reconciles hang
 //! holds at most its share of the workers, so the other members' changes go on.
 
-mod common;
+use crate::common;
 
 use std::sync::{
     Arc,

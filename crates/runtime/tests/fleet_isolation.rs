@@ -3,7 +3,7 @@
 //! other member's changes reconciled; a panic in one member's `make_ctx` leaves the others
 //! running; a cluster filter follows only the members it accepts.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

@@ -4,7 +4,7 @@
 //! that fails is tried again with backoff until it works — the source never sends the same
 //! kubeconfig twice.
 
-mod common;
+use crate::common;
 
 use common::{fleet_member as member, run_fleet, until};
 use kube_informer::factory::FactoryOptions;

@@ -4,7 +4,7 @@
 //! built on the manager's factory; a dropped `FleetController::run` leaves no handler on
 //! the hub's informer.
 
-mod common;
+use crate::common;
 
 use std::{sync::Arc, time::Duration};
 

@@ -4,7 +4,7 @@
 //! the replica its label names, and by it only — object by object, or (`pin_clusters`) a
 //! whole member on one replica.
 
-mod common;
+use crate::common;
 
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
 

@@ -6,7 +6,7 @@
 //! of `up` moves to the survivor; once `cut` heals, its objects are labelled and reconciled
 //! too. `mute`'s unanswered writes hold back `mute` alone.
 
-mod common;
+use crate::common;
 
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
 

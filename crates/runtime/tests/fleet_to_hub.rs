@@ -2,7 +2,7 @@
 //! fleet (`Controller::watches_fleet`) reconciles the hub object they map to — when one
 //! changes, when a member joins, and when a member leaves.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

@@ -4,7 +4,7 @@
 //! reconcile or a hung API server, and two leader-elected replicas in one process that
 //! never reconcile at the same time.
 
-mod common;
+use crate::common;
 
 use std::{
     sync::{

@@ -16,7 +16,7 @@
 //! A failing seed is printed; rerun one with `SCHEDULE_SEED=<n>` (and `SCHEDULE_TRACE=1`
 //! for the schedule's steps, the Lease calls and the runtime's logs).
 
-mod common;
+use crate::common;
 
 use std::{
     collections::BTreeMap,

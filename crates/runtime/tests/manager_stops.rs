@@ -7,7 +7,7 @@
 //! that never answers, or refused at start — no task it spawned is left (counted in the
 //! runtime's live tasks).
 
-mod common;
+use crate::common;
 
 use std::{
     sync::{

@@ -4,10 +4,7 @@
 //! backlog, and each informer's lists, watches and last sync. Every family must be there,
 //! and the ones that count what happened must move when it happens.
 
-#[allow(dead_code)] // shared with the webhook tests, which use all of it
-#[path = "webhook/client.rs"]
-mod client;
-mod common;
+use crate::{common, webhook::client};
 
 use std::{
     collections::HashMap,

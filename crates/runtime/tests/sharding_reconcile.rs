@@ -3,7 +3,7 @@
 //! object that moved to another shard is never taken for a deletion, and a real deletion
 //! still reaches the reconcile as `Gone` — on the shard that held the object only.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

@@ -21,7 +21,7 @@
 //! A failing seed is printed; rerun one with `SCHEDULE_SEED=<n>` (and `SCHEDULE_TRACE=1`
 //! for the steps and the runtime's logs).
 
-mod common;
+use crate::common;
 #[path = "sharding_schedules/world.rs"]
 mod world;
 

@@ -3,13 +3,12 @@
 //! handler, a body too large, not JSON, not the handler's type, a wrong path or method),
 //! and the certificate reloaded when its files change.
 
-mod webhook {
-    pub(crate) mod client;
-}
+pub(crate) mod client;
 
 use std::{path::Path, time::Duration};
 
 use bytes::Bytes;
+use client::{Connection, connect};
 use http_body_util::Full;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{ResourceExt, core::admission::AdmissionRequest};
@@ -21,7 +20,6 @@ use kube_informer_runtime::{
 };
 use serde_json::{Value, json};
 use tokio::task::JoinSet;
-use webhook::client::{Connection, connect};
 
 /// A custom resource's type whose `replicas` has a serde default: absent from the raw object
 /// the API server sends, present in the typed one.
@@ -271,7 +269,7 @@ async fn a_mutation_of_a_field_the_raw_object_lacks_is_a_patch_that_applies() {
 #[tokio::test]
 async fn a_body_that_never_arrives_is_refused_after_the_handler_timeout() {
     with_server(|addr, ca| async move {
-        let mut tls = webhook::client::tls_stream(addr, &ca).await.unwrap();
+        let mut tls = client::tls_stream(addr, &ca).await.unwrap();
         let head = "POST /validate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{";
         tokio::io::AsyncWriteExt::write_all(&mut tls, head.as_bytes()).await.unwrap();
         // Read until the whole answer is in (its body ends the JSON review).
@@ -322,7 +320,7 @@ async fn a_panicking_or_hung_handler_is_a_refusal_and_the_connection_lives_on() 
         let message = response(&answer)["status"]["message"].as_str().unwrap();
         assert!(message.contains("did not answer within 200ms"), "{message}");
         // What the handler had of it: the budget less the body's arrival, never more.
-        let had = webhook::client::handler_had(message);
+        let had = client::handler_had(message);
         assert!(had <= Duration::from_millis(200), "{message}");
 
         // Same connection, still served.
@@ -576,9 +574,7 @@ async fn a_dropped_server_ends_its_connections_and_leaves_no_task_behind() {
     let mut tasks = JoinSet::new();
     tasks.spawn(server.run(CancellationToken::new()));
     // A request to the handler that never answers, held open.
-    let mut tls = webhook::client::tls_stream(addr, &certs.ca_pem)
-        .await
-        .unwrap();
+    let mut tls = client::tls_stream(addr, &certs.ca_pem).await.unwrap();
     let body = review("d1", "CREATE", configmap(json!({}))).to_string();
     let request = format!(
         "POST /hang HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",

@@ -4,7 +4,7 @@
 //! writer resets it, and a named configuration that is missing costs nothing else; a
 //! Secret someone filled with garbage is replaced.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 

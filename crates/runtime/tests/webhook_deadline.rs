@@ -3,9 +3,7 @@
 //! within one budget of the request's start — never after the caller's deadline, as it was
 //! when the body and the handler each had the whole budget.
 
-#[allow(dead_code)] // shared with the webhook tests, which use all of it
-#[path = "webhook/client.rs"]
-mod client;
+use crate::webhook::client;
 
 use std::time::Duration;
 

@@ -1,0 +1,14 @@
+//! kube-envtest's integration tests, in one test binary: a module per area (a file, or a file
+//! and a folder of the same name), sharing `common`. One binary links the
+//! dependencies once, where a binary per file linked them once each (issue #60: the cold
+//! build of the workspace's tests halved).
+//!
+//! Run one area with a filter: `cargo test -p kube-envtest --test integration AREA::`.
+
+mod assets;
+mod basic;
+mod faults;
+mod install;
+mod install_timeouts;
+mod options;
+mod run_command;
