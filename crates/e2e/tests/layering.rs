@@ -1,6 +1,7 @@
 //! The module tree is the data-flow picture (ARCHITECTURE.md), and this test keeps it one:
 //! within each crate, no top-level module imports one that imports it back (directly or
-//! around a loop), and the modules the docs call leaves import nothing else of their crate.
+//! around a loop), and the modules the docs call leaves import nothing else of their crate
+//! but `util` (a leaf too).
 //!
 //! It reads the sources: every `crate::` path outside comments and tests, resolved through
 //! the crate root's re-exports (`crate::Store` is the `store` module's).
@@ -40,10 +41,12 @@ fn leaves_import_nothing_else_of_their_crate() {
     for (krate, leaves) in CRATES {
         let graph = module_graph(krate);
         for leaf in *leaves {
-            let imports = graph.get(*leaf).cloned().unwrap_or_default();
+            // `util` is itself a leaf: the small helpers every module may share.
+            let mut imports = graph.get(*leaf).cloned().unwrap_or_default();
+            imports.remove("util");
             assert!(
                 imports.is_empty(),
-                "{krate}: `{leaf}` should be a leaf, imports {imports:?}"
+                "{krate}: `{leaf}` should be a leaf (importing at most `util`), imports {imports:?}"
             );
         }
     }

@@ -97,6 +97,15 @@ pub(super) trait Entries<K> {
     fn deltas(&self) -> usize {
         self.len()
     }
+    /// A relist of `scope` (a namespace; `None`: everything): queues `listed`, and
+    /// deletions for what `known` (the store's objects in scope) has that `listed` lacks.
+    fn replace(
+        state: &mut State<Self>,
+        listed: Vec<(ObjectKey, Arc<K>)>,
+        known: Vec<(ObjectKey, Arc<K>)>,
+        scope: Option<&str>,
+    ) where
+        Self: Sized;
 }
 
 pub(super) struct State<S> {
@@ -128,6 +137,30 @@ impl<S> Core<S> {
             capacity: AtomicUsize::new(usize::MAX),
             room: Notify::new(),
         }
+    }
+
+    /// A relist of `scope` (a namespace; `None`: everything) into a queue feeding `known`.
+    pub(super) fn replace<K: Resource>(
+        &self,
+        list: Vec<Arc<K>>,
+        resource_version: &str,
+        scope: Option<&str>,
+        known: Option<&dyn KnownObjects<K>>,
+    ) -> Result<(), KeyError>
+    where
+        S: Entries<K>,
+    {
+        let listed = crate::key::key_all(list)?;
+        self.write(|state| {
+            // Read under our lock: the store is written only by `pop`'s process, which runs
+            // under this lock too, so nothing popped can slip between this read and the
+            // deletions (lock order: FIFO, then store, as in `pop`).
+            let mut in_store = known.map(|k| k.entries()).unwrap_or_default();
+            in_store.retain(|(key, _)| super::in_scope(key.as_str(), scope));
+            S::replace(state, listed, in_store, scope);
+            mark_reached(state, resource_version, scope, known);
+        });
+        Ok(())
     }
 
     /// Sets how many queued deltas make the queue full (`usize::MAX`: never full).
@@ -339,7 +372,7 @@ impl<S> Core<S> {
 /// The newest queued entry carries `resource_version` (reached by `namespace`'s watch, or
 /// by the only one): once it is applied, so is everything queued before it. With nothing
 /// queued, `known` is told at once (the caller holds the queue's lock).
-pub(super) fn mark_reached<K, S: Entries<K>>(
+fn mark_reached<K, S: Entries<K>>(
     state: &mut State<S>,
     resource_version: &str,
     namespace: Option<&str>,

@@ -7,7 +7,7 @@ use kube::Resource;
 
 use super::{
     DeletedObject, Delta, DeltaQueue, DeltaSink, Deltas, KnownObjects, PopError, ProcessError,
-    core::{Core, Entries, State, mark_reached},
+    core::{Core, Entries, State},
 };
 use crate::{FastMap, FastSet, KeyError, ObjectKey, meta_namespace_key};
 
@@ -118,6 +118,50 @@ impl<K> Entries<K> for KeyedEntries<K> {
             }
         }
     }
+
+    fn replace(
+        state: &mut State<Self>,
+        keyed: Vec<(ObjectKey, Arc<K>)>,
+        known: Vec<(ObjectKey, Arc<K>)>,
+        scope: Option<&str>,
+    ) {
+        let entries = &mut state.entries;
+        let mut listed = FastSet::with_capacity_and_hasher(keyed.len(), Default::default());
+        for (key, obj) in keyed {
+            listed.insert(key.clone());
+            entries.push(key, Delta::Replaced(obj));
+        }
+        // Queued keys missing from the list: tombstone with the newest queued state.
+        let queued_missing: Vec<(ObjectKey, Arc<K>)> = entries
+            .items
+            .iter()
+            .filter(|(key, _)| {
+                !listed.contains(key.as_str()) && super::in_scope(key.as_str(), scope)
+            })
+            .map(|(key, deltas)| (key.clone(), deltas.newest().object().clone()))
+            .collect();
+        let mut tombstones = queued_missing.len();
+        for (key, last_known) in queued_missing {
+            let tombstone = DeletedObject::FinalStateUnknown {
+                key: key.clone(),
+                last_known,
+            };
+            entries.push(key, Delta::Deleted(tombstone));
+        }
+        // Known keys missing from the list and not queued: tombstone with the cached state.
+        for (key, last_known) in known {
+            if listed.contains(key.as_str()) || entries.items.contains_key(key.as_str()) {
+                continue;
+            }
+            tombstones += 1;
+            let tombstone = DeletedObject::FinalStateUnknown {
+                key: key.clone(),
+                last_known,
+            };
+            entries.push(key, Delta::Deleted(tombstone));
+        }
+        state.population.replaced(listed.len() + tombstones);
+    }
 }
 
 impl<K> DeltaFifo<K> {
@@ -143,26 +187,6 @@ impl<K> DeltaFifo<K> {
 }
 
 impl<K: Resource + Send + Sync> DeltaFifo<K> {
-    /// A relist of `scope` (a namespace; `None`: everything).
-    fn replace_scoped(
-        &self,
-        list: Vec<Arc<K>>,
-        resource_version: &str,
-        scope: Option<&str>,
-    ) -> Result<(), KeyError> {
-        let keyed = crate::key::key_all(list)?;
-        self.core.write(|state| {
-            // Read under our lock: the store is written only by `pop`'s process, which runs
-            // under this lock too, so nothing popped can slip between this read and the
-            // tombstones (lock order: FIFO, then store, as in `pop`).
-            let mut known = self.known.as_ref().map(|k| k.entries()).unwrap_or_default();
-            known.retain(|(key, _)| super::in_scope(key.as_str(), scope));
-            replace_locked(state, keyed, known, scope);
-            mark_reached(state, resource_version, scope, self.known.as_deref());
-        });
-        Ok(())
-    }
-
     /// Bounds the queue at `capacity` queued deltas (across all keys): at it, [`full`](DeltaSink::full)
     /// tells a writer to wait, and a [`Reflector`](crate::reflector::Reflector) stops reading
     /// its watch until a pop makes room (the API server then holds the events; TCP pushes
@@ -215,7 +239,8 @@ impl<K: Resource + Send + Sync> DeltaSink<K> for DeltaFifo<K> {
     }
 
     fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> Result<(), KeyError> {
-        self.replace_scoped(list, resource_version, None)
+        self.core
+            .replace(list, resource_version, None, self.known.as_deref())
     }
 
     fn replace_in_namespace(
@@ -224,7 +249,12 @@ impl<K: Resource + Send + Sync> DeltaSink<K> for DeltaFifo<K> {
         list: Vec<Arc<K>>,
         resource_version: &str,
     ) -> Result<(), KeyError> {
-        self.replace_scoped(list, resource_version, Some(namespace))
+        self.core.replace(
+            list,
+            resource_version,
+            Some(namespace),
+            self.known.as_deref(),
+        )
     }
 
     fn resync(&self) {
@@ -252,48 +282,6 @@ impl<K: Resource + Send + Sync> DeltaSink<K> for DeltaFifo<K> {
         self.core
             .bookmark(resource_version, None, self.known.as_deref());
     }
-}
-
-fn replace_locked<K>(
-    state: &mut State<KeyedEntries<K>>,
-    keyed: Vec<(ObjectKey, Arc<K>)>,
-    known: Vec<(ObjectKey, Arc<K>)>,
-    scope: Option<&str>,
-) {
-    let entries = &mut state.entries;
-    let mut listed = FastSet::with_capacity_and_hasher(keyed.len(), Default::default());
-    for (key, obj) in keyed {
-        listed.insert(key.clone());
-        entries.push(key, Delta::Replaced(obj));
-    }
-    // Queued keys missing from the list: tombstone with the newest queued state.
-    let queued_missing: Vec<(ObjectKey, Arc<K>)> = entries
-        .items
-        .iter()
-        .filter(|(key, _)| !listed.contains(key.as_str()) && super::in_scope(key.as_str(), scope))
-        .map(|(key, deltas)| (key.clone(), deltas.newest().object().clone()))
-        .collect();
-    let mut tombstones = queued_missing.len();
-    for (key, last_known) in queued_missing {
-        let tombstone = DeletedObject::FinalStateUnknown {
-            key: key.clone(),
-            last_known,
-        };
-        entries.push(key, Delta::Deleted(tombstone));
-    }
-    // Known keys missing from the list and not queued: tombstone with the cached state.
-    for (key, last_known) in known {
-        if listed.contains(key.as_str()) || entries.items.contains_key(key.as_str()) {
-            continue;
-        }
-        tombstones += 1;
-        let tombstone = DeletedObject::FinalStateUnknown {
-            key: key.clone(),
-            last_known,
-        };
-        entries.push(key, Delta::Deleted(tombstone));
-    }
-    state.population.replaced(listed.len() + tombstones);
 }
 
 impl<K: Resource + Send + Sync> DeltaQueue<K> for DeltaFifo<K> {

@@ -7,7 +7,7 @@ use kube::Resource;
 
 use super::{
     DeletedObject, Delta, DeltaQueue, DeltaSink, Deltas, KnownObjects, PopError, ProcessError,
-    core::{Core, Entries, State, mark_reached},
+    core::{Core, Entries, State},
 };
 use crate::{FastMap, FastSet, KeyError, ObjectKey};
 
@@ -118,6 +118,57 @@ impl<K> Entries<K> for OrderedEntries<K> {
     fn push(&mut self, key: ObjectKey, delta: Delta<K>) {
         self.queue.push_back(Deltas::new(key, delta));
     }
+
+    fn replace(
+        state: &mut State<Self>,
+        keyed: Vec<(ObjectKey, Arc<K>)>,
+        known: Vec<(ObjectKey, Arc<K>)>,
+        scope: Option<&str>,
+    ) {
+        let queued_before = state.entries.queue.len();
+        let tombstones = {
+            let listed: FastSet<&str> = keyed.iter().map(|(key, _)| key.as_str()).collect();
+            let newest = state.entries.newest_per_key();
+            let queued: FastSet<&str> = newest.iter().map(|(key, _)| key.as_str()).collect();
+            // Queued keys missing from the list, unless already on their way out...
+            let from_queue = newest
+                .iter()
+                .filter(|(key, newest)| {
+                    !listed.contains(key.as_str())
+                        && !matches!(newest, Delta::Deleted(_))
+                        && super::in_scope(key.as_str(), scope)
+                })
+                .map(|(key, newest)| (key.clone(), newest.object().clone()));
+            // ...then known keys missing from the list with nothing queued.
+            let from_store = known.into_iter().filter(|(key, _)| {
+                !listed.contains(key.as_str()) && !queued.contains(key.as_str())
+            });
+            from_queue.chain(from_store).collect::<Vec<_>>()
+        };
+        state.entries.last_group += 1;
+        let group = state.entries.last_group;
+        for (key, last_known) in tombstones {
+            let tombstone = DeletedObject::FinalStateUnknown {
+                key: key.clone(),
+                last_known,
+            };
+            state.entries.push(key, Delta::Deleted(tombstone));
+            state.entries.queue.back_mut().expect("just pushed").group = group;
+        }
+        for (key, obj) in keyed {
+            state.entries.push(key, Delta::Replaced(obj));
+            state.entries.queue.back_mut().expect("just pushed").group = group;
+        }
+        // The first relist counts everything queued (earlier events too); a later first relist
+        // of another namespace counts what it added.
+        let queued = state.entries.queue.len();
+        let added = queued - queued_before;
+        state.population.replaced(if state.population.relisted() {
+            added
+        } else {
+            queued
+        });
+    }
 }
 
 impl<K> RealFifo<K> {
@@ -135,24 +186,6 @@ impl<K> RealFifo<K> {
 }
 
 impl<K: Resource + Send + Sync> RealFifo<K> {
-    /// A relist of `scope` (a namespace; `None`: everything).
-    fn replace_scoped(
-        &self,
-        list: Vec<Arc<K>>,
-        resource_version: &str,
-        scope: Option<&str>,
-    ) -> Result<(), KeyError> {
-        let keyed = crate::key::key_all(list)?;
-        self.core.write(|state| {
-            // Read under our lock (see DeltaFifo::replace): lock order FIFO, then store.
-            let mut known = self.known.entries();
-            known.retain(|(key, _)| super::in_scope(key.as_str(), scope));
-            replace_locked(state, keyed, known, scope);
-            mark_reached(state, resource_version, scope, Some(self.known.as_ref()));
-        });
-        Ok(())
-    }
-
     /// Bounds the queue at `capacity` queued events: at it, [`full`](DeltaSink::full)
     /// tells a writer to wait, and a [`Reflector`](crate::reflector::Reflector) stops reading
     /// its watch until a pop makes room (the API server then holds the events; TCP pushes
@@ -197,7 +230,8 @@ impl<K: Resource + Send + Sync> DeltaSink<K> for RealFifo<K> {
     }
 
     fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> Result<(), KeyError> {
-        self.replace_scoped(list, resource_version, None)
+        self.core
+            .replace(list, resource_version, None, Some(self.known.as_ref()))
     }
 
     fn replace_in_namespace(
@@ -206,7 +240,12 @@ impl<K: Resource + Send + Sync> DeltaSink<K> for RealFifo<K> {
         list: Vec<Arc<K>>,
         resource_version: &str,
     ) -> Result<(), KeyError> {
-        self.replace_scoped(list, resource_version, Some(namespace))
+        self.core.replace(
+            list,
+            resource_version,
+            Some(namespace),
+            Some(self.known.as_ref()),
+        )
     }
 
     fn resync(&self) {
@@ -243,57 +282,6 @@ impl<K: Resource + Send + Sync> DeltaSink<K> for RealFifo<K> {
         self.core
             .bookmark(resource_version, Some(namespace), Some(self.known.as_ref()));
     }
-}
-
-fn replace_locked<K>(
-    state: &mut State<OrderedEntries<K>>,
-    keyed: Vec<(ObjectKey, Arc<K>)>,
-    known: Vec<(ObjectKey, Arc<K>)>,
-    scope: Option<&str>,
-) {
-    let queued_before = state.entries.queue.len();
-    let tombstones = {
-        let listed: FastSet<&str> = keyed.iter().map(|(key, _)| key.as_str()).collect();
-        let newest = state.entries.newest_per_key();
-        let queued: FastSet<&str> = newest.iter().map(|(key, _)| key.as_str()).collect();
-        // Queued keys missing from the list, unless already on their way out...
-        let from_queue = newest
-            .iter()
-            .filter(|(key, newest)| {
-                !listed.contains(key.as_str())
-                    && !matches!(newest, Delta::Deleted(_))
-                    && super::in_scope(key.as_str(), scope)
-            })
-            .map(|(key, newest)| (key.clone(), newest.object().clone()));
-        // ...then known keys missing from the list with nothing queued.
-        let from_store = known
-            .into_iter()
-            .filter(|(key, _)| !listed.contains(key.as_str()) && !queued.contains(key.as_str()));
-        from_queue.chain(from_store).collect::<Vec<_>>()
-    };
-    state.entries.last_group += 1;
-    let group = state.entries.last_group;
-    for (key, last_known) in tombstones {
-        let tombstone = DeletedObject::FinalStateUnknown {
-            key: key.clone(),
-            last_known,
-        };
-        state.entries.push(key, Delta::Deleted(tombstone));
-        state.entries.queue.back_mut().expect("just pushed").group = group;
-    }
-    for (key, obj) in keyed {
-        state.entries.push(key, Delta::Replaced(obj));
-        state.entries.queue.back_mut().expect("just pushed").group = group;
-    }
-    // The first relist counts everything queued (earlier events too); a later first relist
-    // of another namespace counts what it added.
-    let queued = state.entries.queue.len();
-    let added = queued - queued_before;
-    state.population.replaced(if state.population.relisted() {
-        added
-    } else {
-        queued
-    });
 }
 
 impl<K: Resource + Send + Sync> DeltaQueue<K> for RealFifo<K> {

@@ -135,7 +135,7 @@ impl<T: QueueItem> Lines<T> {
             tracing::error!(
                 "a work queue's fairness group function panicked: {}; the item is queued in \
                  the group named \"\"",
-                super::workers::panic_message(panic.as_ref())
+                crate::util::panic_message(panic.as_ref())
             );
             Cow::Borrowed("")
         });

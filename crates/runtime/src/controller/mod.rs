@@ -246,6 +246,7 @@ pub use self::{
 pub(crate) use self::{
     foreign::Foreign,
     member::Running as RunningMember,
+    options::backoff_rate_limiter,
     own_writes::{Attribution, recording_client_attributing},
     relations::Attached,
     run::spawn_workers,

@@ -5,10 +5,24 @@ use std::{borrow::Cow, fmt, sync::Arc, time::Duration};
 use kube_informer::{
     ObjectKey,
     workqueue::{
-        BucketRateLimiter, ItemExponentialFailureRateLimiter, MaxOfRateLimiter, RateLimiter,
-        WorkerScaling,
+        BucketRateLimiter, ItemExponentialFailureRateLimiter, MaxOfRateLimiter, QueueItem,
+        RateLimiter, WorkerScaling,
     },
 };
+
+/// The retries' rate limiter of a [`backoff`](ControllerOptions::backoff) (a controller's,
+/// or a fleet's): each key's own exponential backoff from `base` to `max`, and all keys
+/// together under 10 retries a second with bursts of 100 (client-go's default overall
+/// bucket), whichever waits longer.
+pub(crate) fn backoff_rate_limiter<T: QueueItem>(
+    base: Duration,
+    max: Duration,
+) -> MaxOfRateLimiter<T> {
+    MaxOfRateLimiter::new(vec![
+        Box::new(ItemExponentialFailureRateLimiter::new(base, max.max(base))),
+        Box::new(BucketRateLimiter::new(10.0, 100)),
+    ])
+}
 
 /// Names the fairness group of a key (see [`Fairness::by`]).
 pub type GroupOf = Arc<dyn for<'a> Fn(&'a ObjectKey) -> Cow<'a, str> + Send + Sync>;
@@ -232,12 +246,7 @@ impl ControllerOptions {
     /// ```
     #[must_use]
     pub fn backoff(self, base: Duration, max: Duration) -> Self {
-        let mut options = self.rate_limiter(move || {
-            MaxOfRateLimiter::new(vec![
-                Box::new(ItemExponentialFailureRateLimiter::new(base, max.max(base))),
-                Box::new(BucketRateLimiter::new(10.0, 100)),
-            ])
-        });
+        let mut options = self.rate_limiter(move || backoff_rate_limiter(base, max));
         options.backoff = Some((base, max.max(base)));
         options
     }

@@ -6,14 +6,11 @@ use kube_informer::{
     ObjectKey,
     factory::{FactoryScope, InformerSpec},
     informer::SharedIndexInformer,
-    workqueue::{
-        BucketRateLimiter, ItemExponentialFailureRateLimiter, MaxOfRateLimiter, QueueConfig,
-        RateLimitingQueue,
-    },
+    workqueue::{QueueConfig, RateLimitingQueue},
 };
 
 use super::{Cluster, Fleet, hub, members::Build};
-use crate::controller::{Controller, ControllerOptions, Watchable};
+use crate::controller::{Controller, ControllerOptions, Watchable, backoff_rate_limiter};
 
 /// A key in a fleet: the member cluster and the object's key there.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -291,10 +288,7 @@ where
             config = config.metrics(metrics.core());
         }
         if let Some((base, max)) = self.options.backoff {
-            config = config.rate_limiter(MaxOfRateLimiter::new(vec![
-                Box::new(ItemExponentialFailureRateLimiter::new(base, max)),
-                Box::new(BucketRateLimiter::new(10.0, 100)),
-            ]));
+            config = config.rate_limiter(backoff_rate_limiter(base, max));
         }
         RateLimitingQueue::new(config)
     }

@@ -37,6 +37,7 @@ use tokio::{sync::watch, task::JoinSet};
 use self::scaling::Gate;
 pub use self::scaling::WorkerScaling;
 use super::{QueueItem, RateLimitingQueue, WorkItem};
+use crate::util::panic_message;
 
 mod scaling;
 
@@ -248,16 +249,6 @@ where
         }
         Requeue::RateLimited => item.requeue_rate_limited(),
     }
-}
-
-/// The message of a caught panic. The crate's `util` has the same seven lines; this copy
-/// keeps the work queue free of imports from the rest of the crate (usable on its own).
-pub(super) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    panic
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_owned())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a panic without a message".to_owned())
 }
 
 #[cfg(test)]

@@ -201,7 +201,7 @@ pub(super) async fn supervise<T: QueueItem>(
                 tracing::error!(
                     queue = name,
                     "the worker scaling's on_change callback panicked: {}",
-                    super::panic_message(panic.as_ref())
+                    crate::util::panic_message(panic.as_ref())
                 );
             }
         }

@@ -187,23 +187,19 @@ async fn put(
     bundle: &str,
     conversion: bool,
 ) -> Result<bool, CertError> {
-    for _ in 0..5 {
+    let what = || format!("{name} (for its caBundle)");
+    super::write_again_on_conflict(what, move || async move {
         let Some(mut object) = api.get_opt(name).await.map_err(CertError::Inject)? else {
             tracing::warn!(%name, "cannot inject the webhook CA bundle: no such object (yet)");
-            return Ok(false);
+            return Ok(Some(false));
         };
         if !set(&mut object, bundle, conversion) {
-            return Ok(false);
+            return Ok(Some(false));
         }
         // With the resourceVersion read: a writer in between is a conflict, not a loss.
-        match api.replace(name, &PostParams::default(), &object).await {
-            Ok(_) => return Ok(true),
-            Err(kube::Error::Api(status)) if status.code == 409 => continue,
-            Err(error) => return Err(CertError::Inject(error)),
-        }
-    }
-    Err(CertError::Contended {
-        what: format!("{name} (for its caBundle)"),
-        tries: 5,
+        let written = api.replace(name, &PostParams::default(), &object).await;
+        let written = super::lost_race(written).map_err(CertError::Inject)?;
+        Ok(written.map(|_| true))
     })
+    .await
 }

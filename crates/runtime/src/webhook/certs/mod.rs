@@ -99,6 +99,41 @@ pub enum CertError {
     },
 }
 
+/// How many times a read-and-write that lost to another writer is made again.
+const WRITES: usize = 5;
+
+/// Runs `attempt` (read an object, decide, write it back with the resourceVersion read)
+/// until it is done: `Ok(None)` is a write that lost to another writer (409 Conflict, see
+/// [`lost_race`]) and reads again, from what that writer left. After [`WRITES`] lost
+/// writes it gives up with [`CertError::Contended`] on `what`; the next check tries again.
+async fn write_again_on_conflict<T, F>(
+    what: impl FnOnce() -> String,
+    mut attempt: impl FnMut() -> F,
+) -> Result<T, CertError>
+where
+    F: Future<Output = Result<Option<T>, CertError>>,
+{
+    for _ in 0..WRITES {
+        if let Some(done) = attempt().await? {
+            return Ok(done);
+        }
+    }
+    Err(CertError::Contended {
+        what: what(),
+        tries: WRITES,
+    })
+}
+
+/// A write's result, with a 409 Conflict (another writer first, on update; on create, it
+/// created the object first) as `Ok(None)`, to be read and made again.
+fn lost_race<T>(written: Result<T, kube::Error>) -> Result<Option<T>, kube::Error> {
+    match written {
+        Ok(written) => Ok(Some(written)),
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(None),
+        Err(error) => Err(error),
+    }
+}
+
 /// A webhook server's certificates, made and rotated by the manager (see the
 /// [module docs](self)).
 #[derive(Clone)]

@@ -27,9 +27,6 @@ const NEXT_SINCE: &str = "kube-informer.io/next-ca-since";
 /// Since when every webhook configuration has held the next CA (Unix seconds).
 const NEXT_INJECTED: &str = "kube-informer.io/next-ca-injected-since";
 
-/// How many times a check plans again after losing a write to another replica.
-const RETRIES: usize = 5;
-
 fn text(data: &BTreeMap<String, ByteString>, key: &str) -> String {
     data.get(key)
         .map(|b| String::from_utf8_lossy(&b.0).into_owned())
@@ -107,34 +104,29 @@ pub(super) async fn settle(
     trusted: &Trusted,
     now: impl Fn() -> i64,
 ) -> Result<(Stored, Vec<Step>), CertError> {
-    let pp = PostParams::default();
-    for _ in 0..RETRIES {
+    let (pp, now) = (&PostParams::default(), &now);
+    let what = || format!("the Secret {name} of the webhook certificates");
+    // Another replica wrote first (409 on update, on create too): plan again from what it
+    // wrote.
+    super::write_again_on_conflict(what, move || async move {
         let current = api.get_opt(name).await.map_err(CertError::Secret)?;
         let stored = current.as_ref().map(read).unwrap_or_default();
         let Some((next, steps)) =
             plan::settle(&stored, now(), policy, trusted).map_err(CertError::Generate)?
         else {
-            return Ok((stored, Vec::new()));
+            return Ok(Some((stored, Vec::new())));
         };
         let written = match current {
-            Some(secret) => api.replace(name, &pp, &write(secret, &next)).await,
+            Some(secret) => api.replace(name, pp, &write(secret, &next)).await,
             None => {
                 let mut secret = Secret::default();
                 secret.metadata.name = Some(name.to_owned());
                 secret.type_ = Some("kubernetes.io/tls".to_owned());
-                api.create(&pp, &write(secret, &next)).await
+                api.create(pp, &write(secret, &next)).await
             }
         };
-        match written {
-            Ok(_) => return Ok((next, steps)),
-            // Another replica wrote first (409 on update, on create too): plan again from
-            // what it wrote.
-            Err(kube::Error::Api(status)) if status.code == 409 => continue,
-            Err(error) => return Err(CertError::Secret(error)),
-        }
-    }
-    Err(CertError::Contended {
-        what: format!("the Secret {name} of the webhook certificates"),
-        tries: RETRIES,
+        let written = super::lost_race(written).map_err(CertError::Secret)?;
+        Ok(written.map(|_| (next, steps)))
     })
+    .await
 }

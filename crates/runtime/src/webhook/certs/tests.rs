@@ -307,3 +307,54 @@ async fn renewals_of_the_served_ca_reach_the_files_while_the_configurations_cann
     }
     assert!(renewals >= 3, "renewed {renewals} times");
 }
+
+/// The PUTs of the Secret `svc-cert` the server answered, by status.
+fn secret_writes(server: &FakeApiServer) -> Vec<u16> {
+    let requests = server.requests().into_iter();
+    let puts = requests.filter(|r| r.method == "PUT" && r.path.ends_with("/secrets/svc-cert"));
+    puts.map(|r| r.status).collect()
+}
+
+#[tokio::test]
+async fn a_write_lost_to_another_writer_is_made_again_and_five_lost_wait_for_the_next_check() {
+    let server = server().await;
+    let folder = dir("conflicts");
+    let replica = certs(server.memory_client(), &folder);
+    replica.check(at(START)).await.unwrap();
+    let lost = |times| fake_apiserver::Fault::Status {
+        verb: fake_apiserver::Verb::Update,
+        code: 409,
+        times,
+        retry_after_seconds: None,
+    };
+
+    // Day 200: the Secret needs writing (a renewal). Another writer wins the first two
+    // writes; the third, planned again from what the server holds, lands.
+    let serving = |server: &FakeApiServer| {
+        let secret = server.get(&Gvr::core("secrets"), Some("shop"), "svc-cert");
+        secret.unwrap()["data"]["tls.crt"].clone()
+    };
+    let before = serving(&server);
+    server.clear_requests();
+    server.inject(lost(2));
+    replica.check(at(START + 200 * DAY)).await.unwrap();
+    assert_eq!(secret_writes(&server), [409, 409, 200]);
+    assert_ne!(serving(&server), before, "the renewal landed");
+
+    // Five lost in a row: the check gives up and says so; nothing was half written, and the
+    // next check makes the write.
+    server
+        .delete(&Gvr::core("secrets"), Some("shop"), "svc-cert")
+        .unwrap();
+    replica.check(at(START + 201 * DAY)).await.unwrap();
+    server.clear_requests();
+    server.inject(lost(5));
+    let error = replica.check(at(START + 401 * DAY)).await.unwrap_err();
+    assert!(
+        matches!(error, CertError::Contended { tries: 5, .. }),
+        "{error}"
+    );
+    assert_eq!(secret_writes(&server), [409; 5]);
+    replica.check(at(START + 401 * DAY)).await.unwrap();
+    assert_eq!(secret_writes(&server), [409, 409, 409, 409, 409, 200]);
+}
