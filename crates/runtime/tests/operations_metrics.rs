@@ -2,12 +2,13 @@
 //! `process_*` metrics, `rest_client_*` with the API server's host, webhook requests,
 //! latency and in-flight, certificate reads, the work queue's depth per lane, the decode
 //! backlog, and each informer's lists, watches and last sync. Every family must be there,
-//! and the ones that count what happened must move when it happens.
+//! and the ones that count what happened must move when it happens; and every family the
+//! manager exports is in docs/operations.md's Metrics table, with the labels it gives.
 
 use crate::{common, webhook::client};
 
 use std::{
-    collections::HashMap,
+    collections::{BTreeMap, BTreeSet, HashMap},
     sync::Arc,
     time::{Duration, SystemTime, UNIX_EPOCH},
 };
@@ -31,8 +32,9 @@ use tokio::{
     sync::Semaphore,
 };
 
-/// The samples of one scrape: the series (name and labels, as written) and its value.
-struct Scrape(HashMap<String, f64>);
+/// The samples of one scrape: the series (name and labels, as written) and its value;
+/// and each family's name and type (`# TYPE` lines).
+struct Scrape(HashMap<String, f64>, BTreeMap<String, String>);
 
 impl Scrape {
     async fn of(addr: std::net::SocketAddr) -> Self {
@@ -49,7 +51,39 @@ impl Scrape {
             let (series, value) = line.rsplit_once(' ')?;
             Some((series.to_owned(), value.parse().ok()?))
         });
-        Self(samples.collect())
+        let families = body.lines().filter_map(|l| {
+            let (name, kind) = l.strip_prefix("# TYPE ")?.split_once(' ')?;
+            Some((name.to_owned(), kind.to_owned()))
+        });
+        Self(samples.collect(), families.collect())
+    }
+
+    /// The names a dashboard queries for each family: OpenMetrics names a counter's family
+    /// without the `_total` its samples carry.
+    fn queried_names(&self) -> BTreeSet<String> {
+        let names = self.1.iter().map(|(name, kind)| match kind.as_str() {
+            "counter" => format!("{name}_total"),
+            "info" => format!("{name}_info"),
+            _ => name.clone(),
+        });
+        names.collect()
+    }
+
+    /// The labels of the series of the family queried as `name` (a histogram's `_bucket`,
+    /// `_sum` and `_count` too), each as written.
+    fn label_sets(&self, name: &str) -> Vec<&str> {
+        let base = name.strip_suffix("_total").unwrap_or(name);
+        let series = self
+            .0
+            .keys()
+            .map(|s| s.split_once('{').unwrap_or((s.as_str(), "")));
+        series
+            .filter(|(series_name, _)| {
+                let suffix = series_name.strip_prefix(base);
+                suffix.is_some_and(|s| ["", "_total", "_bucket", "_sum", "_count"].contains(&s))
+            })
+            .map(|(_, labels)| labels)
+            .collect()
     }
 
     /// The sum of the samples named `name` whose labels include each of `labels`.
@@ -64,6 +98,66 @@ impl Scrape {
     fn get(&self, name: &str, labels: &[&str]) -> f64 {
         self.sum(name, labels)
             .unwrap_or_else(|| panic!("no {name} {labels:?} in the scrape"))
+    }
+}
+
+/// The metric families docs/operations.md names (in backticks, in its "Metrics" section),
+/// each with the labels it gives them (`name{a,b}`, `name{a="x"|"y"}`).
+fn documented_metrics() -> BTreeMap<String, Vec<String>> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/operations.md");
+    let docs = std::fs::read_to_string(path).unwrap();
+    let (_, section) = docs
+        .split_once("\n## Metrics\n")
+        .expect("a Metrics section");
+    let section = section.split("\n## ").next().unwrap_or_default();
+    let quoted = section.split('`').skip(1).step_by(2);
+    let metrics = quoted.filter_map(|quoted| {
+        let (name, labels) = quoted.split_once('{').unwrap_or((quoted, ""));
+        let is_name = name.contains('_')
+            && name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+        let labels = labels.trim_end_matches('}').split(',');
+        let labels = labels.map(|l| l.split('=').next().unwrap_or_default().trim().to_owned());
+        is_name.then(|| {
+            (
+                name.to_owned(),
+                labels.filter(|l| !l.is_empty()).collect::<Vec<_>>(),
+            )
+        })
+    });
+    let mut documented = BTreeMap::<String, Vec<String>>::new();
+    for (name, labels) in metrics {
+        documented.entry(name).or_default().extend(labels);
+    }
+    documented
+}
+
+/// Every family the manager exports is in the docs' table, with the labels the table
+/// gives it: a metric added, renamed or relabelled without its documentation fails here.
+fn families_are_documented(scrape: &Scrape) {
+    let documented = documented_metrics();
+    let undocumented: Vec<_> = scrape
+        .queried_names()
+        .into_iter()
+        .filter(|name| !documented.contains_key(name))
+        .collect();
+    assert!(
+        undocumented.is_empty(),
+        "exported but not in docs/operations.md's Metrics table: {undocumented:?}"
+    );
+    // A family with series has the labels the docs give it (one without series yet, a
+    // counter nothing counted, has nothing to contradict them).
+    let exported = scrape.queried_names();
+    for (name, labels) in documented.iter().filter(|(n, _)| exported.contains(*n)) {
+        let sets = scrape.label_sets(name);
+        for label in labels.iter().filter(|_| !sets.is_empty()) {
+            let labelled = format!("{label}=\"");
+            assert!(
+                sets.iter().any(|set| set.contains(&labelled)),
+                "docs/operations.md gives {name} the label {label}; its series: {sets:?}"
+            );
+        }
     }
 }
 
@@ -247,6 +341,8 @@ async fn every_family_a_dashboard_reads_is_scraped_and_moves() {
     let synced = |s: &Scrape| s.get("reflector_last_sync_timestamp_seconds", &reflector);
     assert!(synced(&first) >= started.as_secs_f64());
     assert!(synced(&last) > synced(&first));
+
+    families_are_documented(&last);
 
     stop.cancel();
     running.await.unwrap().unwrap();
