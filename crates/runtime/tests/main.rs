@@ -28,7 +28,6 @@ mod manager_schedules;
 mod manager_stops;
 mod operations_metrics;
 mod read_your_writes;
-mod reconcile_trace;
 mod reconcile_triggers;
 mod sharding_membership;
 mod sharding_reconcile;

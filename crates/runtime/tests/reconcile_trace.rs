@@ -2,7 +2,7 @@
 //! the kind, the object, a reconcile id and what queued it, with every API request the
 //! reconcile makes (kube's `HTTP` spans) as its child.
 
-use crate::common;
+mod common;
 
 use std::{
     collections::HashMap,
