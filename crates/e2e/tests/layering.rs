@@ -3,6 +3,8 @@
 //! around a loop), and the modules the docs call leaves import nothing else of their crate
 //! but `util` (a leaf too).
 //!
+//! And the README's layout and ARCHITECTURE.md name every top-level module.
+//!
 //! It reads the sources: every `crate::` path outside comments and tests, resolved through
 //! the crate root's re-exports (`crate::Store` is the `store` module's).
 
@@ -72,6 +74,42 @@ fn the_check_sees_a_loop() {
     let runtime = module_graph("runtime");
     assert!(runtime["manager"].contains("controller"), "{runtime:#?}");
     assert!(runtime["sharding"].contains("reconcile"), "{runtime:#?}");
+}
+
+/// The README's layout and ARCHITECTURE.md name every top-level module of the two library
+/// crates: a module added (or renamed) without its place in the picture fails here.
+#[test]
+fn the_docs_name_every_module() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let readme = fs::read_to_string(root.join("README.md")).expect("README.md");
+    let architecture = fs::read_to_string(root.join("ARCHITECTURE.md")).expect("ARCHITECTURE.md");
+    let (_, layout) = readme.split_once("## Layout").expect("a Layout section");
+    for (krate, dir) in [
+        ("kube-informer", "crates/kube-informer/"),
+        ("runtime", "crates/runtime/"),
+    ] {
+        // The crate's entry: from its folder's line to the next crate's.
+        let (_, entry) = layout.split_once(dir).expect("the crate in the layout");
+        let entry = entry.split("\ncrates/").next().unwrap_or_default();
+        let words = |text: &str| -> BTreeSet<String> {
+            text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .map(str::to_owned)
+                .collect()
+        };
+        let (in_layout, in_architecture) = (words(entry), words(&architecture));
+        for module in module_graph(krate).keys() {
+            assert!(
+                in_layout.contains(module),
+                "README.md's layout of {krate} does not name its module `{module}`"
+            );
+            assert!(
+                architecture.contains(&format!("`{module}/`"))
+                    || architecture.contains(&format!("`{module}.rs`"))
+                    || in_architecture.contains(module),
+                "ARCHITECTURE.md does not name {krate}'s module `{module}`"
+            );
+        }
+    }
 }
 
 fn src(krate: &str) -> PathBuf {
