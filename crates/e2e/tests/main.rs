@@ -31,6 +31,7 @@ mod profiling;
 mod protobuf;
 mod protobuf_metadata;
 mod protobuf_wire;
+mod public_api;
 mod rbac_real;
 mod read_your_writes_paths;
 mod replicas;

@@ -1,0 +1,408 @@
+//! The published crates' public surface, listed and committed
+//! (`crates/e2e/tests/public-api/<crate>.txt`): every `pub` item as written in `src/` —
+//! modules, functions and methods with their signatures, types, traits, fields, variants,
+//! re-exports, trait implementations of public types, exported macros — with the features
+//! (`#[cfg(...)]`) that gate it and whether it is `#[doc(hidden)]` or `#[deprecated]`.
+//! Test code (`#[cfg(test)]`) is left out. A change to the surface fails this test until
+//! the listing is regenerated, so it shows up in review as a diff of the listing:
+//!
+//! ```text
+//! UPDATE_PUBLIC_API=1 cargo test -p e2e --test integration public_api
+//! ```
+//!
+//! The listing is of what is written `pub`; an item in a private module that nothing
+//! re-exports is listed too (the `unreachable_pub` lint keeps those few and deliberate).
+
+use std::{
+    collections::BTreeSet,
+    fs,
+    path::{Path, PathBuf},
+};
+
+use quote::ToTokens;
+use syn::{Attribute, ImplItem, Item, TraitItem, Visibility};
+
+/// The published crates: (package, folder).
+const CRATES: &[(&str, &str)] = &[
+    ("kube-informer", "kube-informer"),
+    ("kube-informer-runtime", "runtime"),
+    ("fake-apiserver", "fake-apiserver"),
+    ("kube-envtest", "envtest"),
+    ("kube-protobuf-schema", "protobuf-schema"),
+];
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+#[test]
+fn the_public_surface_is_the_committed_listing() {
+    let update = std::env::var_os("UPDATE_PUBLIC_API").is_some();
+    let mut stale = Vec::new();
+    for (package, folder) in CRATES {
+        let listing = listing(
+            package,
+            &workspace().join("crates").join(folder).join("src"),
+        );
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/public-api")
+            .join(format!("{package}.txt"));
+        let committed = fs::read_to_string(&path).unwrap_or_default();
+        if committed == listing {
+            continue;
+        }
+        if update {
+            fs::create_dir_all(path.parent().unwrap()).unwrap();
+            fs::write(&path, &listing).unwrap();
+            continue;
+        }
+        let (old, new): (BTreeSet<&str>, BTreeSet<&str>) =
+            (committed.lines().collect(), listing.lines().collect());
+        let gone: Vec<_> = old.difference(&new).take(20).collect();
+        let added: Vec<_> = new.difference(&old).take(20).collect();
+        stale.push(format!(
+            "{package}: the public surface changed\n  added: {added:#?}\n  gone: {gone:#?}"
+        ));
+    }
+    assert!(
+        stale.is_empty(),
+        "{}\nIf the change is meant, regenerate the listings and commit them:\n  \
+         UPDATE_PUBLIC_API=1 cargo test -p e2e --test integration public_api",
+        stale.join("\n")
+    );
+}
+
+#[test]
+fn the_listing_sees_what_is_public() {
+    let code = r#"
+        pub mod a { pub fn f(x: u32) -> u32 { x } fn private() {} }
+        mod b { pub(crate) fn g() {} }
+        #[cfg(feature = "x")] pub struct S { pub field: u8, hidden: u8 }
+        impl S { pub fn new() -> Self { todo!() } fn not_listed(&self) {} }
+        impl Clone for S { fn clone(&self) -> Self { todo!() } }
+        #[cfg(test)] mod tests { pub fn in_test() {} }
+        pub use a::f as g;
+    "#;
+    let file: syn::File = syn::parse_str(code).unwrap();
+    let mut lister = Lister::default();
+    lister.items("k", &file.items, None);
+    lister.finish_impls();
+    let lines: Vec<&str> = lister.lines.iter().map(String::as_str).collect();
+    assert_eq!(
+        lines,
+        [
+            "mod k::a",
+            "fn k::a::f(x: u32) -> u32",
+            "#[cfg(feature = \"x\")] struct k::S",
+            "#[cfg(feature = \"x\")] field k::S::field: u8",
+            "fn k::S::new() -> Self",
+            "use k::a::f as g",
+            "impl Clone for S",
+        ]
+    );
+}
+
+/// The listing of the crate whose sources are in `src`: a header, then one line per item.
+fn listing(package: &str, src: &Path) -> String {
+    let mut lister = Lister::default();
+    let root = name_of_crate(package);
+    lister.file(&root, &src.join("lib.rs"), src);
+    lister.finish_impls();
+    let mut lines = lister.lines;
+    lines.sort();
+    lines.dedup();
+    let functions = lines.iter().filter(|l| is_function(l)).count();
+    let mut out = format!(
+        "# The public surface of {package}, as written in src/ (crates/e2e/tests/public_api.rs).\n\
+         # {functions} public functions and methods.\n"
+    );
+    for line in lines {
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
+}
+
+fn is_function(line: &str) -> bool {
+    let line = line.rsplit("] ").next().unwrap_or(line);
+    line.starts_with("fn ")
+}
+
+fn name_of_crate(package: &str) -> String {
+    package.replace('-', "_")
+}
+
+/// Collects the lines; trait impls wait until every public type's name is known.
+#[derive(Default)]
+struct Lister {
+    lines: Vec<String>,
+    public_types: BTreeSet<String>,
+    trait_impls: Vec<(String, String)>,
+}
+
+impl Lister {
+    /// The file `path`, the module `module`; its child modules' files are under `dir`.
+    fn file(&mut self, module: &str, path: &Path, dir: &Path) {
+        let text = fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let file: syn::File =
+            syn::parse_file(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        self.items(module, &file.items, Some(dir));
+    }
+
+    fn items(&mut self, module: &str, items: &[Item], dir: Option<&Path>) {
+        for item in items {
+            self.item(module, item, dir);
+        }
+    }
+
+    fn item(&mut self, module: &str, item: &Item, dir: Option<&Path>) {
+        let line = |attrs: &[Attribute], text: String| format!("{}{text}", markers(attrs));
+        match item {
+            Item::Mod(m) if !is_test(&m.attrs) => {
+                let name = format!("{module}::{}", m.ident);
+                if is_pub(&m.vis) {
+                    self.lines.push(line(&m.attrs, format!("mod {name}")));
+                }
+                match (&m.content, dir) {
+                    (Some((_, items)), _) => {
+                        let child = dir.map(|d| d.join(m.ident.to_string()));
+                        self.items(&name, items, child.as_deref());
+                    }
+                    (None, Some(dir)) => {
+                        let (file, child) = module_file(dir, &m.ident.to_string());
+                        self.file(&name, &file, &child);
+                    }
+                    (None, None) => {}
+                }
+            }
+            Item::Fn(f) if is_pub(&f.vis) && !is_test(&f.attrs) => {
+                let sig = tokens(&f.sig);
+                let sig = sig.split_once("fn ").map_or(sig.as_str(), |(_, s)| s);
+                self.lines
+                    .push(line(&f.attrs, format!("fn {module}::{sig}")));
+            }
+            Item::Struct(s) if is_pub(&s.vis) => {
+                let name = format!("{module}::{}", s.ident);
+                self.public_types.insert(s.ident.to_string());
+                self.lines.push(line(
+                    &s.attrs,
+                    format!("struct {name}{}", tokens(&s.generics)),
+                ));
+                for field in s.fields.iter().filter(|f| is_pub(&f.vis)) {
+                    let field_name = field
+                        .ident
+                        .as_ref()
+                        .map_or("0".to_owned(), |i| i.to_string());
+                    let text = format!("field {name}::{field_name}: {}", tokens(&field.ty));
+                    self.lines.push(line(&s.attrs, text));
+                }
+            }
+            Item::Enum(e) if is_pub(&e.vis) => {
+                let name = format!("{module}::{}", e.ident);
+                self.public_types.insert(e.ident.to_string());
+                self.lines.push(line(
+                    &e.attrs,
+                    format!("enum {name}{}", tokens(&e.generics)),
+                ));
+                for variant in &e.variants {
+                    let text = format!(
+                        "variant {name}::{}{}",
+                        variant.ident,
+                        fields(&variant.fields)
+                    );
+                    self.lines.push(line(&e.attrs, text));
+                }
+            }
+            Item::Trait(t) if is_pub(&t.vis) => {
+                let name = format!("{module}::{}", t.ident);
+                self.public_types.insert(t.ident.to_string());
+                let bounds = tokens(&t.supertraits);
+                let text = format!("trait {name}{}: {bounds}", tokens(&t.generics));
+                self.lines.push(line(&t.attrs, text));
+                for inner in &t.items {
+                    if let TraitItem::Fn(f) = inner {
+                        let sig = tokens(&f.sig);
+                        let sig = sig.split_once("fn ").map_or(sig.as_str(), |(_, s)| s);
+                        let text = format!("fn {name}::{sig}");
+                        self.lines
+                            .push(format!("{}{}", markers(&t.attrs), line(&f.attrs, text)));
+                    }
+                }
+            }
+            Item::Type(t) if is_pub(&t.vis) => {
+                self.public_types.insert(t.ident.to_string());
+                let text = format!(
+                    "type {module}::{}{} = {}",
+                    t.ident,
+                    tokens(&t.generics),
+                    tokens(&t.ty)
+                );
+                self.lines.push(line(&t.attrs, text));
+            }
+            Item::Const(c) if is_pub(&c.vis) => {
+                let text = format!("const {module}::{}: {}", c.ident, tokens(&c.ty));
+                self.lines.push(line(&c.attrs, text));
+            }
+            Item::Static(s) if is_pub(&s.vis) => {
+                let text = format!("static {module}::{}: {}", s.ident, tokens(&s.ty));
+                self.lines.push(line(&s.attrs, text));
+            }
+            Item::Use(u) if is_pub(&u.vis) => {
+                self.lines.push(line(
+                    &u.attrs,
+                    format!(
+                        "use {module}::{}",
+                        tokens(&u.tree).trim_start_matches("self::")
+                    ),
+                ));
+            }
+            Item::Macro(m) if m.attrs.iter().any(|a| a.path().is_ident("macro_export")) => {
+                let name = m
+                    .ident
+                    .as_ref()
+                    .map_or_else(String::new, ToString::to_string);
+                self.lines.push(line(&m.attrs, format!("macro {name}!")));
+            }
+            Item::Impl(i) if !is_test(&i.attrs) => {
+                let self_ty = tokens(&i.self_ty);
+                match &i.trait_ {
+                    Some((negative, path, _)) => {
+                        let not = if negative.is_some() { "!" } else { "" };
+                        let text = format!(
+                            "{}impl{} {not}{} for {self_ty}",
+                            markers(&i.attrs),
+                            tokens(&i.generics),
+                            tokens(path)
+                        );
+                        self.trait_impls.push((type_name(&self_ty), text));
+                    }
+                    None => {
+                        for inner in &i.items {
+                            let ImplItem::Fn(f) = inner else { continue };
+                            if !is_pub(&f.vis) || is_test(&f.attrs) {
+                                continue;
+                            }
+                            let sig = tokens(&f.sig);
+                            let sig = sig.split_once("fn ").map_or(sig.as_str(), |(_, s)| s);
+                            let ty = type_name(&self_ty);
+                            let text = format!("fn {module}::{ty}::{sig}");
+                            let markers = format!("{}{}", markers(&i.attrs), markers(&f.attrs));
+                            self.lines.push(format!("{markers}{text}"));
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Keeps the trait implementations of public types.
+    fn finish_impls(&mut self) {
+        for (ty, text) in std::mem::take(&mut self.trait_impls) {
+            if self.public_types.contains(&ty) {
+                self.lines.push(text);
+            }
+        }
+    }
+}
+
+/// The file of module `name` declared in a file whose children live in `dir` (src/ has no
+/// `#[path]`), and the folder of its own children.
+fn module_file(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
+    let flat = dir.join(format!("{name}.rs"));
+    if flat.is_file() {
+        (flat, dir.join(name))
+    } else {
+        (dir.join(name).join("mod.rs"), dir.join(name))
+    }
+}
+
+/// A variant's fields without their docs: `(T)`, `{a: T, b: U}`.
+fn fields(fields: &syn::Fields) -> String {
+    let each = fields.iter().map(|f| match &f.ident {
+        Some(name) => format!("{name}: {}", tokens(&f.ty)),
+        None => tokens(&f.ty),
+    });
+    let each: Vec<String> = each.collect();
+    match fields {
+        syn::Fields::Named(_) => format!(" {{{}}}", each.join(", ")),
+        syn::Fields::Unnamed(_) => format!("({})", each.join(", ")),
+        syn::Fields::Unit => String::new(),
+    }
+}
+
+/// `Foo` of `Foo<K>`, `&Foo`, `path::Foo<K>`.
+fn type_name(ty: &str) -> String {
+    let ty = ty.trim_start_matches('&').trim_start_matches("mut ").trim();
+    let ty = ty.split('<').next().unwrap_or(ty).trim();
+    ty.rsplit("::").next().unwrap_or(ty).trim().to_owned()
+}
+
+fn is_pub(vis: &Visibility) -> bool {
+    matches!(vis, Visibility::Public(_))
+}
+
+/// `#[cfg(test)]` (or a `cfg` that includes `test`).
+fn is_test(attrs: &[Attribute]) -> bool {
+    attrs.iter().any(|a| {
+        a.path().is_ident("cfg") && {
+            let text = tokens(&a.meta);
+            ["cfg(test)", "cfg(doctest)"].contains(&text.as_str())
+                || text.starts_with("cfg(all(test")
+        }
+    })
+}
+
+/// What gates an item or marks it: its `cfg`s, `doc(hidden)`, `deprecated`.
+fn markers(attrs: &[Attribute]) -> String {
+    let mut out = String::new();
+    for attr in attrs {
+        let text = tokens(&attr.meta);
+        if attr.path().is_ident("deprecated") {
+            out.push_str("#[deprecated] ");
+        } else if attr.path().is_ident("cfg") || text == "doc(hidden)" {
+            out.push_str(&format!("#[{text}] "));
+        }
+    }
+    out
+}
+
+/// The tokens of `t` as text, spaced as Rust is written (`Option<Arc<K>>`, `x: u32`,
+/// `&self`), not as the token stream prints them (`Option < Arc < K > >`).
+fn tokens(t: &impl ToTokens) -> String {
+    let mut text = t.to_token_stream().to_string();
+    for (from, to) in [
+        (" :: ", "::"),
+        (":: ", "::"),
+        (" ::", "::"),
+        (" < ", "<"),
+        ("< ", "<"),
+        (" <", "<"),
+        (" >", ">"),
+        (" ,", ","),
+        ("( ", "("),
+        (" )", ")"),
+        (" (", "("),
+        ("[ ", "["),
+        (" ]", "]"),
+        (" ;", ";"),
+        ("& ", "&"),
+        (" : ", ": "),
+        (" !", "!"),
+    ] {
+        text = text.replace(from, to);
+    }
+    let text = text
+        .replace("->", " -> ")
+        .replace("  ", " ")
+        .replace("=>", " => ");
+    let text = text
+        .replace(",)", ")")
+        .replace("::self::", "::")
+        .replace("(mut self", "(self");
+    let text = text
+        .replace("{ ", "{")
+        .replace(", }", "}")
+        .replace(" }", "}");
+    text.trim_end_matches(',').to_owned()
+}
