@@ -75,7 +75,7 @@ fn the_public_surface_is_the_committed_listing() {
 #[test]
 fn the_listing_sees_what_is_public() {
     let code = r#"
-        pub mod a { pub fn f(x: u32) -> u32 { x } fn private() {} }
+        pub mod a { pub fn f(x: u32) -> u32 { x } pub async fn w() {} fn private() {} }
         mod b { pub(crate) fn g() {} }
         #[cfg(feature = "x")] pub struct S { pub field: u8, hidden: u8 }
         impl S { pub fn new() -> Self { todo!() } fn not_listed(&self) {} }
@@ -88,11 +88,13 @@ fn the_listing_sees_what_is_public() {
     lister.items("k", &file.items, None);
     lister.finish_impls();
     let lines: Vec<&str> = lister.lines.iter().map(String::as_str).collect();
+    assert_eq!(lines.iter().filter(|l| is_function(l)).count(), 3);
     assert_eq!(
         lines,
         [
             "mod k::a",
             "fn k::a::f(x: u32) -> u32",
+            "async fn k::a::w()",
             "#[cfg(feature = \"x\")] struct k::S",
             "#[cfg(feature = \"x\")] field k::S::field: u8",
             "fn k::S::new() -> Self",
@@ -123,9 +125,24 @@ fn listing(package: &str, src: &Path) -> String {
     out
 }
 
+/// A function's line: `fn path::name(args) -> T`, its qualifiers (`async`, `const`,
+/// `unsafe`) before the `fn`.
+fn function(path: &str, sig: &syn::Signature) -> String {
+    let text = tokens(sig);
+    match text.split_once("fn ") {
+        Some((qualifiers, rest)) => format!("{qualifiers}fn {path}::{rest}"),
+        None => text,
+    }
+}
+
+/// Whether a listing line is a function's (past its markers and qualifiers).
 fn is_function(line: &str) -> bool {
     let line = line.rsplit("] ").next().unwrap_or(line);
-    line.starts_with("fn ")
+    line.split_once("fn ").is_some_and(|(qualifiers, _)| {
+        qualifiers
+            .split_whitespace()
+            .all(|q| ["async", "const", "unsafe"].contains(&q))
+    })
 }
 
 fn name_of_crate(package: &str) -> String {
@@ -176,18 +193,10 @@ impl Lister {
                 }
             }
             Item::Fn(f) if is_pub(&f.vis) && !is_test(&f.attrs) => {
-                let sig = tokens(&f.sig);
-                let sig = sig.split_once("fn ").map_or(sig.as_str(), |(_, s)| s);
-                self.lines
-                    .push(line(&f.attrs, format!("fn {module}::{sig}")));
+                self.lines.push(line(&f.attrs, function(module, &f.sig)));
             }
             Item::Struct(s) if is_pub(&s.vis) => {
-                let name = format!("{module}::{}", s.ident);
-                self.public_types.insert(s.ident.to_string());
-                self.lines.push(line(
-                    &s.attrs,
-                    format!("struct {name}{}", tokens(&s.generics)),
-                ));
+                let name = self.public_type("struct", module, &s.ident, &s.generics, &s.attrs);
                 for field in s.fields.iter().filter(|f| is_pub(&f.vis)) {
                     let field_name = field
                         .ident
@@ -198,12 +207,7 @@ impl Lister {
                 }
             }
             Item::Enum(e) if is_pub(&e.vis) => {
-                let name = format!("{module}::{}", e.ident);
-                self.public_types.insert(e.ident.to_string());
-                self.lines.push(line(
-                    &e.attrs,
-                    format!("enum {name}{}", tokens(&e.generics)),
-                ));
+                let name = self.public_type("enum", module, &e.ident, &e.generics, &e.attrs);
                 for variant in &e.variants {
                     let text = format!(
                         "variant {name}::{}{}",
@@ -221,9 +225,7 @@ impl Lister {
                 self.lines.push(line(&t.attrs, text));
                 for inner in &t.items {
                     if let TraitItem::Fn(f) = inner {
-                        let sig = tokens(&f.sig);
-                        let sig = sig.split_once("fn ").map_or(sig.as_str(), |(_, s)| s);
-                        let text = format!("fn {name}::{sig}");
+                        let text = function(&name, &f.sig);
                         self.lines
                             .push(format!("{}{}", markers(&t.attrs), line(&f.attrs, text)));
                     }
@@ -282,10 +284,8 @@ impl Lister {
                             if !is_pub(&f.vis) || is_test(&f.attrs) {
                                 continue;
                             }
-                            let sig = tokens(&f.sig);
-                            let sig = sig.split_once("fn ").map_or(sig.as_str(), |(_, s)| s);
                             let ty = type_name(&self_ty);
-                            let text = format!("fn {module}::{ty}::{sig}");
+                            let text = function(&format!("{module}::{ty}"), &f.sig);
                             let markers = format!("{}{}", markers(&i.attrs), markers(&f.attrs));
                             self.lines.push(format!("{markers}{text}"));
                         }
@@ -294,6 +294,23 @@ impl Lister {
             }
             _ => {}
         }
+    }
+
+    /// Lists the header of the public type `ident` (a struct or an enum) and notes its name
+    /// for the trait implementations; its path.
+    fn public_type(
+        &mut self,
+        kind: &str,
+        module: &str,
+        ident: &syn::Ident,
+        generics: &syn::Generics,
+        attrs: &[Attribute],
+    ) -> String {
+        let name = format!("{module}::{ident}");
+        self.public_types.insert(ident.to_string());
+        let text = format!("{kind} {name}{}", tokens(generics));
+        self.lines.push(format!("{}{text}", markers(attrs)));
+        name
     }
 
     /// Keeps the trait implementations of public types.
