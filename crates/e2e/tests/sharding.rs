@@ -16,7 +16,7 @@ use kube_informer_runtime::{
     CancellationToken,
     leader_election::LeaderElector,
     sharding::{
-        Members, Placement, Ring, Sharder, Standing, Step, acknowledge_drain, shard_label,
+        LiveShards, Placement, Ring, Sharder, Standing, Step, acknowledge_drain, shard_label,
         shard_lease, shard_selectors, standing,
     },
 };
@@ -140,7 +140,7 @@ async fn three_shards_split_the_objects_and_a_fourth_takes_its_share(backend: Ba
     let total = OWNERS * 3;
 
     let leases: Api<Lease> = Api::namespaced(client.clone(), NS);
-    let mut members_running = Vec::new();
+    let mut shards_running = Vec::new();
     let mut start = |shard_name: &str| {
         let elector = LeaderElector::new(leases.clone(), shard_lease("web", shard_name)).unwrap();
         let cancel = CancellationToken::new();
@@ -148,14 +148,14 @@ async fn three_shards_split_the_objects_and_a_fourth_takes_its_share(backend: Ba
             let (e, c) = (elector.clone(), cancel.clone());
             async move { e.run(c).await }
         });
-        members_running.push((cancel, task));
+        shards_running.push((cancel, task));
         elector
     };
     for elector in [start("a"), start("b"), start("c")] {
         elector.leading().wait_for(|l| *l).await.unwrap();
     }
-    let members = Members::new(leases.clone(), "web");
-    let three = members.observe().await.unwrap();
+    let live = LiveShards::new(leases.clone(), "web");
+    let three = live.observe().await.unwrap();
     assert_eq!(
         three.shards().collect::<Vec<_>>(),
         ["a", "b", "c"],
@@ -197,7 +197,7 @@ async fn three_shards_split_the_objects_and_a_fourth_takes_its_share(backend: Ba
 
     let d_elector = start("d");
     d_elector.leading().wait_for(|l| *l).await.unwrap();
-    let four = members.observe().await.unwrap();
+    let four = live.observe().await.unwrap();
     assert_eq!(four.len(), 4, "{name}");
     let d = shard(&backend, "d");
     // Owners on live shards are drained, not moved; their children follow at once.
@@ -267,12 +267,12 @@ async fn three_shards_split_the_objects_and_a_fourth_takes_its_share(backend: Ba
         shard.cancel.cancel();
         shard.task.await.unwrap();
     }
-    for (cancel, task) in members_running {
+    for (cancel, task) in shards_running {
         cancel.cancel();
         task.await.unwrap();
     }
     // Released: nobody is a member any more.
-    assert!(members.observe().await.unwrap().is_empty(), "{name}");
+    assert!(live.observe().await.unwrap().is_empty(), "{name}");
 }
 
 both!(three_shards_split_the_objects_and_a_fourth_takes_its_share);

@@ -75,6 +75,31 @@ pub enum Action {
     Retry,
 }
 
+/// An error policy: given the object a reconcile failed on, its error and the controller's
+/// context, it says what to do with the key ([`Action`]). Every
+/// `Fn(&Cached<K>, &E, &Ctx) -> Action` that is `Send + Sync + 'static` is one (a closure
+/// or a plain function); the trait only names that bound once.
+///
+/// ```
+/// use kube_informer_runtime::controller::{Action, Cached, ErrorPolicy};
+/// use k8s_openapi::api::core::v1::ConfigMap;
+///
+/// fn accepts<P: ErrorPolicy<ConfigMap, std::io::Error, ()>>(_: P) {}
+/// accepts(|_: &Cached<ConfigMap>, error: &std::io::Error, _: &()| match error.kind() {
+///     std::io::ErrorKind::InvalidInput => Action::Done, // terminal: retrying will not help
+///     _ => Action::Retry,
+/// });
+/// ```
+pub trait ErrorPolicy<K, E, Ctx>:
+    Fn(&Cached<K>, &E, &Ctx) -> Action + Send + Sync + 'static
+{
+}
+
+impl<K, E, Ctx, F> ErrorPolicy<K, E, Ctx> for F where
+    F: Fn(&Cached<K>, &E, &Ctx) -> Action + Send + Sync + 'static
+{
+}
+
 /// A reconcile function: given the object as cached (and the controller's context), it
 /// brings the world to what the object asks and says what to do next. Every
 /// `async fn(Cached<K>, Arc<Ctx>) -> Result<Action, E>` (and every closure of that shape)

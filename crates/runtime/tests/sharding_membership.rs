@@ -9,7 +9,7 @@ use kube_informer_runtime::{
     CancellationToken,
     leader_election::LeaderElector,
     lease::{MemoryLeases, Partitionable},
-    sharding::{Members, Ring, shard_lease},
+    sharding::{LiveShards, Ring, shard_lease},
 };
 use tokio::time::Instant;
 
@@ -55,20 +55,20 @@ async fn live_replicas_make_the_ring_and_a_released_one_leaves_at_once() {
         replica(&leases, "c"),
     );
     alive(&[&a, &b, &c]).await;
-    let members = Members::new(leases.clone(), "web");
-    assert_eq!(names(&members.observe().await.unwrap()), ["a", "b", "c"]);
+    let live = LiveShards::new(leases.clone(), "web");
+    assert_eq!(names(&live.observe().await.unwrap()), ["a", "b", "c"]);
     // Another ring's observer sees none of them.
-    let other = Members::new(leases.clone(), "api");
+    let other = LiveShards::new(leases.clone(), "api");
     assert!(other.observe().await.unwrap().is_empty());
 
     b.cancel.cancel(); // a graceful stop releases the Lease
     b.task.await.unwrap();
-    assert_eq!(names(&members.observe().await.unwrap()), ["a", "c"]);
+    assert_eq!(names(&live.observe().await.unwrap()), ["a", "c"]);
     for r in [a, c] {
         r.cancel.cancel();
         r.task.await.unwrap();
     }
-    assert!(members.observe().await.unwrap().is_empty());
+    assert!(live.observe().await.unwrap().is_empty());
 }
 
 #[tokio::test(start_paused = true)]
@@ -76,8 +76,8 @@ async fn a_killed_replica_leaves_after_its_lease_duration_and_not_before() {
     let leases = Arc::new(MemoryLeases::default());
     let (a, b) = (replica(&leases, "a"), replica(&leases, "b"));
     alive(&[&a, &b]).await;
-    let members = Members::new(leases.clone(), "web");
-    assert_eq!(names(&members.observe().await.unwrap()), ["a", "b"]);
+    let live = LiveShards::new(leases.clone(), "web");
+    assert_eq!(names(&live.observe().await.unwrap()), ["a", "b"]);
     // Killed: no release, the Lease just stops changing.
     let last_renewal = leases.lease("web-b").unwrap().metadata.resource_version;
     b.task.abort();
@@ -86,7 +86,7 @@ async fn a_killed_replica_leaves_after_its_lease_duration_and_not_before() {
     let mut left = None;
     for _ in 0..40 {
         tokio::time::sleep(Duration::from_millis(500)).await;
-        if !members.observe().await.unwrap().contains("b") {
+        if !live.observe().await.unwrap().contains("b") {
             left = Some(killed.elapsed());
             break;
         }
@@ -102,7 +102,7 @@ async fn a_killed_replica_leaves_after_its_lease_duration_and_not_before() {
         left >= Duration::from_secs(13) && left <= Duration::from_secs(16),
         "left after {left:?}"
     );
-    assert_eq!(names(&members.observe().await.unwrap()), ["a"]);
+    assert_eq!(names(&live.observe().await.unwrap()), ["a"]);
     a.cancel.cancel();
     a.task.await.unwrap();
 }
@@ -123,7 +123,7 @@ async fn a_lease_held_by_someone_else_is_not_a_shard() {
     });
     impostor.leading().wait_for(|l| *l).await.unwrap();
     assert!(
-        Members::new(leases.clone(), "web")
+        LiveShards::new(leases.clone(), "web")
             .observe()
             .await
             .unwrap()
@@ -152,8 +152,8 @@ async fn a_partitioned_replica_has_stopped_before_any_observer_drops_it() {
         let leases = Arc::new(MemoryLeases::default());
         let (a, b) = (replica(&leases, "a"), replica(&leases, "b"));
         alive(&[&a, &b]).await;
-        let members = Members::new(leases.clone(), "web");
-        assert_eq!(members.observe().await.unwrap().len(), 2, "seed {seed}");
+        let live = LiveShards::new(leases.clone(), "web");
+        assert_eq!(live.observe().await.unwrap().len(), 2, "seed {seed}");
         tokio::time::sleep(Duration::from_millis(next(&mut rng) % 4000)).await;
         // When b stepped down, on its own clock.
         let stepped_down = Arc::new(parking_lot::Mutex::new(None));
@@ -167,7 +167,7 @@ async fn a_partitioned_replica_has_stopped_before_any_observer_drops_it() {
         b.link.set_partitioned(true);
         let dropped = loop {
             tokio::time::sleep(Duration::from_millis(200 + next(&mut rng) % 1800)).await;
-            if !members.observe().await.unwrap().contains("b") {
+            if !live.observe().await.unwrap().contains("b") {
                 break Instant::now();
             }
         };
@@ -179,10 +179,7 @@ async fn a_partitioned_replica_has_stopped_before_any_observer_drops_it() {
             stepped_down,
             dropped
         );
-        assert!(
-            members.observe().await.unwrap().contains("a"),
-            "seed {seed}"
-        );
+        assert!(live.observe().await.unwrap().contains("a"), "seed {seed}");
         for r in [a, b] {
             r.cancel.cancel();
             r.task.abort();

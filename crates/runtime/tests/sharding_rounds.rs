@@ -12,7 +12,7 @@ use kube_informer_runtime::{
     CancellationToken,
     leader_election::LeaderElector,
     lease::MemoryLeases,
-    sharding::{Members, Placement, ShardedKind, Sharder, shard_label},
+    sharding::{LiveShards, Placement, ShardedKind, Sharder, shard_label},
 };
 use serde_json::json;
 
@@ -49,7 +49,7 @@ async fn the_sharders_loop_labels_new_objects_and_moves_a_dead_shards_objects() 
         elector.leading().wait_for(|l| *l).await.unwrap();
         replicas.push((name, cancel, task));
     }
-    let members = Members::new(leases.clone(), "web");
+    let live = LiveShards::new(leases.clone(), "web");
     let kinds = [ShardedKind::of::<ConfigMap>(
         server.client().unwrap(),
         Some("demo"),
@@ -60,7 +60,7 @@ async fn the_sharders_loop_labels_new_objects_and_moves_a_dead_shards_objects() 
         let stop = stop.clone();
         async move {
             Sharder::new("web")
-                .run(&members, &kinds, Duration::from_millis(100), stop)
+                .run(&live, &kinds, Duration::from_millis(100), stop)
                 .await;
         }
     });
@@ -154,7 +154,7 @@ fn a_new_object_is_labelled_on_its_event_not_at_the_next_round() {
         server
             .create(&cms, Some("demo"), json!({"metadata": {"name": "before"}}))
             .unwrap();
-        let members = Members::new(leases.clone(), "web");
+        let live = LiveShards::new(leases.clone(), "web");
         let kinds = [ShardedKind::of::<ConfigMap>(
             server.memory_client(),
             Some("demo"),
@@ -162,7 +162,7 @@ fn a_new_object_is_labelled_on_its_event_not_at_the_next_round() {
         )];
         let stop = CancellationToken::new();
         let sharder = Sharder::new("web");
-        let run = sharder.run(&members, &kinds, Duration::from_secs(3600), stop.clone());
+        let run = sharder.run(&live, &kinds, Duration::from_secs(3600), stop.clone());
         let check = async {
             let label = shard_label("web");
             let labelled = |name: &str| {
@@ -218,7 +218,7 @@ fn a_dropped_sharder_leaves_no_task_behind() {
             .create(&cms, Some("demo"), json!({"metadata": {"name": "one"}}))
             .unwrap();
         let leases = Arc::new(MemoryLeases::default());
-        let members = Members::new(leases.clone(), "web");
+        let live = LiveShards::new(leases.clone(), "web");
         let kinds = [ShardedKind::of::<ConfigMap>(
             server.memory_client(),
             Some("demo"),
@@ -233,7 +233,7 @@ fn a_dropped_sharder_leaves_no_task_behind() {
         let before = alive();
         let sharder = Sharder::new("web");
         let run = sharder.run(
-            &members,
+            &live,
             &kinds,
             Duration::from_secs(1),
             CancellationToken::new(),

@@ -1,7 +1,7 @@
 //! Relations to objects outside the controller's own factory — another cluster's, such as a
 //! fleet member's ([`Controller::watches_fleet`](crate::fleet)): whoever follows those
 //! informers attaches this controller's handlers to them and detaches them, and the
-//! controller runs the following as one of its triggers (started with its workers, aborted
+//! controller runs the following as one of its feeds (started with its workers, aborted
 //! when it stops).
 
 use std::{future::Future, sync::Arc};
@@ -15,7 +15,9 @@ use kube_informer::{
 
 use super::{
     Controller,
-    relations::{self, Attached, Enqueue, EventFilter, Updates},
+    attachments::{self, Attached},
+    enqueue::Enqueue,
+    handlers::{self, EventFilter, Updates},
     trigger::{self, Trigger},
 };
 
@@ -38,9 +40,9 @@ impl Foreign {
             predicate: None,
             filter: self.filter.clone(),
         };
-        let handler = relations::mapped(self.enqueue.clone(), map, updates);
+        let handler = handlers::mapped(self.enqueue.clone(), map, updates);
         let options = HandlerOptions::default().name(self.name.clone());
-        relations::attach_now(informer, handler, options)
+        attachments::attach_now(informer, handler, options)
     }
 
     /// Queues once more the keys `map` gives for every object `store` holds (the cache of
@@ -81,7 +83,7 @@ where
 
     /// Runs `following` while the controller reconciles (aborted when it stops).
     pub(crate) fn follow(mut self, following: impl Future<Output = ()> + Send + 'static) -> Self {
-        self.triggers
+        self.feeds
             .push(parking_lot::Mutex::new(Box::pin(following)));
         self
     }

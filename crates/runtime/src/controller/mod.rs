@@ -10,7 +10,7 @@
 //! # What a running controller owns
 //!
 //! Its handlers (on the primary informer and on each related one) are attached when it
-//! starts and removed when it stops; its workers and triggers are tasks it owns. Stopping
+//! starts and removed when it stops; its workers and feeds are tasks it owns. Stopping
 //! it gracefully (the `cancel` token of [`run`](Controller::run)) drains what is held and
 //! queued within [`ControllerOptions::drain_timeout`]; dropping its `run` future instead
 //! shuts its queue down, detaches its handlers and cancels every reconcile in flight at
@@ -201,9 +201,12 @@
 //! # }
 //! ```
 
+mod attachments;
+mod enqueue;
 mod expectations;
+mod fleet_member;
 mod foreign;
-mod member;
+mod handlers;
 mod metrics;
 mod new;
 mod options;
@@ -211,8 +214,7 @@ mod own_reader;
 mod own_writes;
 pub mod predicate;
 mod read;
-mod relate;
-mod relations;
+mod relation;
 mod run;
 mod sink;
 mod trigger;
@@ -232,33 +234,35 @@ use kube_informer::{
 };
 use serde::de::DeserializeOwned;
 
-use self::relations::Attach;
+use self::attachments::Attach;
+pub(crate) use self::{
+    attachments::Attached,
+    fleet_member::Running as RunningMember,
+    foreign::Foreign,
+    options::backoff_rate_limiter,
+    own_writes::{Attribution, recording_client_attributing},
+    run::spawn_workers,
+    sink::KeySink,
+    worker::SharedPolicy,
+};
 pub use self::{
     expectations::{EXPECTATIONS_TIMEOUT, Expectations},
+    handlers::Change,
     metrics::ControllerMetrics,
     options::{ControllerOptions, Fairness, GroupOf},
     own_reader::OwnReader,
     own_writes::{carry_writes, recording_client, wrote},
     predicate::Predicate,
-    relate::Relation,
-    relations::Change,
+    relation::Relation,
 };
-pub(crate) use self::{
-    foreign::Foreign,
-    member::Running as RunningMember,
-    options::backoff_rate_limiter,
-    own_writes::{Attribution, recording_client_attributing},
-    relations::Attached,
-    run::spawn_workers,
-    sink::KeySink,
-    worker::Policy,
-};
-pub use crate::reconcile::{Action, Cached, Reconciler};
+pub use crate::reconcile::{Action, Cached, ErrorPolicy, Reconciler};
 use crate::sharding::{Placement, ShardedKind};
 
 type SyncWait = Box<dyn Fn(Duration) -> BoxFuture<'static, Result<(), SyncError>> + Send + Sync>;
-/// A trigger's future, behind a mutex only so that the controller is `Sync`.
-type Trigger = parking_lot::Mutex<BoxFuture<'static, ()>>;
+/// A feed: a future that queues keys besides the informers' handlers
+/// ([`reconcile_all_on`](Controller::reconcile_all_on), a watch of informers outside the
+/// controller's factory), behind a mutex only so that the controller is `Sync`.
+type Feed = parking_lot::Mutex<BoxFuture<'static, ()>>;
 
 /// Why a controller stopped before it was cancelled.
 #[derive(Debug, thiserror::Error)]
@@ -296,22 +300,22 @@ pub struct Controller<K: Resource> {
     /// `K`'s runtime type information (`()` for a Rust type, the `ApiResource` of a
     /// dynamic controller), its kind as owner references name it.
     dyntype: K::DynamicType,
-    owner: Arc<relations::OwnerKind>,
+    owner: Arc<handlers::OwnerKind>,
     queue: RateLimitingQueue<ObjectKey>,
     /// How the handlers queue keys (the queue, and the debounce if any).
-    enqueue: relations::Enqueue,
+    enqueue: enqueue::Enqueue,
     options: ControllerOptions,
     name: String,
     predicate: Option<Predicate<K>>,
     /// Every watch's update filter ([`event_filter`](Self::event_filter)).
-    event_filter: relations::EventFilter,
+    event_filter: handlers::EventFilter,
     resync: Option<Duration>,
     cache_sync_timeout: Duration,
     metrics: Option<ControllerMetrics>,
     expectations: Expectations,
     syncs: Vec<SyncWait>,
     relations: Vec<Attach>,
-    triggers: Vec<Trigger>,
+    feeds: Vec<Feed>,
     /// The kinds a sharder places for this controller (when sharded).
     sharded_kinds: Vec<ShardedKind>,
     /// What its reconciles wrote, waited for before the next reconcile of the key.
@@ -428,7 +432,7 @@ where
         self.wait_for(informer.clone());
         self.own_writes.cache(read.cache());
         self.relations
-            .push(relations::attach_later(informer, handler, options));
+            .push(attachments::attach_later(informer, handler, options));
         self
     }
 
@@ -487,14 +491,14 @@ where
         self
     }
 
-    /// Reconcile every cached `K` each time `trigger` yields (a config reload, a signal).
+    /// Reconcile every cached `K` each time `ticks` yields (a config reload, a signal).
     #[must_use]
-    pub fn reconcile_all_on(mut self, trigger: impl Stream<Item = ()> + Send + 'static) -> Self {
+    pub fn reconcile_all_on(mut self, ticks: impl Stream<Item = ()> + Send + 'static) -> Self {
         let (store, queue) = (self.informer.store(), self.enqueue.clone());
-        self.triggers
+        self.feeds
             .push(parking_lot::Mutex::new(Box::pin(async move {
-                let mut trigger = std::pin::pin!(trigger);
-                while trigger.next().await.is_some() {
+                let mut ticks = std::pin::pin!(ticks);
+                while ticks.next().await.is_some() {
                     for key in store.list_keys() {
                         queue
                             .triggers

@@ -16,9 +16,9 @@ use kube_informer::{
 };
 
 use super::{
-    Controller, ControllerOptions, Expectations, Fairness, Watchable, own_writes,
+    Controller, ControllerOptions, Expectations, Fairness, Watchable, enqueue, handlers,
+    own_writes,
     read::{Dynamic, Read, Typed, read},
-    relations,
     sink::{KeySink, Sink},
 };
 use crate::sharding::Placement;
@@ -64,7 +64,7 @@ impl<K: Watchable> Controller<K> {
     /// and the fleet's workers call it once started ([`Controller::start_member`]). Sharded,
     /// it reads and places the member's objects as a plain sharded controller does its
     /// cluster's.
-    pub(crate) fn member(
+    pub(crate) fn for_fleet_member(
         factory: &SharedInformerFactory,
         spec: InformerSpec<K>,
         options: ControllerOptions,
@@ -148,17 +148,17 @@ where
                 Sink::Shared(sink),
             ),
         };
-        let enqueue = relations::Enqueue {
+        let enqueue = enqueue::Enqueue {
             queue: sink,
             debounce: options
                 .debounce
-                .map(|period| Arc::new(relations::Debounce::new(period))),
+                .map(|period| Arc::new(enqueue::Debounce::new(period))),
             prioritize: options.prioritize,
             triggers: Arc::default(),
             relation: "primary",
             kind: K::kind(&dyntype).as_ref().into(),
         };
-        let owner = Arc::new(relations::OwnerKind::of::<K>(&dyntype, namespaced));
+        let owner = Arc::new(handlers::OwnerKind::of::<K>(&dyntype, namespaced));
         let mut controller = Self {
             factory: factory.clone(),
             informer,
@@ -169,14 +169,14 @@ where
             options,
             name,
             predicate: None,
-            event_filter: relations::EventFilter::default(),
+            event_filter: handlers::EventFilter::default(),
             resync: None,
             cache_sync_timeout: Duration::from_secs(120),
             metrics,
             expectations: Expectations::default(),
             syncs: Vec::new(),
             relations: Vec::new(),
-            triggers: Vec::new(),
+            feeds: Vec::new(),
             sharded_kinds,
             own_writes: Arc::new(own_writes::OwnWrites::new(read_your_writes)),
             writes: crate::rbac::Rbac::default(),

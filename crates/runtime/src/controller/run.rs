@@ -13,9 +13,9 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    Action, Cached, Controller, ControllerError, ControllerOptions, Reconciler,
-    relations::{self, Attachments},
-    worker,
+    Controller, ControllerError, ControllerOptions, ErrorPolicy, Reconciler,
+    attachments::{self, Attachments},
+    handlers, worker,
 };
 
 impl<K> Controller<K>
@@ -43,7 +43,7 @@ where
     where
         Ctx: Send + Sync + 'static,
         R: Reconciler<K, Ctx>,
-        P: Fn(&Cached<K>, &R::Error, &Ctx) -> Action + Send + Sync + 'static,
+        P: ErrorPolicy<K, R::Error, Ctx>,
     {
         let halt = CancellationToken::new();
         self.run_until(reconcile, error_policy, ctx, cancel, halt)
@@ -64,7 +64,7 @@ where
     where
         Ctx: Send + Sync + 'static,
         R: Reconciler<K, Ctx>,
-        P: Fn(&Cached<K>, &R::Error, &Ctx) -> Action + Send + Sync + 'static,
+        P: ErrorPolicy<K, R::Error, Ctx>,
     {
         match self.options.shard.clone() {
             Some(shard) => {
@@ -91,7 +91,7 @@ where
     where
         Ctx: Send + Sync + 'static,
         R: Reconciler<K, Ctx>,
-        P: Fn(&Cached<K>, &R::Error, &Ctx) -> Action + Send + Sync + 'static,
+        P: ErrorPolicy<K, R::Error, Ctx>,
     {
         // Owned from here on: dropping this future shuts the queue and detaches them.
         let attached = self.attach();
@@ -144,9 +144,9 @@ where
     ) where
         Ctx: Send + Sync + 'static,
         R: Reconciler<K, Ctx>,
-        P: Fn(&Cached<K>, &R::Error, &Ctx) -> Action + Send + Sync + 'static,
+        P: ErrorPolicy<K, R::Error, Ctx>,
     {
-        let mut triggers = self.start_triggers();
+        let mut feeds = self.start_feeds();
         let _reconciling = self.own_writes.reconciling();
         let worker = self.worker(Arc::new(reconcile), Arc::new(error_policy), ctx, None);
         let queue = self.queue.clone();
@@ -166,17 +166,18 @@ where
         }
         // Already stopped after a full drain; otherwise cancel and wait.
         workers.abort().await;
-        triggers.abort_all();
-        while triggers.join_next().await.is_some() {}
+        feeds.abort_all();
+        while feeds.join_next().await.is_some() {}
     }
-    /// Starts its triggers ([`reconcile_all_on`](Self::reconcile_all_on), and relations
+
+    /// Starts its feeds ([`reconcile_all_on`](Self::reconcile_all_on), and relations
     /// that follow other clusters) as tasks owned by what it returns.
-    pub(super) fn start_triggers(&mut self) -> JoinSet<()> {
-        let mut triggers = JoinSet::new();
-        for trigger in self.triggers.drain(..) {
-            triggers.spawn(trigger.into_inner());
+    pub(super) fn start_feeds(&mut self) -> JoinSet<()> {
+        let mut feeds = JoinSet::new();
+        for feed in self.feeds.drain(..) {
+            feeds.spawn(feed.into_inner());
         }
-        triggers
+        feeds
     }
 
     /// Attaches its handlers (the primary's and each relation's), owned by what it returns:
@@ -186,13 +187,13 @@ where
         if let Some(period) = self.resync {
             handler_options = handler_options.resync(period);
         }
-        let updates = relations::Updates {
+        let updates = handlers::Updates {
             predicate: self.predicate.take(),
             filter: self.event_filter.clone(),
         };
-        let handler = relations::primary(self.enqueue.clone(), updates, self.expectations.clone());
+        let handler = handlers::primary(self.enqueue.clone(), updates, self.expectations.clone());
         let mut attached = Attachments::new(self.queue.clone());
-        attached.push(relations::attach_now(
+        attached.push(attachments::attach_now(
             self.informer.clone(),
             handler,
             handler_options,
@@ -207,7 +208,7 @@ where
     pub(super) fn worker<Ctx, R>(
         &self,
         reconcile: Arc<R>,
-        error_policy: Arc<worker::Policy<K, R::Error, Ctx>>,
+        error_policy: worker::SharedPolicy<K, R::Error, Ctx>,
         ctx: Arc<Ctx>,
         cluster: Option<Arc<str>>,
     ) -> worker::Worker<K, Ctx, R>

@@ -10,26 +10,27 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use super::{
-    Action, Cached, ControllerMetrics, Reconciler,
+    Action, Cached, ControllerMetrics, ErrorPolicy, Reconciler,
     metrics::Outcome,
     own_writes::{self, Settled},
     trigger::{Trigger, Triggers, reconcile_id},
 };
 use crate::util::panic_message;
 
-pub(crate) type Policy<K, E, Ctx> = dyn Fn(&Cached<K>, &E, &Ctx) -> Action + Send + Sync;
+/// A controller's error policy, shared by its workers.
+pub(crate) type SharedPolicy<K, E, Ctx> = Arc<dyn ErrorPolicy<K, E, Ctx>>;
 
 /// Everything a worker needs to reconcile one key.
 pub(super) struct Worker<K, Ctx, R: Reconciler<K, Ctx>> {
     pub(super) name: String,
     pub(super) namespaced: bool,
     pub(super) store: ReadOnlyStore<K>,
-    pub(super) debounce: Option<Arc<super::relations::Debounce>>,
+    pub(super) debounce: Option<Arc<super::enqueue::Debounce>>,
     pub(super) metrics: Option<ControllerMetrics>,
     pub(super) max_retries: Option<u32>,
     pub(super) timeout: Option<Duration>,
     pub(super) reconcile: Arc<R>,
-    pub(super) error_policy: Arc<Policy<K, R::Error, Ctx>>,
+    pub(super) error_policy: SharedPolicy<K, R::Error, Ctx>,
     pub(super) ctx: Arc<Ctx>,
     pub(super) own_writes: Arc<super::own_writes::OwnWrites>,
     pub(super) triggers: Arc<Triggers>,

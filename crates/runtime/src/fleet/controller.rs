@@ -299,7 +299,8 @@ where
         let (spec, options) = (self.spec.clone(), self.options.clone());
         let configure = self.configure.clone();
         Arc::new(move |cluster, inbox| {
-            let controller = Controller::member(cluster.factory(), spec(), options.clone(), inbox);
+            let controller =
+                Controller::for_fleet_member(cluster.factory(), spec(), options.clone(), inbox);
             configure
                 .iter()
                 .fold(controller, |c, configure| configure(c))

@@ -21,7 +21,7 @@ use super::{
     let_go,
     sharded::Placing,
 };
-use crate::controller::{Controller, Policy, Reconciler, RunningMember};
+use crate::controller::{Controller, Reconciler, RunningMember, SharedPolicy};
 
 /// One member as the fleet controller follows it.
 pub(super) struct Member {
@@ -35,7 +35,7 @@ pub(super) struct Member {
 
 /// The followed members, by name: what the workers look keys up in.
 #[derive(Clone, Default)]
-pub(super) struct Followed(Arc<Mutex<HashMap<Arc<str>, Member>>>);
+pub(super) struct MemberTable(Arc<Mutex<HashMap<Arc<str>, Member>>>);
 
 /// Makes a member's controller: on its factory, feeding its inbox.
 pub(super) type Build<K> = Arc<dyn Fn(&Cluster, Arc<Inbox>) -> Controller<K> + Send + Sync>;
@@ -45,7 +45,7 @@ pub(super) type MakeCtx<Ctx> = Box<dyn Fn(&Cluster) -> Arc<Ctx> + Send + Sync>;
 
 /// The followed members and the tasks that start them.
 pub(super) struct Members {
-    followed: Followed,
+    followed: MemberTable,
     /// The tasks that start members (attach, sync); owned here, aborted when it stops.
     starting: JoinSet<()>,
     /// Where a sharded fleet controller's member kinds go for the sharder.
@@ -63,10 +63,10 @@ pub(super) struct Recipe<K: kube::Resource, Ctx, R: Reconciler<K, Ctx>> {
     pub(super) build: Build<K>,
     pub(super) make_ctx: MakeCtx<Ctx>,
     pub(super) reconcile: Arc<R>,
-    pub(super) error_policy: Arc<Policy<K, R::Error, Ctx>>,
+    pub(super) error_policy: SharedPolicy<K, R::Error, Ctx>,
 }
 
-impl Followed {
+impl MemberTable {
     /// Reconciles `key` in its member, cancelled if the member goes; a key of a member no
     /// longer followed (or not yet synced, which its inbox prevents) is dropped.
     pub(super) fn reconcile(
@@ -104,7 +104,7 @@ impl Followed {
 impl Members {
     pub(super) fn new(placing: Option<Placing>) -> Self {
         Self {
-            followed: Followed::default(),
+            followed: MemberTable::default(),
             starting: JoinSet::new(),
             placing,
             failed: HashMap::new(),
@@ -112,7 +112,7 @@ impl Members {
     }
 
     /// What the workers reconcile through.
-    pub(super) fn followed(&self) -> Followed {
+    pub(super) fn followed(&self) -> MemberTable {
         self.followed.clone()
     }
 

@@ -12,7 +12,7 @@ use super::{
     members::{Members, Recipe},
 };
 use crate::{
-    controller::{Action, Cached, Watchable, spawn_workers},
+    controller::{ErrorPolicy, Watchable, spawn_workers},
     reconcile::Reconciler,
 };
 
@@ -38,7 +38,7 @@ where
     ) where
         Ctx: Send + Sync + 'static,
         R: Reconciler<K, Ctx>,
-        P: Fn(&Cached<K>, &R::Error, &Ctx) -> Action + Send + Sync + 'static,
+        P: ErrorPolicy<K, R::Error, Ctx>,
     {
         let halt = CancellationToken::new();
         self.run_until(make_ctx, reconcile, error_policy, cancel, halt)
@@ -58,7 +58,7 @@ where
     ) where
         Ctx: Send + Sync + 'static,
         R: Reconciler<K, Ctx>,
-        P: Fn(&Cached<K>, &R::Error, &Ctx) -> Action + Send + Sync + 'static,
+        P: ErrorPolicy<K, R::Error, Ctx>,
     {
         let queue = self.queue();
         let recipe = Recipe {

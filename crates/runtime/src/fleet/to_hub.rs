@@ -11,7 +11,7 @@ use super::{Fleet, let_go};
 use crate::controller::{Attached, Controller, Foreign, Watchable};
 
 /// One member as the relation follows it.
-struct Followed<O> {
+struct MemberWatch<O> {
     generation: u64,
     store: ReadOnlyStore<O>,
     attached: Box<dyn Attached>,
@@ -19,7 +19,7 @@ struct Followed<O> {
 
 /// The members followed, by name: their handlers closed when dropped (the controller
 /// stopped, or its future dropped).
-struct PerMember<O>(HashMap<String, Followed<O>>);
+struct PerMember<O>(HashMap<String, MemberWatch<O>>);
 
 impl<O> Drop for PerMember<O> {
     fn drop(&mut self) {
@@ -104,7 +104,7 @@ async fn follow_members<O: Watchable>(fleet: Fleet, foreign: Arc<Foreign>, map: 
             let attached = foreign.attach(informer, in_member);
             cluster.factory().start();
             let generation = cluster.generation();
-            let state = Followed {
+            let state = MemberWatch {
                 generation,
                 store,
                 attached,

@@ -10,7 +10,7 @@ use kube::{
 use kube_informer::factory::InformerSpec;
 
 use super::{Manager, Runnable, Stop, sharding};
-use crate::controller::{Action, Cached, Controller, ControllerOptions, Reconciler, Watchable};
+use crate::controller::{Controller, ControllerOptions, ErrorPolicy, Reconciler, Watchable};
 
 impl Manager {
     /// A controller of `K` on the manager's factory, recording reconcile metrics.
@@ -106,7 +106,7 @@ impl Manager {
         K::DynamicType: Clone + Send + Sync + 'static,
         Ctx: Send + Sync + 'static,
         R: Reconciler<K, Ctx>,
-        P: Fn(&Cached<K>, &R::Error, &Ctx) -> Action + Send + Sync + 'static,
+        P: ErrorPolicy<K, R::Error, Ctx>,
     {
         let name = controller.name().to_owned();
         let leader_only = !controller.runs_on_every_replica();

@@ -23,7 +23,7 @@
 //! to campaign again, as controller-runtime does). The election gives that instant a
 //! margin of `lease_duration − renew_deadline` (at least 1 s) before any other replica can
 //! acquire (see [`leader_election`](crate::leader_election) for the proof). Dropping the
-//! `run` future (a killed task) stops the same things, without waiting: workers, triggers,
+//! `run` future (a killed task) stops the same things, without waiting: workers, feeds,
 //! handlers, informers, endpoints and the election are all owned by it.
 //!
 //! Limits: a reconcile is cancelled at its next await point, so **reconciles must be

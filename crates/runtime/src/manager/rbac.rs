@@ -42,7 +42,7 @@ impl Manager {
         if let Some(namespace) = &self.lease_namespace {
             let mut verbs = vec![Verb::Get, Verb::Create, Verb::Update];
             if self.options.sharding.is_some() {
-                verbs.push(Verb::List); // the ring's members
+                verbs.push(Verb::List); // the ring's live shards
             }
             rbac.allow(
                 "coordination.k8s.io",

@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 use crate::{
     leader_election::{LeaderElectionConfig, LeaderElector},
     lease::LeaseStore,
-    sharding::{KindSets, Members, Sharder, Shards, SharedReads, shard_lease},
+    sharding::{KindSets, LiveShards, Sharder, Shards, SharedReads, shard_lease},
 };
 
 /// What [`ManagerOptions::sharded`](super::ManagerOptions::sharded) asked for.
@@ -74,8 +74,8 @@ pub(crate) async fn run_sharder(
 ) -> Result<(), String> {
     let elector = LeaderElector::new(leases.clone(), sharding.election(&shard_lease))
         .map_err(|e| e.to_string())?;
-    let members = Members::new(leases, sharding.ring.clone());
-    let reads = SharedReads::new(&members);
+    let live = LiveShards::new(leases, sharding.ring.clone());
+    let reads = SharedReads::new(&live);
     let sharder = Sharder::new(sharding.ring.clone());
     let rounds = async {
         let mut leading = elector.leading();

@@ -24,7 +24,7 @@ use super::{Placement, Ring, ShardKey, shard_label};
 ///
 /// The library gives the function; serving it over HTTPS is the user's choice (any server
 /// that reads an `AdmissionReview` and writes one back). Keep the ring current with
-/// [`Members::observe`](super::Members::observe), once a second as the sharder does.
+/// [`LiveShards::observe`](super::LiveShards::observe), once a second as the sharder does.
 ///
 /// ```
 /// use kube::core::admission::{AdmissionResponse, AdmissionReview};

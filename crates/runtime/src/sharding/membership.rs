@@ -6,7 +6,7 @@
 //! A replica's shard Lease is held by a [`LeaderElector`](crate::leader_election::LeaderElector)
 //! made from [`shard_lease`]: it renews like a leader, and its `leading` turns false at its
 //! renew deadline once it cannot renew, whatever the API server or the network are doing —
-//! the replica must then stop reconciling its shard. [`Members`] stamps each Lease *after*
+//! the replica must then stop reconciling its shard. [`LiveShards`] stamps each Lease *after*
 //! the read that returned it, on its own clock, and counts a shard dead only once its Lease
 //! went unchanged for the Lease's duration since then. So, as for leader election, a shard
 //! that stopped renewing has stopped reconciling `lease_duration − renew_deadline` (at
@@ -30,7 +30,7 @@ use crate::{leader_election::LeaderElectionConfig, lease::LeaseStore};
 /// the client's own timeout (kube's is minutes).
 pub(crate) const READ_LIMIT: Duration = Duration::from_secs(5);
 
-/// The label that marks a Lease as a member of a ring; its value is the ring's name.
+/// The label that marks a Lease as one shard of a ring; its value is the ring's name.
 pub const RING_LABEL: &str = "sharding.kube-informer.dev/ring";
 
 /// The Lease configuration of `shard` in `ring`: the Lease `<ring>-<shard>`, held by
@@ -45,17 +45,17 @@ pub const RING_LABEL: &str = "sharding.kube-informer.dev/ring";
 ///     CancellationToken,
 ///     leader_election::LeaderElector,
 ///     lease::MemoryLeases,
-///     sharding::{Members, shard_lease},
+///     sharding::{LiveShards, shard_lease},
 /// };
 ///
 /// let leases = Arc::new(MemoryLeases::default()); // a `kube::Api<Lease>` in production
-/// let member = LeaderElector::new(leases.clone(), shard_lease("web", "replica-0")).unwrap();
+/// let shard = LeaderElector::new(leases.clone(), shard_lease("web", "replica-0")).unwrap();
 /// let cancel = CancellationToken::new();
-/// let run = tokio::spawn({ let (m, c) = (member.clone(), cancel.clone()); async move { m.run(c).await } });
-/// member.leading().wait_for(|alive| *alive).await.unwrap();
+/// let run = tokio::spawn({ let (m, c) = (shard.clone(), cancel.clone()); async move { m.run(c).await } });
+/// shard.leading().wait_for(|alive| *alive).await.unwrap();
 ///
-/// let members = Members::new(leases, "web");
-/// let ring = members.observe().await.unwrap();
+/// let live = LiveShards::new(leases, "web");
+/// let ring = live.observe().await.unwrap();
 /// assert_eq!(ring.shards().collect::<Vec<_>>(), ["replica-0"]);
 /// cancel.cancel();
 /// run.await.unwrap();
@@ -72,7 +72,7 @@ fn lease_name(ring: &str, shard: &str) -> String {
 }
 
 /// An observer of a ring's shard Leases: which shards are alive now (see the module docs).
-pub struct Members {
+pub struct LiveShards {
     store: Arc<dyn LeaseStore>,
     ring: String,
     /// Used when a Lease does not say its duration.
@@ -89,15 +89,15 @@ struct Seen {
     changed_at: Instant,
 }
 
-impl std::fmt::Debug for Members {
+impl std::fmt::Debug for LiveShards {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Members")
+        f.debug_struct("LiveShards")
             .field("ring", &self.ring)
             .finish_non_exhaustive()
     }
 }
 
-impl Members {
+impl LiveShards {
     /// Observes the shard Leases of `ring` in `store` (the namespace's `kube::Api<Lease>`,
     /// or [`MemoryLeases`](crate::lease::MemoryLeases)).
     pub fn new(store: impl LeaseStore, ring: impl Into<String>) -> Self {

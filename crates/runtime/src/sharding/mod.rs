@@ -34,7 +34,7 @@
 //!
 //! - **Membership**: each replica holds its shard Lease `<ring>-<shard>` ([`shard_lease`],
 //!   labelled [`RING_LABEL`]), renewed as leader election renews; its controllers run only
-//!   while it holds it and are halted the moment it cannot renew. [`Members`] turns the
+//!   while it holds it and are halted the moment it cannot renew. [`LiveShards`] turns the
 //!   ring's Leases into the [`Ring`] of live shards, counting a Lease alive while it
 //!   changed within its duration *on the observer's clock*; so a replica that cannot renew
 //!   has stopped `lease − renew` (≥ 1 s) before anyone counts it dead.
@@ -97,7 +97,7 @@ pub use self::{
     admission::label_at_creation,
     key::{Placement, ShardKey},
     labels::{drain_label, holder_annotation, shard_label, shard_selectors},
-    membership::{Members, RING_LABEL, shard_lease},
+    membership::{LiveShards, RING_LABEL, shard_lease},
     reconcile::reconcile_sharded,
     ring::Ring,
     sharded_kind::ShardedKind,

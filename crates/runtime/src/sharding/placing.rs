@@ -23,7 +23,7 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::{Members, Ring, ShardedKind, Sharder, reads::Shards, slim::Placed};
+use super::{LiveShards, Ring, ShardedKind, Sharder, reads::Shards, slim::Placed};
 
 /// Labels written at once, at most: a rebalance of tens of thousands of objects takes
 /// seconds, not minutes, without flooding the API server.
@@ -98,36 +98,36 @@ impl Changed {
 }
 
 impl Sharder {
-    /// Places the objects of `kinds` on the live shards of `members` until `cancel`:
+    /// Places the objects of `kinds` on the live shards `live` observes until `cancel`:
     /// each object as soon as its event reaches the sharder's metadata cache (a new object
     /// is labelled within a request's time); every object again as soon as the live shards
     /// change (the Leases are read every second, so a dead shard's objects move
     /// within its Lease's duration plus a second), and each `every` in any case. A failed
     /// round is logged and retried at the next one. Run one sharder per ring, under leader
     /// election (its writes are guarded by resourceVersion, so a second one during a
-    /// handover only repeats work), with a `members` that has been observing the Leases
-    /// before (see [`Members::observe`]) if it can. Given no kinds, it places nothing and
+    /// handover only repeats work), with a `live` that has been observing the Leases
+    /// before (see [`LiveShards::observe`]) if it can. Given no kinds, it places nothing and
     /// waits for `cancel`.
     ///
     /// ```no_run
     /// # async fn run(client: kube::Client) {
     /// use std::time::Duration;
     /// use k8s_openapi::api::{apps::v1::Deployment, coordination::v1::Lease};
-    /// use kube_informer_runtime::{CancellationToken, sharding::{Members, Placement, ShardedKind, Sharder}};
+    /// use kube_informer_runtime::{CancellationToken, sharding::{LiveShards, Placement, ShardedKind, Sharder}};
     ///
-    /// let members = Members::new(kube::Api::<Lease>::namespaced(client.clone(), "operators"), "web");
+    /// let live = LiveShards::new(kube::Api::<Lease>::namespaced(client.clone(), "operators"), "web");
     /// let kinds = [ShardedKind::of::<Deployment>(client, None, Placement::Own)];
-    /// Sharder::new("web").run(&members, &kinds, Duration::from_secs(5), CancellationToken::new()).await;
+    /// Sharder::new("web").run(&live, &kinds, Duration::from_secs(5), CancellationToken::new()).await;
     /// # }
     /// ```
     pub async fn run(
         &self,
-        members: &Members,
+        live: &LiveShards,
         kinds: &[ShardedKind],
         every: Duration,
         cancel: CancellationToken,
     ) {
-        self.run_on(Shards::Observe(members), kinds, every, cancel)
+        self.run_on(Shards::Observe(live), kinds, every, cancel)
             .await;
     }
 

@@ -6,14 +6,14 @@
 
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 
-use super::{Members, Ring};
+use super::{LiveShards, Ring};
 
 /// Where a sharder's rounds read the live shards from: each tick, a read of the shard
 /// Leases made after the tick asked (a plan is never made on an older one: a shard that
 /// died and came back must be seen alive before its objects are given away).
 pub(crate) enum Shards<'a> {
     /// Reads the shard Leases itself.
-    Observe(&'a Members),
+    Observe(&'a LiveShards),
     /// Shares reads with the sharders of the other sets (see [`SharedReads`]).
     Shared(&'a SharedReads<'a>),
 }
@@ -21,7 +21,7 @@ pub(crate) enum Shards<'a> {
 impl Shards<'_> {
     pub(super) async fn now(&self) -> Result<Ring, kube::Error> {
         match self {
-            Self::Observe(members) => members.observe().await,
+            Self::Observe(live) => live.observe().await,
             Self::Shared(reads) => reads.observe().await,
         }
     }
@@ -32,7 +32,7 @@ impl Shards<'_> {
 /// it would have made itself — so fifty members' sharders ticking together cost one or two
 /// small LISTs, never a plan on an older read.
 pub(crate) struct SharedReads<'a> {
-    members: &'a Members,
+    live: &'a LiveShards,
     /// Asks so far; a read started when this was `n` serves every ask numbered below `n`.
     asks: AtomicU64,
     /// The last read: the asks it serves, and its ring or why it failed (a failure is
@@ -42,9 +42,9 @@ pub(crate) struct SharedReads<'a> {
 }
 
 impl<'a> SharedReads<'a> {
-    pub(crate) fn new(members: &'a Members) -> Self {
+    pub(crate) fn new(live: &'a LiveShards) -> Self {
         Self {
-            members,
+            live,
             asks: AtomicU64::new(0),
             last: tokio::sync::Mutex::new(None),
         }
@@ -63,7 +63,7 @@ impl<'a> SharedReads<'a> {
             });
         }
         let serves = self.asks.load(SeqCst);
-        let read = self.members.observe().await;
+        let read = self.live.observe().await;
         let kept = read.as_ref().map(Ring::clone).map_err(ToString::to_string);
         *last = Some((serves, kept));
         read
@@ -163,8 +163,8 @@ mod tests {
     #[tokio::test(flavor = "current_thread", start_paused = true)]
     async fn a_read_that_never_answers_is_abandoned_and_the_next_one_reads_again() {
         let store = Arc::new(Gated::default());
-        let members = Members::new(store.clone(), "web");
-        let reads = SharedReads::new(&members);
+        let live = LiveShards::new(store.clone(), "web");
+        let reads = SharedReads::new(&live);
         let started = tokio::time::Instant::now();
         let limit = crate::sharding::membership::READ_LIMIT;
         let hung = tokio::time::timeout(limit * 2, reads.observe())
@@ -182,8 +182,8 @@ mod tests {
     async fn a_read_serves_the_asks_made_before_it_started(store: Gated) {
         let failing = store.failing == 2;
         let store = Arc::new(store);
-        let members = Members::new(store.clone(), "web");
-        let reads = SharedReads::new(&members);
+        let live = LiveShards::new(store.clone(), "web");
+        let reads = SharedReads::new(&live);
         let started = |n: usize| {
             let store = store.clone();
             async move {

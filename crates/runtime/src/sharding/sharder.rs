@@ -8,7 +8,7 @@ use kube::{
 };
 
 #[cfg(doc)]
-use super::{Members, acknowledge_drain};
+use super::{LiveShards, acknowledge_drain};
 use super::{Placement, Ring, ShardKey, drain_label, holder_annotation, shard_label};
 
 /// What to write on one object.
@@ -61,17 +61,17 @@ pub struct Applied {
 /// shard, once no reconcile of the object runs there, removes both labels
 /// ([`acknowledge_drain`]); only then does a later round label it for the new shard. An
 /// object whose shard is *dead* (its Lease expired: that replica stopped reconciling a
-/// margin before, see [`Members`](super::Members)) or that has no shard is labelled at
+/// margin before, see [`LiveShards`](super::LiveShards)) or that has no shard is labelled at
 /// once; so are children ([`Placement::Controller`]), whose owner is what is reconciled.
 ///
 /// ```no_run
 /// # async fn run(client: kube::Client, leases: kube::Api<k8s_openapi::api::coordination::v1::Lease>) -> Result<(), kube::Error> {
 /// use k8s_openapi::api::apps::v1::Deployment;
-/// use kube_informer_runtime::sharding::{Members, Placement, Sharder};
+/// use kube_informer_runtime::sharding::{LiveShards, Placement, Sharder};
 ///
-/// let members = Members::new(leases, "web");
+/// let live = LiveShards::new(leases, "web");
 /// let sharder = Sharder::new("web");
-/// let ring = members.observe().await?;
+/// let ring = live.observe().await?;
 /// let deployments: kube::Api<Deployment> = kube::Api::all(client.clone());
 /// let listed = deployments.list(&Default::default()).await?;
 /// let moves = sharder.plan(&ring, &listed.items, &(), Placement::Own);

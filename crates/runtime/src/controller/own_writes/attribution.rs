@@ -13,7 +13,7 @@ use super::{
     OwnWrites,
     written::{GroupKind, Written},
 };
-use crate::controller::relations::OwnerKind;
+use crate::controller::handlers::OwnerKind;
 
 /// The controllers of one manager, for the writes its client makes off their tasks.
 #[derive(Default)]

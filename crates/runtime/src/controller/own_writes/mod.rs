@@ -117,7 +117,7 @@ pub(crate) struct OwnWrites {
     resources: RwLock<HashMap<(String, String), GroupKind>>,
     pending: Mutex<ByKey>,
     /// The controller's own kind (for writes made off its reconciles' tasks).
-    primary: RwLock<Option<Arc<crate::controller::relations::OwnerKind>>>,
+    primary: RwLock<Option<Arc<crate::controller::handlers::OwnerKind>>>,
     /// Whether its workers run (a standby's, never reconciling, are given no writes made
     /// off their tasks).
     reconciling: std::sync::atomic::AtomicBool,

@@ -64,7 +64,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use tokio_util::sync::CancellationToken;
 
-use self::{inject::Targets, plan::Policy, plan::Stored};
+use self::{inject::Targets, plan::CertSpec, plan::Stored};
 
 /// Why the certificates could not be made, stored, or injected.
 #[derive(Debug, thiserror::Error)]
@@ -141,7 +141,7 @@ pub struct WebhookCerts {
     client: kube::Client,
     namespace: String,
     secret: String,
-    policy: Policy,
+    spec: CertSpec,
     targets: Targets,
     cert_dir: PathBuf,
     check_every: Duration,
@@ -156,7 +156,7 @@ impl std::fmt::Debug for WebhookCerts {
         f.debug_struct("WebhookCerts")
             .field("namespace", &self.namespace)
             .field("secret", &self.secret)
-            .field("policy", &self.policy)
+            .field("spec", &self.spec)
             .field("targets", &self.targets)
             .field("cert_dir", &self.cert_dir)
             .finish_non_exhaustive()
@@ -176,7 +176,7 @@ impl WebhookCerts {
             client,
             namespace: namespace.to_owned(),
             secret: secret.to_owned(),
-            policy: Policy {
+            spec: CertSpec {
                 name: secret.to_owned(),
                 names: dns_names.into_iter().map(Into::into).collect(),
                 ca_validity: Duration::from_secs(10 * 365 * 86_400),
@@ -236,7 +236,7 @@ impl WebhookCerts {
     /// How long a CA lasts (default 10 years; rolled when a third is left).
     #[must_use]
     pub fn ca_validity(mut self, lasts: Duration) -> Self {
-        self.policy.ca_validity = lasts;
+        self.spec.ca_validity = lasts;
         self
     }
 
@@ -244,7 +244,7 @@ impl WebhookCerts {
     /// when a third is left).
     #[must_use]
     pub fn serving_validity(mut self, lasts: Duration) -> Self {
-        self.policy.serving_validity = lasts;
+        self.spec.serving_validity = lasts;
         self
     }
 
@@ -252,7 +252,7 @@ impl WebhookCerts {
     /// of the CA's life): longer than the API servers take to see a new `caBundle`.
     #[must_use]
     pub fn overlap(mut self, overlap: Duration) -> Self {
-        self.policy.overlap = overlap;
+        self.spec.overlap = overlap;
         self
     }
 
@@ -314,7 +314,7 @@ impl WebhookCerts {
         let trusted = inject::observe(&self.client, &self.targets).await;
         let api: Api<Secret> = Api::namespaced(self.client.clone(), &self.namespace);
         let (stored, steps) =
-            secret::settle(&api, &self.secret, &self.policy, &trusted, &now).await?;
+            secret::settle(&api, &self.secret, &self.spec, &trusted, &now).await?;
         for step in &steps {
             tracing::info!(secret = %self.secret, ?step, "webhook certificates changed");
             metrics::changed(*step);

@@ -28,9 +28,9 @@ pub(super) struct Stored {
     pub(super) bundle: String,
 }
 
-/// Lifetimes and names.
+/// What the certificates are: their names and lifetimes.
 #[derive(Clone, Debug)]
-pub(super) struct Policy {
+pub(super) struct CertSpec {
     pub(super) name: String,
     pub(super) names: Vec<String>,
     pub(super) ca_validity: Duration,
@@ -38,7 +38,7 @@ pub(super) struct Policy {
     pub(super) overlap: Duration,
 }
 
-impl Policy {
+impl CertSpec {
     /// A certificate is renewed once less than a third of its life is left.
     fn renew_within(lasts: Duration) -> i64 {
         secs(lasts) / 3
@@ -117,7 +117,7 @@ fn usable(pair: Option<&Pair>, now: i64) -> Option<i64> {
 }
 
 /// The next change `stored` needs at `now`, the configurations trusting `trusted`, if any.
-pub(super) fn step(stored: &Stored, now: i64, policy: &Policy, trusted: &Trusted) -> Option<Step> {
+pub(super) fn step(stored: &Stored, now: i64, spec: &CertSpec, trusted: &Trusted) -> Option<Step> {
     let Some(ca_end) = usable(stored.ca.as_ref(), now) else {
         return Some(Step::Fresh);
     };
@@ -136,13 +136,13 @@ pub(super) fn step(stored: &Stored, now: i64, policy: &Policy, trusted: &Trusted
                 _ => injected,
             };
             match from {
-                Some(at) if held && now >= at + policy.overlap() => return Some(Step::PromoteCa),
+                Some(at) if held && now >= at + spec.overlap() => return Some(Step::PromoteCa),
                 None if held && *trusted != Trusted::Unwatched => return Some(Step::CaInjected),
                 Some(_) if !held => return Some(Step::CaInjectionLost),
                 _ => {}
             }
         }
-        (None, _) if ca_end - now < Policy::renew_within(policy.ca_validity) => {
+        (None, _) if ca_end - now < CertSpec::renew_within(spec.ca_validity) => {
             return Some(Step::StartCaRoll);
         }
         _ => {}
@@ -151,15 +151,15 @@ pub(super) fn step(stored: &Stored, now: i64, policy: &Policy, trusted: &Trusted
     match usable(serving, now) {
         None => return Some(Step::NewServing),
         Some(end) => {
-            let mut wanted = policy.names.clone();
+            let mut wanted = spec.names.clone();
             let mut has = pki::names(&serving.map(|s| s.cert.clone()).unwrap_or_default());
             wanted.sort();
             has.sort();
             // Renewing only helps when the new one would last longer (a CA near its end
             // caps it): otherwise it would be renewed on every check.
-            let lasts = secs(policy.serving_validity);
+            let lasts = secs(spec.serving_validity);
             let renewed_end = (now + lasts).min(ca_end);
-            let ageing = end - now < Policy::renew_within(policy.serving_validity);
+            let ageing = end - now < CertSpec::renew_within(spec.serving_validity);
             if wanted != has || (ageing && renewed_end > end + (lasts / 10).min(60)) {
                 return Some(Step::NewServing);
             }
@@ -199,14 +199,14 @@ pub(super) fn apply(
     stored: &Stored,
     step: Step,
     now: i64,
-    policy: &Policy,
+    spec: &CertSpec,
     trusted: &Trusted,
 ) -> Result<Stored, rcgen::Error> {
     let mut next = stored.clone();
-    let serving = |ca: &Pair| pki::new_serving(ca, &policy.names, now, policy.serving_validity);
+    let serving = |ca: &Pair| pki::new_serving(ca, &spec.names, now, spec.serving_validity);
     match step {
         Step::Fresh => {
-            let ca = pki::new_ca(&policy.name, now, policy.ca_validity)?;
+            let ca = pki::new_ca(&spec.name, now, spec.ca_validity)?;
             next.serving = Some(serving(&ca)?);
             next.ca = Some(ca);
             next.next_ca = None;
@@ -216,7 +216,7 @@ pub(super) fn apply(
             next.bundle.push_str(&trusted.anywhere().concat());
         }
         Step::StartCaRoll => {
-            let ca = pki::new_ca(&policy.name, now, policy.ca_validity)?;
+            let ca = pki::new_ca(&spec.name, now, spec.ca_validity)?;
             next.next_ca = Some((ca, now));
             next.next_injected = None;
         }
@@ -245,17 +245,17 @@ pub(super) fn apply(
 pub(super) fn settle(
     stored: &Stored,
     now: i64,
-    policy: &Policy,
+    spec: &CertSpec,
     trusted: &Trusted,
 ) -> Result<Option<(Stored, Vec<Step>)>, rcgen::Error> {
     let (mut state, mut steps) = (stored.clone(), Vec::new());
     // Each step leaves fewer to make: Fresh leaves at most a bundle fix, a promotion a new
     // bundle. Five is more than any sequence needs.
-    while let Some(step) = self::step(&state, now, policy, trusted) {
+    while let Some(step) = self::step(&state, now, spec, trusted) {
         if steps.len() == 5 {
             break;
         }
-        state = apply(&state, step, now, policy, trusted)?;
+        state = apply(&state, step, now, spec, trusted)?;
         steps.push(step);
     }
     Ok((!steps.is_empty()).then_some((state, steps)))
@@ -267,8 +267,8 @@ mod tests {
 
     const DAY: u64 = 86_400;
 
-    fn policy() -> Policy {
-        Policy {
+    fn spec() -> CertSpec {
+        CertSpec {
             name: "widgets".into(),
             names: vec!["webhook.system.svc".into()],
             ca_validity: Duration::from_secs(300 * DAY),
@@ -282,7 +282,7 @@ mod tests {
     }
 
     fn settled(stored: &Stored, now: i64, trusted: &Trusted) -> (Stored, Vec<Step>) {
-        settle(stored, now, &policy(), trusted)
+        settle(stored, now, &spec(), trusted)
             .unwrap()
             .unwrap_or_else(|| (stored.clone(), Vec::new()))
     }
@@ -315,7 +315,7 @@ mod tests {
             );
             let ca = stored.ca.as_ref().unwrap();
             // The signing CA was in the bundle one overlap ago (or since the start).
-            let ago = now - policy().overlap();
+            let ago = now - spec().overlap();
             let then = history
                 .iter()
                 .rev()
@@ -332,7 +332,7 @@ mod tests {
         }
         assert!(rolls >= 2, "the CA was rolled {rolls} times");
         assert!(
-            step(&stored, at(699), &policy(), &holding(&stored.bundle)).is_none(),
+            step(&stored, at(699), &spec(), &holding(&stored.bundle)).is_none(),
             "settled stays settled"
         );
     }
@@ -347,16 +347,16 @@ mod tests {
             ..Stored::default()
         };
         let none = Trusted::Unwatched;
-        assert_eq!(step(&garbage, at(0), &policy(), &none), Some(Step::Fresh));
+        assert_eq!(step(&garbage, at(0), &spec(), &none), Some(Step::Fresh));
         let (fresh, _) = settled(&Stored::default(), at(0), &none);
-        assert_eq!(step(&fresh, at(301), &policy(), &none), Some(Step::Fresh));
-        let mut renamed = policy();
+        assert_eq!(step(&fresh, at(301), &spec(), &none), Some(Step::Fresh));
+        let mut renamed = spec();
         renamed.names = vec!["other.system.svc".into()];
         assert_eq!(step(&fresh, at(1), &renamed, &none), Some(Step::NewServing));
         let mut stripped = fresh.clone();
         stripped.bundle.clear();
         assert_eq!(
-            step(&stripped, at(1), &policy(), &none),
+            step(&stripped, at(1), &spec(), &none),
             Some(Step::FixBundle)
         );
     }
@@ -387,7 +387,7 @@ mod tests {
         // Injected at last: noted, then promoted an overlap later, not before.
         let (injected, steps) = settled(&stored, at(290), &holding(&stored.bundle));
         assert_eq!(steps, [Step::CaInjected]);
-        let half = at(290) + policy().overlap() / 2;
+        let half = at(290) + spec().overlap() / 2;
         let (waiting, steps) = settled(&injected, half, &holding(&stored.bundle));
         assert!(steps.is_empty(), "{steps:?}");
         // A failed read changes nothing: neither lost nor promoted.
@@ -417,7 +417,7 @@ mod tests {
         );
         assert!(bundle.contains(&normalized(&fresh.ca.clone().unwrap().cert)));
         assert!(
-            step(&fresh, at(2), &policy(), &holding(&fresh.bundle)).is_none(),
+            step(&fresh, at(2), &spec(), &holding(&fresh.bundle)).is_none(),
             "stable"
         );
     }

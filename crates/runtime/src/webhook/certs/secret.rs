@@ -11,7 +11,7 @@ use kube::{Api, api::PostParams};
 use super::{
     CertError,
     pki::Pair,
-    plan::{self, Policy, Step, Stored, Trusted},
+    plan::{self, CertSpec, Step, Stored, Trusted},
 };
 
 const SERVING_CERT: &str = "tls.crt";
@@ -100,7 +100,7 @@ fn write(mut secret: Secret, stored: &Stored) -> Secret {
 pub(super) async fn settle(
     api: &Api<Secret>,
     name: &str,
-    policy: &Policy,
+    spec: &CertSpec,
     trusted: &Trusted,
     now: impl Fn() -> i64,
 ) -> Result<(Stored, Vec<Step>), CertError> {
@@ -112,7 +112,7 @@ pub(super) async fn settle(
         let current = api.get_opt(name).await.map_err(CertError::Secret)?;
         let stored = current.as_ref().map(read).unwrap_or_default();
         let Some((next, steps)) =
-            plan::settle(&stored, now(), policy, trusted).map_err(CertError::Generate)?
+            plan::settle(&stored, now(), spec, trusted).map_err(CertError::Generate)?
         else {
             return Ok(Some((stored, Vec::new())));
         };

@@ -15,10 +15,10 @@ use kube::{
 use kube_informer::{ObjectKey, factory::FactoryScope, factory::InformerSpec};
 
 use super::{
-    Change, Controller, Watchable,
+    Change, Controller, Watchable, handlers,
     predicate::Predicate,
     read::{Dynamic, Metadata, Typed},
-    relations, trigger,
+    trigger,
 };
 use crate::sharding::Placement;
 
@@ -132,7 +132,7 @@ where
     #[must_use]
     pub fn owns_with<C: Watchable>(self, relation: impl Into<Relation<C>>) -> Self {
         let Relation { spec, predicate } = relation.into();
-        let handler = relations::owned::<C>(
+        let handler = handlers::owned::<C>(
             self.enqueue.via("owns", trigger::short_type_name::<C>()),
             self.owner.clone(),
             self.expectations.clone(),
@@ -166,7 +166,7 @@ where
         C::Scope: FactoryScope,
     {
         let Relation { spec, predicate } = relation.into();
-        let handler = relations::owned::<PartialObjectMeta<C>>(
+        let handler = handlers::owned::<PartialObjectMeta<C>>(
             self.enqueue.via("owns", trigger::short_type_name::<C>()),
             self.owner.clone(),
             self.expectations.clone(),
@@ -176,8 +176,8 @@ where
     }
 
     /// A relation's update filter: its predicate and the controller's event filter.
-    fn updates<T>(&self, predicate: Option<Predicate<T>>) -> relations::Updates<T> {
-        relations::Updates {
+    fn updates<T>(&self, predicate: Option<Predicate<T>>) -> handlers::Updates<T> {
+        handlers::Updates {
             predicate,
             filter: self.event_filter.clone(),
         }
@@ -223,7 +223,7 @@ where
         map: impl Fn(&O) -> Vec<ObjectKey> + Send + Sync + 'static,
     ) -> Self {
         let Relation { spec, predicate } = relation.into();
-        let handler = relations::mapped(
+        let handler = handlers::mapped(
             self.enqueue.via("watches", trigger::short_type_name::<O>()),
             map,
             self.updates(predicate),
@@ -244,7 +244,7 @@ where
         O::Scope: FactoryScope,
     {
         let Relation { spec, predicate } = relation.into();
-        let handler = relations::mapped(
+        let handler = handlers::mapped(
             self.enqueue.via("watches", trigger::short_type_name::<O>()),
             map,
             self.updates(predicate),
@@ -277,7 +277,7 @@ where
         relation: impl Into<Relation<DynamicObject>>,
     ) -> Self {
         let Relation { spec, predicate } = relation.into();
-        let handler = relations::owned::<DynamicObject>(
+        let handler = handlers::owned::<DynamicObject>(
             self.enqueue.via("owns", resource.kind.as_str().into()),
             self.owner.clone(),
             self.expectations.clone(),
@@ -298,7 +298,7 @@ where
         map: impl Fn(&DynamicObject) -> Vec<ObjectKey> + Send + Sync + 'static,
     ) -> Self {
         let Relation { spec, predicate } = relation.into();
-        let handler = relations::mapped(
+        let handler = handlers::mapped(
             self.enqueue.via("watches", resource.kind.as_str().into()),
             map,
             self.updates(predicate),
@@ -342,7 +342,7 @@ where
         map: impl Fn(Change<'_, O>) -> Vec<ObjectKey> + Send + Sync + 'static,
     ) -> Self {
         let Relation { spec, predicate } = relation.into();
-        let handler = relations::mapped_changes(
+        let handler = handlers::mapped_changes(
             self.enqueue.via("watches", trigger::short_type_name::<O>()),
             map,
             self.updates(predicate),

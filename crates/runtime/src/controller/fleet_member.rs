@@ -12,17 +12,17 @@ use kube_informer::{ObjectKey, workqueue::Requeue};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use super::{Cached, Controller, Reconciler, relations::Attachments, worker};
+use super::{Cached, Controller, Reconciler, attachments::Attachments, worker};
 
 /// One reconcile of a key (its attempt given), as the member's worker runs it.
 type Call = Box<dyn Fn(ObjectKey, u32) -> BoxFuture<'static, Requeue> + Send + Sync>;
 
-/// A member's controller, started: its handlers attached, its triggers running, its worker
-/// ready. Dropped, its handlers close and its triggers are aborted.
+/// A member's controller, started: its handlers attached, its feeds running, its worker
+/// ready. Dropped, its handlers close and its feeds are aborted.
 pub(crate) struct Running {
     call: Call,
     attached: Attachments,
-    triggers: JoinSet<()>,
+    feeds: JoinSet<()>,
 }
 
 /// A reconcile shared by every member (the sharding wrapper takes one by value).
@@ -42,13 +42,13 @@ where
     K: Resource + Clone + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Clone + Send + Sync + 'static,
 {
-    /// Attaches its handlers, starts its factory and triggers, and waits for its caches
+    /// Attaches its handlers, starts its factory and feeds, and waits for its caches
     /// until `disengaged`; each time a cache misses the deadline, it says so and waits on
     /// (the member stays out of the fleet's queue meanwhile). `None`: disengaged first.
     pub(crate) async fn start_member<Ctx, R>(
         mut self,
         reconcile: Arc<R>,
-        error_policy: Arc<worker::Policy<K, R::Error, Ctx>>,
+        error_policy: worker::SharedPolicy<K, R::Error, Ctx>,
         ctx: Arc<Ctx>,
         cluster: Arc<str>,
         disengaged: &CancellationToken,
@@ -58,7 +58,7 @@ where
         R: Reconciler<K, Ctx>,
     {
         let attached = self.attach();
-        let triggers = self.start_triggers();
+        let feeds = self.start_feeds();
         self.factory.start();
         for wait in &self.syncs {
             loop {
@@ -90,7 +90,7 @@ where
         Some(Running {
             call,
             attached,
-            triggers,
+            feeds,
         })
     }
 }
@@ -101,10 +101,10 @@ impl Running {
         (self.call)(key, attempt)
     }
 
-    /// Detaches its handlers (waiting until none runs) and stops its triggers.
+    /// Detaches its handlers (waiting until none runs) and stops its feeds.
     pub(crate) async fn stop(mut self) {
-        self.triggers.abort_all();
-        while self.triggers.join_next().await.is_some() {}
+        self.feeds.abort_all();
+        while self.feeds.join_next().await.is_some() {}
         self.attached.remove().await;
     }
 }
