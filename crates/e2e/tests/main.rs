@@ -13,6 +13,7 @@ mod churn;
 mod defaults;
 mod demo;
 mod demo_real;
+mod doc_numbers;
 mod dynamic_controller;
 mod envtest_manifests_real;
 mod fairness;

@@ -52,8 +52,8 @@
 //! **Protobuf**: read by an informer that asks for protobuf
 //! ([`ClientListerWatcher::protobuf`](crate::list_watch::ClientListerWatcher::protobuf), or
 //! a factory, by default), a `Compact` keeps the protobuf
-//! message instead (about 30% smaller than the JSON for a Pod; without its managedFields
-//! when they are stripped), with the same parsed metadata; [`Compact::decode`] reads the
+//! message instead (31% fewer bytes than the JSON for a Pod, BENCHMARKS.md, "Protobuf";
+//! without its managedFields when they are stripped), with the same parsed metadata; [`Compact::decode`] reads the
 //! message, and [`Compact::json`] renders the JSON the JSON encoding gives the object. The
 //! message is checked whole when it arrives, so a malformed body is refused then, and
 //! `json()` cannot fail later. Fields the schema does not know (a newer server's) are kept
@@ -180,8 +180,8 @@ impl<K, S: JsonStorage> Compact<K, S> {
         }
     }
 
-    /// Whether the object arrived in protobuf (and is kept as its protobuf message, about
-    /// 30% smaller than its JSON for a Pod).
+    /// Whether the object arrived in protobuf (and is kept as its protobuf message, 31%
+    /// fewer bytes than its JSON for a Pod: BENCHMARKS.md, "Protobuf").
     pub fn is_protobuf(&self) -> bool {
         matches!(self.encoding, Encoding::Protobuf(_))
     }
