@@ -156,7 +156,10 @@ fn every_measured_number_names_its_benchmark() {
             }
         }
     }
-    assert!(figures >= 10, "the docs' figures were not found ({figures})");
+    assert!(
+        figures >= 10,
+        "the docs' figures were not found ({figures})"
+    );
     assert!(
         problems.is_empty(),
         "cite BENCHMARKS.md (a section that exists), a bench under benches/, or an \

@@ -114,9 +114,12 @@ fn listing(package: &str, src: &Path) -> String {
     lines.sort();
     lines.dedup();
     let functions = lines.iter().filter(|l| is_function(l)).count();
+    let code = lister.code_lines;
     let mut out = format!(
         "# The public surface of {package}, as written in src/ (crates/e2e/tests/public_api.rs).\n\
-         # {functions} public functions and methods.\n"
+         # {functions} public functions and methods in {code} lines of code (src/ without \
+         generated files and test modules): {:.1} per 1,000.\n",
+        functions as f64 * 1000.0 / code.max(1) as f64
     );
     for line in lines {
         out.push_str(&line);
@@ -145,6 +148,16 @@ fn is_function(line: &str) -> bool {
     })
 }
 
+/// The lines of a source file before its test module (the convention: a trailing
+/// `#[cfg(test)] mod tests`).
+fn code_lines(text: &str) -> usize {
+    let lines: Vec<&str> = text.lines().collect();
+    let test_module = lines
+        .windows(2)
+        .position(|w| w[0] == "#[cfg(test)]" && w[1].starts_with("mod "));
+    test_module.unwrap_or(lines.len())
+}
+
 fn name_of_crate(package: &str) -> String {
     package.replace('-', "_")
 }
@@ -153,6 +166,8 @@ fn name_of_crate(package: &str) -> String {
 #[derive(Default)]
 struct Lister {
     lines: Vec<String>,
+    /// Lines of the files read, without generated files and trailing test modules.
+    code_lines: usize,
     public_types: BTreeSet<String>,
     trait_impls: Vec<(String, String)>,
 }
@@ -163,6 +178,9 @@ impl Lister {
         let text = fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let file: syn::File =
             syn::parse_file(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        if !path.ends_with("generated.rs") {
+            self.code_lines += code_lines(&text);
+        }
         self.items(module, &file.items, Some(dir));
     }
 

@@ -86,17 +86,6 @@ impl FactoryOptions {
         self
     }
 
-    /// Leave `metadata.managedFields` out of cached objects: now the default (see
-    /// [`keep_managed_fields`](Self::keep_managed_fields)); this call changes nothing — it
-    /// does not undo a `keep_managed_fields()` made before it.
-    #[deprecated(
-        note = "managedFields are left out by default; call keep_managed_fields() to keep them"
-    )]
-    #[must_use]
-    pub fn strip_managed_fields(self) -> Self {
-        self
-    }
-
     /// Whether informers of built-in types ask the API server for protobuf: yes by default,
     /// as client-go's in-cluster components do. On the benchmark's traffic (BENCHMARKS.md,
     /// "Protobuf": typed informers, managed fields kept) a typed informer over protobuf
@@ -161,25 +150,4 @@ impl FactoryScope for NamespaceResourceScope {
 
 impl FactoryScope for ClusterResourceScope {
     const NAMESPACED: bool = false;
-}
-
-#[cfg(test)]
-mod tests {
-    use super::FactoryOptions;
-
-    /// The deprecated call changes nothing, as its docs say: it neither strips where
-    /// `keep_managed_fields` asked to keep, nor anything else.
-    #[test]
-    #[allow(deprecated)]
-    fn the_deprecated_strip_changes_nothing() {
-        let kept = FactoryOptions::default()
-            .keep_managed_fields()
-            .strip_managed_fields();
-        assert!(kept.keep_managed_fields);
-        let default = FactoryOptions::default().strip_managed_fields();
-        assert_eq!(
-            format!("{default:?}"),
-            format!("{:?}", FactoryOptions::default())
-        );
-    }
 }

@@ -170,6 +170,7 @@ impl<S> Core<S> {
     }
 
     /// The capacity set, `None` when unbounded.
+    #[cfg(test)]
     pub(super) fn capacity(&self) -> Option<usize> {
         let capacity = self.capacity.load(Ordering::Relaxed);
         (capacity != usize::MAX).then_some(capacity)

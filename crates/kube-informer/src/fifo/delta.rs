@@ -229,11 +229,6 @@ impl<K> Deltas<K> {
         self.deltas.iter()
     }
 
-    /// The deltas as a slice, oldest first.
-    pub fn as_slice(&self) -> &[Delta<K>] {
-        &self.deltas
-    }
-
     /// How many deltas (at least one).
     pub fn len(&self) -> usize {
         self.deltas.len()

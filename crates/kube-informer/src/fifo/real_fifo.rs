@@ -200,7 +200,8 @@ impl<K: Resource + Send + Sync> RealFifo<K> {
     }
 
     /// The capacity set with [`with_capacity`](Self::with_capacity); `None`: unbounded.
-    pub fn capacity(&self) -> Option<usize> {
+    #[cfg(test)]
+    pub(crate) fn capacity(&self) -> Option<usize> {
         self.core.capacity()
     }
 

@@ -194,7 +194,7 @@ impl<K> Notification<K> {
     }
 
     /// Calls the matching method of `handler`.
-    pub fn dispatch(self, handler: &(impl ResourceEventHandler<K> + ?Sized)) {
+    pub(crate) fn dispatch(self, handler: &(impl ResourceEventHandler<K> + ?Sized)) {
         match self {
             Self::Add {
                 object,
