@@ -4,7 +4,7 @@
 //! patches them (a strategic merge patch is refused with the real server's words); and its
 //! deletion deleting them (a watch sees each go) and taking its API away.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use e2e::{Backend, both};
 use futures_util::StreamExt;
@@ -41,8 +41,8 @@ fn apply_args<'a>(backend: &Backend, file: &'a str, ns: Option<&'a str>) -> Vec<
     args
 }
 
-fn write_file(name: &str, text: &str) -> PathBuf {
-    let path = std::env::temp_dir().join(format!("kubectl-e2e-{}-{name}", std::process::id()));
+fn write_file(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
     std::fs::write(&path, text).expect("a temporary file");
     path
 }
@@ -243,8 +243,9 @@ async fn a_crd_applied_by_kubectl_serves_its_resources(backend: Backend) {
     if ok(&backend, &["create", "namespace", ns]).await.is_none() {
         return;
     }
-    let crd_file = write_file(&format!("{name}-crd.yaml"), CRD);
-    let gizmo_file = write_file(&format!("{name}-gizmo.yaml"), GIZMO);
+    let files = tempfile::tempdir().expect("a temporary folder");
+    let crd_file = write_file(files.path(), "crd.yaml", CRD);
+    let gizmo_file = write_file(files.path(), "gizmo.yaml", GIZMO);
     let (crd_file, gizmo_file) = (crd_file.to_str().unwrap(), gizmo_file.to_str().unwrap());
     let out = ok(&backend, &apply_args(&backend, crd_file, None))
         .await

@@ -184,11 +184,10 @@ async fn every_family_a_dashboard_reads_is_scraped_and_moves() {
         .unwrap();
 
     // A webhook server with a certificate from files.
-    let dir = std::env::temp_dir().join(format!("ops-metrics-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = tempfile::tempdir().unwrap();
     let certs = ServingCerts::for_loopback().unwrap();
-    certs.write_to(&dir).unwrap();
-    let webhooks = WebhookServer::new(ServingCert::from_dir(&dir))
+    certs.write_to(dir.path()).unwrap();
+    let webhooks = WebhookServer::new(ServingCert::from_dir(dir.path()))
         .address(([127, 0, 0, 1], 0).into())
         .validating("/validate", |_: AdmissionRequest<ConfigMap>| async {
             Ok(Allowed::new())
@@ -346,5 +345,4 @@ async fn every_family_a_dashboard_reads_is_scraped_and_moves() {
 
     stop.cancel();
     running.await.unwrap().unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -3,7 +3,7 @@
 //! replica serving a certificate the webhook configuration does not trust, and neither does
 //! the Secret deleted under two replicas.
 
-use std::{collections::HashMap, path::PathBuf, time::Duration};
+use std::{collections::HashMap, path::Path, time::Duration};
 
 use base64::Engine as _;
 use fake_apiserver::{FakeApiServer, Gvr, ServerConfig};
@@ -71,13 +71,12 @@ fn at(time: i64) -> impl Fn() -> i64 {
     move || time
 }
 
-fn dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("certs-roll-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
+/// A folder for a replica's certificate files, removed when the test ends.
+fn dir() -> tempfile::TempDir {
+    tempfile::tempdir().unwrap()
 }
 
-fn certs(client: kube::Client, dir: &PathBuf) -> WebhookCerts {
+fn certs(client: kube::Client, dir: &Path) -> WebhookCerts {
     WebhookCerts::for_service(client, "shop", "svc", "svc-cert")
         .validating(HOOKS)
         .cert_dir(dir)
@@ -164,9 +163,9 @@ fn signing_ca(server: &FakeApiServer) -> String {
 async fn a_roll_waits_while_injection_is_refused_or_reverted_and_serving_stays_trusted() {
     let server = server().await;
     let mut time = START;
-    let folder = dir("refused");
-    let allowed = certs(server.memory_client(), &folder);
-    let refused = certs(without_update_rbac(server.memory_client()), &folder);
+    let folder = dir();
+    let allowed = certs(server.memory_client(), folder.path());
+    let refused = certs(without_update_rbac(server.memory_client()), folder.path());
     let mut signers = Signers::default();
     allowed.check(at(time)).await.unwrap();
     signers.note(&server);
@@ -187,7 +186,7 @@ async fn a_roll_waits_while_injection_is_refused_or_reverted_and_serving_stays_t
             first,
             "day {day}: promoted without being injected"
         );
-        signers.assert_trusted(&server, &folder, &format!("day {day}"));
+        signers.assert_trusted(&server, folder.path(), &format!("day {day}"));
     }
     assert_eq!(errors, 60, "every check since the roll started says so");
     assert_eq!(failures(HOOKS, "refused"), 60);
@@ -197,7 +196,7 @@ async fn a_roll_waits_while_injection_is_refused_or_reverted_and_serving_stays_t
     allowed.check(at(time)).await.unwrap();
     allowed.check(at(time)).await.unwrap(); // seen held: the overlap starts
     signers.note(&server);
-    signers.assert_trusted(&server, &folder, "injected");
+    signers.assert_trusted(&server, folder.path(), "injected");
     // A second writer (a GitOps tool's self-heal) puts the old bundle back mid-overlap.
     let mut config = server.get(&hooks(), None, HOOKS).unwrap();
     let injected = config["webhooks"][0]["clientConfig"]["caBundle"].clone();
@@ -235,16 +234,16 @@ async fn a_roll_waits_while_injection_is_refused_or_reverted_and_serving_stays_t
         first,
         "promoted once held for the overlap"
     );
-    signers.assert_trusted(&server, &folder, "promoted");
+    signers.assert_trusted(&server, folder.path(), "promoted");
 }
 
 #[tokio::test]
 async fn the_secret_deleted_under_two_replicas_leaves_both_trusted() {
     let server = server().await;
     let mut time = START;
-    let (a_dir, b_dir) = (dir("a"), dir("b"));
-    let a = certs(server.memory_client(), &a_dir);
-    let b = certs(server.memory_client(), &b_dir);
+    let (a_dir, b_dir) = (dir(), dir());
+    let a = certs(server.memory_client(), a_dir.path());
+    let b = certs(server.memory_client(), b_dir.path());
     let mut signers = Signers::default();
     a.check(at(time)).await.unwrap();
     b.check(at(time)).await.unwrap();
@@ -259,17 +258,17 @@ async fn the_secret_deleted_under_two_replicas_leaves_both_trusted() {
     signers.note(&server);
     assert_ne!(signing_ca(&server), first, "a new CA");
     // b still serves its certificate of the first CA until its next check: still trusted.
-    signers.assert_trusted(&server, &b_dir, "b before its check");
-    signers.assert_trusted(&server, &a_dir, "a");
+    signers.assert_trusted(&server, b_dir.path(), "b before its check");
+    signers.assert_trusted(&server, a_dir.path(), "a");
     b.check(at(time)).await.unwrap();
-    signers.assert_trusted(&server, &b_dir, "b after its check");
+    signers.assert_trusted(&server, b_dir.path(), "b after its check");
 }
 
 #[tokio::test]
 async fn renewals_of_the_served_ca_reach_the_files_while_the_configurations_cannot_be_read() {
     let server = server().await;
     let mut time = START;
-    let folder = dir("unreadable");
+    let folder = dir();
     // Its own configuration: the failures it counts are its own.
     let mut config = server.get(&hooks(), None, HOOKS).unwrap();
     config["metadata"] = json!({"name": "blind-hooks"});
@@ -277,7 +276,7 @@ async fn renewals_of_the_served_ca_reach_the_files_while_the_configurations_cann
     let certs = |client| {
         WebhookCerts::for_service(client, "shop", "svc", "svc-cert")
             .validating("blind-hooks")
-            .cert_dir(&folder)
+            .cert_dir(folder.path())
             .ca_validity(Duration::from_secs(300 * 86_400))
             .serving_validity(Duration::from_secs(30 * 86_400))
     };
@@ -290,14 +289,14 @@ async fn renewals_of_the_served_ca_reach_the_files_while_the_configurations_cann
         &[http::Method::GET, http::Method::PUT],
     ));
     let mut renewals = 0;
-    let mut last = std::fs::read_to_string(folder.join("tls.crt")).unwrap();
+    let mut last = std::fs::read_to_string(folder.path().join("tls.crt")).unwrap();
     for day in 1..=150 {
         time = START + day * DAY;
         assert!(
             blind.check(at(time)).await.is_err(),
             "day {day}: the failure is reported"
         );
-        let served = std::fs::read_to_string(folder.join("tls.crt")).unwrap();
+        let served = std::fs::read_to_string(folder.path().join("tls.crt")).unwrap();
         assert!(
             pki::not_after(&served).unwrap() > START + day * DAY,
             "day {day}: the served certificate expired"
@@ -318,8 +317,8 @@ fn secret_writes(server: &FakeApiServer) -> Vec<u16> {
 #[tokio::test]
 async fn a_write_lost_to_another_writer_is_made_again_and_five_lost_wait_for_the_next_check() {
     let server = server().await;
-    let folder = dir("conflicts");
-    let replica = certs(server.memory_client(), &folder);
+    let folder = dir();
+    let replica = certs(server.memory_client(), folder.path());
     replica.check(at(START)).await.unwrap();
     let lost = |times| fake_apiserver::Fault::Status {
         verb: fake_apiserver::Verb::Update,
