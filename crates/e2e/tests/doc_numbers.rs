@@ -5,6 +5,8 @@
 //! `benches/`, or an `informer-bench` command — and every section of BENCHMARKS.md quoted
 //! anywhere exists.
 
+use crate::sources::{rust_files, workspace};
+
 use std::{fs, path::Path, sync::LazyLock};
 
 use regex::Regex;
@@ -24,14 +26,6 @@ static SOURCE: LazyLock<Regex> =
 /// A section of BENCHMARKS.md, quoted: `BENCHMARKS.md, "Protobuf"` or `BENCHMARKS.md "…"`.
 static QUOTED: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r#"BENCHMARKS\.md[,:]?\s+\(?"([^"]+)""#).unwrap());
-
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-}
 
 /// The paragraphs of a file (a Markdown block between blank lines, a table whole, a list
 /// with the line that introduces it; a block of doc comment lines), each with the line it
@@ -77,7 +71,7 @@ fn push(out: &mut Vec<(usize, String)>, paragraph: Option<(usize, String)>, rust
 
 /// The files whose numbers are checked.
 fn documents() -> Vec<std::path::PathBuf> {
-    let root = root();
+    let root = workspace();
     let mut files = vec![root.join("README.md"), root.join("ARCHITECTURE.md")];
     for dir in ["docs"] {
         for entry in fs::read_dir(root.join(dir)).unwrap() {
@@ -94,22 +88,12 @@ fn documents() -> Vec<std::path::PathBuf> {
         "envtest",
         "protobuf-schema",
     ] {
-        rust_files(&root.join("crates").join(krate).join("src"), &mut files);
+        let src = root.join("crates").join(krate).join("src");
+        rust_files(&src, &|name| name == "generated.rs", &mut files);
         files.push(root.join("crates").join(krate).join("README.md"));
     }
     files.retain(|f| f.exists());
     files
-}
-
-fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
-    for entry in fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") && !path.ends_with("generated.rs") {
-            out.push(path);
-        }
-    }
 }
 
 /// The paragraphs that state a figure without its source.
@@ -123,7 +107,7 @@ fn unsourced(paragraphs: &[(usize, String)]) -> Vec<(usize, String)> {
 
 #[test]
 fn every_measured_number_names_its_benchmark() {
-    let root = root();
+    let root = workspace();
     let headings: Vec<String> = fs::read_to_string(root.join("BENCHMARKS.md"))
         .unwrap()
         .lines()
@@ -133,7 +117,7 @@ fn every_measured_number_names_its_benchmark() {
     let mut problems = Vec::new();
     let mut figures = 0;
     for file in documents() {
-        let shown = file.strip_prefix(root).unwrap().display().to_string();
+        let shown = file.strip_prefix(&root).unwrap().display().to_string();
         let paragraphs = paragraphs(&file);
         figures += paragraphs
             .iter()

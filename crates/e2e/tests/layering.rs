@@ -8,6 +8,8 @@
 //! It reads the sources: every `crate::` path outside comments and tests, resolved through
 //! the crate root's re-exports (`crate::Store` is the `store` module's).
 
+use crate::sources::{rust_files, workspace};
+
 use std::{
     collections::{BTreeMap, BTreeSet},
     fs,
@@ -80,7 +82,7 @@ fn the_check_sees_a_loop() {
 /// crates: a module added (or renamed) without its place in the picture fails here.
 #[test]
 fn the_docs_name_every_module() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let root = workspace();
     let readme = fs::read_to_string(root.join("README.md")).expect("README.md");
     let architecture = fs::read_to_string(root.join("ARCHITECTURE.md")).expect("ARCHITECTURE.md");
     let (_, layout) = readme.split_once("## Layout").expect("a Layout section");
@@ -111,10 +113,7 @@ fn the_docs_name_every_module() {
 }
 
 fn src(krate: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .join(krate)
-        .join("src")
+    workspace().join("crates").join(krate).join("src")
 }
 
 /// The top-level modules of the crate whose sources are `root`: its folders and files but
@@ -142,7 +141,12 @@ fn module_graph(krate: &str) -> Graph {
         let mut files = Vec::new();
         let dir = root.join(module);
         if dir.is_dir() {
-            rust_files(&dir, &mut files);
+            // Test files (`tests.rs`, `tests/`) may import anything.
+            rust_files(
+                &dir,
+                &|name| name == "tests" || name == "tests.rs",
+                &mut files,
+            );
         }
         let file = root.join(format!("{module}.rs"));
         if file.is_file() {
@@ -163,22 +167,6 @@ fn module_graph(krate: &str) -> Graph {
         }
     }
     graph
-}
-
-/// The `.rs` files under `dir`, without test files (`tests.rs`, `tests/`).
-fn rust_files(dir: &Path, into: &mut Vec<PathBuf>) {
-    for entry in fs::read_dir(dir).expect("a source dir") {
-        let path = entry.expect("a dir entry").path();
-        let name = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or_default();
-        if path.is_dir() && name != "tests" {
-            rust_files(&path, into);
-        } else if name.ends_with(".rs") && name != "tests.rs" {
-            into.push(path);
-        }
-    }
 }
 
 /// The code of a file: without comments, and without the tests at its end (everything

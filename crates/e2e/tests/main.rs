@@ -8,6 +8,8 @@
 
 #[path = "common/grant.rs"]
 mod grant;
+#[path = "common/sources.rs"]
+mod sources;
 
 mod churn;
 mod defaults;

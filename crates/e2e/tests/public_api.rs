@@ -13,6 +13,8 @@
 //! The listing is of what is written `pub`; an item in a private module that nothing
 //! re-exports is listed too (the `unreachable_pub` lint keeps those few and deliberate).
 
+use crate::sources::workspace;
+
 use std::{
     collections::BTreeSet,
     fs,
@@ -30,10 +32,6 @@ const CRATES: &[(&str, &str)] = &[
     ("kube-envtest", "envtest"),
     ("kube-protobuf-schema", "protobuf-schema"),
 ];
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
 
 #[test]
 fn the_public_surface_is_the_committed_listing() {
