@@ -51,10 +51,9 @@
 //!
 //! **Protobuf**: read by an informer that asks for protobuf
 //! ([`ClientListerWatcher::protobuf`](crate::list_watch::ClientListerWatcher::protobuf), or
-//! a factory, by default), a `Compact` keeps the protobuf
-//! message instead (31% fewer bytes than the JSON for a Pod, BENCHMARKS.md, "Protobuf";
-//! without its managedFields when they are stripped), with the same parsed metadata; [`Compact::decode`] reads the
-//! message, and [`Compact::json`] renders the JSON the JSON encoding gives the object. The
+//! a factory, by default), a `Compact` keeps the protobuf message instead (31% fewer bytes
+//! than the JSON for a Pod, BENCHMARKS.md, "Protobuf"; without its managedFields when they
+//! are stripped), with the same parsed metadata; [`Compact::decode`] reads the message, and [`Compact::json`] renders the JSON the JSON encoding gives the object. The
 //! message is checked whole when it arrives, so a malformed body is refused then, and
 //! `json()` cannot fail later. Fields the schema does not know (a newer server's) are kept
 //! in the bytes but not shown by `json()`.

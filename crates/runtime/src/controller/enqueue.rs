@@ -83,7 +83,7 @@ impl Enqueue {
         }
     }
 
-    /// A resync, or a [`reconcile_all_on`](super::Controller::reconcile_all_on) trigger:
+    /// A resync, or a tick of [`reconcile_all_on`](super::Controller::reconcile_all_on):
     /// work that can wait, and not a change. It never restarts a debounced key's quiet
     /// period: if it did, a resync period shorter than the debounce would keep every key
     /// from ever being reconciled, and any resync would postpone a pending change. A key
