@@ -29,9 +29,9 @@ where
     /// Dropping the returned future instead stops everything at once: see
     /// [what a running controller owns](crate::controller#what-a-running-controller-owns).
     ///
-    /// `reconcile` gets the object as cached ([`Cached`]) and the context; `error_policy`
-    /// decides what to do after an error (usually [`Action::Retry`]: per-key exponential
-    /// backoff; [`Action::Done`]: a terminal error). A panic in `reconcile` is caught,
+    /// `reconcile` gets the object as cached ([`Cached`](super::Cached)) and the context; `error_policy`
+    /// decides what to do after an error (usually [`Action::Retry`](super::Action::Retry): per-key exponential
+    /// backoff; [`Action::Done`](super::Action::Done): a terminal error). A panic in `reconcile` is caught,
     /// counted and retried like an error.
     pub async fn run<Ctx, R, P>(
         self,
