@@ -20,7 +20,13 @@ use std::{
 const CRATES: &[(&str, &[&str])] = &[
     (
         "kube-informer",
-        &["workqueue", "key", "util", "json_prefix"],
+        &[
+            "workqueue",
+            "key",
+            "util",
+            "json_prefix",
+            "resource_version",
+        ],
     ),
     ("runtime", &["reconcile", "util", "lease"]),
     ("fake-apiserver", &["util", "registry"]),

@@ -133,6 +133,7 @@ pub mod lister;
 pub mod metrics;
 pub mod protobuf;
 pub mod reflector;
+pub mod resource_version;
 pub mod store;
 mod util;
 pub mod workqueue;
@@ -150,6 +151,7 @@ pub use self::{
     key::{KeyError, ObjectKey, meta_namespace_key, split_meta_namespace_key},
     list_watch::Selectors,
     lister::{Lister, NamespaceLister},
+    resource_version::ResourceVersion,
     store::{ReadOnlyStore, Store},
 };
 

@@ -101,7 +101,7 @@ impl InformerMetrics {
             .get_or_create(&label)
             .set(i64::try_from(depth).unwrap_or(i64::MAX));
         self.processing.get_or_create(&label).observe(seconds);
-        if let Ok(rv) = resource_version.parse::<i64>() {
+        if let Some(rv) = crate::resource_version::gauge_value(resource_version) {
             self.resource_version.get_or_create(&label).set(rv);
         }
     }

@@ -188,7 +188,7 @@ pub(super) struct SyncGauges {
 impl SyncGauges {
     /// The cache is in step with the server at `resource_version`, now.
     pub(super) fn synced(&self, resource_version: &str) {
-        if let Ok(rv) = resource_version.parse::<i64>() {
+        if let Some(rv) = crate::resource_version::gauge_value(resource_version) {
             self.resource_version.set(rv);
         }
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);

@@ -290,7 +290,8 @@ where
     fn usable(&self, resource_version: &str, context: &'static str) -> bool {
         let usable = !resource_version.is_empty()
             && resource_version != "0"
-            && (self.options.opaque_resource_versions || resource_version.parse::<u64>().is_ok());
+            && (self.options.opaque_resource_versions
+                || resource_version.parse::<crate::ResourceVersion>().is_ok());
         if !usable {
             self.report(ReflectorError::InvalidResourceVersion {
                 resource: self.name.clone(),

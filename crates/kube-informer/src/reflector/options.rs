@@ -154,9 +154,10 @@ impl ReflectorOptions {
     }
 
     /// Accept resourceVersions that are not numbers (default: off). The Kubernetes API
-    /// server's are etcd revisions; a reflector refuses to resume from an empty, `"0"` or
-    /// non-numeric version, since that would silently start a watch "from now" and lose
-    /// what happened in between. Turn this on for an aggregated API server with opaque
+    /// server's are etcd revisions, comparable by [KEP-5504](crate::resource_version)'s
+    /// rules (digits, no leading zero, up to 128 bits); a reflector refuses to resume from
+    /// an empty, `"0"` or otherwise not comparable version, since that would silently start
+    /// a watch "from now" and lose what happened in between. Turn this on for an aggregated API server with opaque
     /// versions (empty and `"0"` are still refused).
     #[must_use]
     pub fn opaque_resource_versions(mut self, accept: bool) -> Self {

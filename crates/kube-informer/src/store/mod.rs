@@ -36,7 +36,7 @@
 //! | cluster-wide, or one namespace; `RealFifo` (the default) | each applied event; a LIST's version or a streaming list's closing bookmark, once the relist is applied; each bookmark | the newest applied | returns once the cache holds every change up to the version | the same as the cache's, for any namespace |
 //! | the same with `DeltaFifo` | relists and bookmarks only (its events are merged per key, so one event's version says nothing of the others queued before it) | the last relist's or bookmark's | correct; waits for the next bookmark (about one a minute on kube-apiserver) | as the cache's |
 //! | several namespaces (one watch each), either queue | per namespace, as above; a relist of one namespace moves that namespace only | the minimum over the namespaces, empty until every namespace has synced | returns once **every** namespace's watch reached the version | that namespace's own version; [`VersionError::NotWatched`] for a namespace not watched |
-//! | a version that is not a number (a server with opaque versions) | kept as given | as given | refuses at once with [`VersionError::NotComparable`], also when one of several namespaces has it | the same |
+//! | a version that is not comparable ([KEP-5504](crate::resource_version): a server with opaque versions) | kept as given | as given | refuses at once with [`VersionError::NotComparable`], also when one of several namespaces has it | the same |
 //!
 //! An empty version (before the first sync) satisfies no wait. Wrap waits in a timeout: a
 //! version no watch ever reaches (a write outside the informer's selectors, on a server
@@ -113,9 +113,11 @@ struct Inner<K> {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum VersionError {
-    /// A resourceVersion that is not a number cannot be compared with the cache's.
+    /// A resourceVersion that is not comparable (not a well-formed number by KEP-5504's
+    /// rules: see [`resource_version`](crate::resource_version)) cannot be compared with the
+    /// cache's.
     #[error(
-        "resourceVersion {0:?} is not a number; only the API server's numeric versions can be compared"
+        "resourceVersion {0:?} is not comparable; only the API server's numeric versions (KEP-5504) can be compared"
     )]
     NotComparable(String),
     /// The cache does not watch this namespace.
@@ -143,8 +145,8 @@ impl<K> Default for Store<K> {
     }
 }
 
-/// A resourceVersion as a number, if it is one.
-pub(crate) fn numeric_version(resource_version: &str) -> Option<u64> {
+/// A resourceVersion's place in the order (KEP-5504), if it has one.
+pub(crate) fn numeric_version(resource_version: &str) -> Option<crate::ResourceVersion> {
     resource_version.parse().ok()
 }
 

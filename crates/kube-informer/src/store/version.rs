@@ -13,7 +13,7 @@ pub(super) struct Versions {
     current: String,
     /// Per namespace, when the cache is fed by one watch per namespace ("" = none yet).
     namespaces: Option<BTreeMap<String, String>>,
-    /// A namespace's version that is not a number, which leaves the several watches
+    /// A namespace's version that is not comparable, which leaves the several watches
     /// without a minimum: waits refuse with it instead of waiting forever.
     opaque: Option<String>,
 }
@@ -90,9 +90,10 @@ impl Versions {
     }
 }
 
-/// The smallest of `versions` (empty while one is empty), or the first that is not a number.
+/// The smallest of `versions` (empty while one is empty), or the first that is not
+/// comparable.
 fn minimum<'a>(versions: impl Iterator<Item = &'a String>) -> Result<String, String> {
-    let mut least: Option<u64> = None;
+    let mut least: Option<crate::ResourceVersion> = None;
     let mut unreached = false;
     for version in versions {
         if version.is_empty() {
@@ -305,6 +306,30 @@ mod tests {
         let refused = store.wait_for_resource_version("90").await;
         assert!(
             matches!(&refused, Err(VersionError::NotComparable(v)) if v == "opaque-b"),
+            "{refused:?}"
+        );
+    }
+
+    /// KEP-5504 allows versions up to 128 bits: past `u64` they still order (they were
+    /// refused as not comparable), the minimum over namespaces is the smaller number though
+    /// longer text sorts after, and a leading zero is not comparable.
+    #[tokio::test]
+    async fn versions_past_64_bits_are_waited_for_and_leading_zeros_refused() {
+        use futures_util::FutureExt as _;
+        let store: Store<k8s_openapi::api::core::v1::ConfigMap> = Store::default();
+        store.track_namespaces(["a".to_owned(), "b".to_owned()]);
+        store.bookmark_in_namespace("a", "99999999999999999999"); // 20 digits, past u64
+        store.bookmark_in_namespace("b", "100000000000000000000"); // 21 digits
+        assert_eq!(store.resource_version(), "99999999999999999999");
+        let wait = store.wait_for_resource_version("100000000000000000000");
+        let mut wait = std::pin::pin!(wait);
+        assert!(wait.as_mut().now_or_never().is_none(), "a is one short");
+        store.bookmark_in_namespace("a", "100000000000000000001");
+        assert!(matches!(wait.as_mut().now_or_never(), Some(Ok(()))));
+
+        let refused = store.wait_for_resource_version("0100").await;
+        assert!(
+            matches!(&refused, Err(VersionError::NotComparable(v)) if v == "0100"),
             "{refused:?}"
         );
     }

@@ -59,6 +59,19 @@ async fn run_for(
     (store, calls, errors)
 }
 
+/// The resourceVersion each WATCH was opened at, in order.
+fn watch_versions(calls: &[Call]) -> Vec<&str> {
+    calls
+        .iter()
+        .filter_map(|c| match c {
+            Call::Watch {
+                resource_version, ..
+            } => Some(resource_version.as_str()),
+            Call::List { .. } => None,
+        })
+        .collect()
+}
+
 fn lists() -> ReflectorOptions {
     ReflectorOptions::default().streaming_lists(false).seed(7)
 }
@@ -149,15 +162,7 @@ async fn a_bookmark_without_a_version_is_reported_and_never_resumed_from() {
         },
     );
     let (_, calls, errors) = run_for(source, lists(), 60).await;
-    let resumed: Vec<_> = calls
-        .iter()
-        .filter_map(|c| match c {
-            Call::Watch {
-                resource_version, ..
-            } => Some(resource_version.clone()),
-            Call::List { .. } => None,
-        })
-        .collect();
+    let resumed = watch_versions(&calls);
     assert_eq!(
         resumed,
         ["5", "5"],
@@ -179,17 +184,33 @@ async fn a_list_without_a_version_is_retried_not_watched_from_now() {
         |_, _| WatchReply::Stay(vec![]),
     );
     let (_, calls, errors) = run_for(source, lists(), 60).await;
-    let watch_versions: Vec<_> = calls
-        .iter()
-        .filter_map(|c| match c {
-            Call::Watch {
-                resource_version, ..
-            } => Some(resource_version.as_str()),
-            Call::List { .. } => None,
-        })
-        .collect();
+    let watch_versions = watch_versions(&calls);
     assert_eq!(watch_versions, ["5"], "{calls:?}");
     assert!(errors[0].contains("of a LIST"), "{errors:?}");
+}
+
+/// KEP-5504: versions are numbers of up to 128 bits. One past `u64` is resumed from (a
+/// `u64` parse refused it, and the reflector relisted forever); one with a leading zero is
+/// not comparable, so it is reported and the list retried, never watched from.
+#[tokio::test(start_paused = true)]
+async fn a_version_past_64_bits_is_resumed_from_and_one_with_a_leading_zero_is_not() {
+    const HUGE: &str = "340282366920938463463374607431768211455"; // u128::MAX
+    let source = Scripted::new(
+        |n| match n {
+            0 => ListReply::Items(vec![cm("a", "05")], "05"),
+            _ => ListReply::Items(vec![cm("a", HUGE)], HUGE),
+        },
+        |_, _| WatchReply::Stay(vec![]),
+    );
+    let (store, calls, errors) = run_for(source, lists(), 60).await;
+    let watch_versions = watch_versions(&calls);
+    assert_eq!(watch_versions, [HUGE], "{calls:?}");
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0].contains("unusable resourceVersion \"05\" of a LIST"),
+        "{errors:?}"
+    );
+    assert_eq!(store.resource_version(), HUGE);
 }
 
 /// A 403 while RBAC propagates is a permission problem: reported as such, retried, and the

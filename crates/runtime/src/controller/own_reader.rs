@@ -3,7 +3,7 @@
 use std::{collections::BTreeMap, sync::Arc};
 
 use kube::Resource;
-use kube_informer::ReadOnlyStore;
+use kube_informer::{ReadOnlyStore, ResourceVersion};
 use serde::de::DeserializeOwned;
 
 use super::own_writes::{GroupKind, written};
@@ -94,11 +94,11 @@ impl<K: Resource + DeserializeOwned + Send + Sync + 'static> OwnReader<K> {
 fn newest<K: Resource>(
     cached: Option<Arc<K>>,
     written: Option<Arc<K>>,
-    version: u64,
+    version: ResourceVersion,
 ) -> Option<Arc<K>> {
     let cached_version = |obj: &Arc<K>| {
         let version = obj.meta().resource_version.as_deref();
-        version.and_then(|v| v.parse::<u64>().ok())
+        version.and_then(|v| v.parse::<ResourceVersion>().ok())
     };
     match (cached, written) {
         (Some(cached), Some(_)) if cached_version(&cached).is_some_and(|v| v > version) => {

@@ -137,8 +137,9 @@ fn deleted(bytes: &[u8], path: &str) -> Option<Written> {
     let meta = ObjectMeta {
         name: Some(name.to_owned()),
         namespace: namespace.map(str::to_owned),
-        // The version is not told; a deletion is waited for by the object's absence.
-        resource_version: Some("0".to_owned()),
+        // The version is not told; a deletion is waited for by the object's absence, so
+        // any comparable version does (the smallest; "0" is not comparable).
+        resource_version: Some("1".to_owned()),
         uid: answer.details.uid.or(Some(String::new())),
         ..ObjectMeta::default()
     };
@@ -203,8 +204,8 @@ mod tests {
             ("apps", "Deployment")
         );
         assert_eq!(
-            (w.key.as_str(), w.version, w.deleted.is_none()),
-            ("shop/web", 42, true)
+            (w.key.as_str(), w.version.to_string(), w.deleted.is_none()),
+            ("shop/web", "42".to_owned(), true)
         );
         // A delete answered with the last state: gone at once.
         assert_eq!(

@@ -54,7 +54,7 @@ use std::{any::TypeId, collections::HashMap, sync::Arc, time::Duration};
 
 use futures_util::future::{BoxFuture, join_all};
 use kube::Resource;
-use kube_informer::{ObjectKey, ReadOnlyStore, Selectors};
+use kube_informer::{ObjectKey, ReadOnlyStore, ResourceVersion, Selectors};
 use parking_lot::{Mutex, RwLock};
 
 pub(crate) use self::{
@@ -324,7 +324,7 @@ impl OwnWrites {
 
 /// Until `store` holds `written`'s object at its version or later, or its watch (of the
 /// object's namespace) has passed that version. A cache that cannot tell (versions that are
-/// not numbers, a namespace it does not watch) is not waited for.
+/// not comparable, a namespace it does not watch) is not waited for.
 async fn arrive<T: Resource>(store: &ReadOnlyStore<T>, written: &Written) {
     let newer = |store: &ReadOnlyStore<T>| {
         store
@@ -364,10 +364,14 @@ async fn leave<T: Resource>(store: &ReadOnlyStore<T>, written: &Written) {
         if !old {
             return;
         }
-        let Ok(now) = now.parse::<u64>() else {
-            return; // versions that are not numbers: cannot wait for the next change
+        let Some(next) = now
+            .parse::<ResourceVersion>()
+            .ok()
+            .and_then(ResourceVersion::successor)
+        else {
+            return; // versions that are not comparable: cannot wait for the next change
         };
-        let next = (now + 1).to_string();
+        let next = next.to_string();
         let changed = match &written.namespace {
             Some(ns) => store.wait_for_resource_version_in(ns, &next).await,
             None => store.wait_for_resource_version(&next).await,
@@ -378,7 +382,7 @@ async fn leave<T: Resource>(store: &ReadOnlyStore<T>, written: &Written) {
     }
 }
 
-fn version<T: Resource>(obj: &T) -> Option<u64> {
+fn version<T: Resource>(obj: &T) -> Option<ResourceVersion> {
     obj.meta().resource_version.as_deref()?.parse().ok()
 }
 

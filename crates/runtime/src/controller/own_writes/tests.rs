@@ -247,15 +247,40 @@ async fn a_key_written_again_and_again_keeps_one_write_per_object() {
     }
     let kept = |own: &OwnWrites| own.pending.lock().by_key.get(&key).map_or(0, Vec::len);
     assert_eq!(kept(&own), 2, "one per object");
-    let versions: Vec<u64> = own.pending.lock().by_key[&key]
+    let versions: Vec<String> = own.pending.lock().by_key[&key]
         .iter()
-        .map(|p| p.written.version)
+        .map(|p| p.written.version.to_string())
         .collect();
-    assert_eq!(versions, [1000, 1000], "the latest");
+    assert_eq!(versions, ["1000", "1000"], "the latest");
     // An older write recorded late does not replace a newer one.
     own.keep(&key, vec![write(7, "a")]);
     assert_eq!(kept(&own), 3);
     tokio::time::advance(LIMIT * 11).await;
     own.keep(&key, vec![write(1001, "c")]);
     assert_eq!(kept(&own), 1, "the stale ones dropped");
+}
+
+/// A write at a version past 64 bits (KEP-5504 allows 128) is waited for: a `u64` parse
+/// dropped it, and the next reconcile read a cache without it. The cache at an older
+/// version that is longer as text does not count as newer.
+#[tokio::test(start_paused = true)]
+async fn a_write_at_a_version_past_64_bits_is_waited_for() {
+    let own = Arc::new(OwnWrites::new(Some(LIMIT)));
+    let widgets = Store::<DynamicObject>::default();
+    widgets
+        .add(Arc::new(widget("99999999999999999999")))
+        .unwrap();
+    add(
+        &own,
+        ("example.com", "Widget"),
+        vec![],
+        Selectors::default(),
+        &widgets,
+    );
+    let written = widget("100000000000000000000");
+    let settled = reconcile_then_settle(&own, async { wrote(&written) }).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(!settled.is_finished(), "the cache holds the older copy");
+    widgets.update(Arc::new(written.clone())).unwrap();
+    assert_eq!(settled.await.unwrap(), Settled::Reached);
 }

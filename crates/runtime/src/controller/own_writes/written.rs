@@ -9,7 +9,7 @@ use std::{
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::{Resource, api::DynamicObject};
-use kube_informer::ObjectKey;
+use kube_informer::{ObjectKey, ResourceVersion};
 use parking_lot::Mutex;
 use serde_json::Value;
 
@@ -53,7 +53,7 @@ pub(crate) struct Written {
     /// Its controller owner references (a write made off every reconcile's task is given
     /// to its controller owner's key).
     pub(super) controllers: Vec<OwnerReference>,
-    pub(super) version: u64,
+    pub(super) version: ResourceVersion,
     /// The write deleted the object (this UID): wait until the cache no longer has it.
     pub(super) deleted: Option<String>,
     /// The object as written, for [`OwnReader`](crate::controller::OwnReader) within the
@@ -74,7 +74,7 @@ pub(super) enum AsWritten {
 
 impl Written {
     /// A write of the object with `meta` (answered to a delete: `deleting`), or `None` if
-    /// its version is not a number (not kube-apiserver's) or it has no name.
+    /// its version is not comparable (not kube-apiserver's, KEP-5504) or it has no name.
     pub(super) fn new(
         meta: &ObjectMeta,
         kind: Option<GroupKind>,
@@ -88,7 +88,7 @@ impl Written {
                 .as_ref()
                 .is_some_and(|k| k.group.is_empty() && k.kind == "Namespace");
         let deleting = deleting && !lingers;
-        let version = meta.resource_version.as_deref()?.parse::<u64>().ok()?;
+        let version = meta.resource_version.as_deref()?.parse().ok()?;
         let name = meta.name.as_deref().filter(|n| !n.is_empty())?;
         let namespace = meta.namespace.clone().filter(|n| !n.is_empty());
         let key = ObjectKey::new(namespace.as_deref(), name);
@@ -299,7 +299,9 @@ pub(crate) async fn recording<F: Future>(record: Arc<Record>, future: F) -> F::O
 /// `K`, or by the recording client), oldest first: (key, the object as written, or `None`
 /// if the write deleted it, its version). `kind` `None`: the kind the controller reads `K`
 /// as. Empty outside a reconcile.
-pub(crate) fn written<K>(kind: Option<&GroupKind>) -> Vec<(ObjectKey, Option<Arc<K>>, u64)>
+pub(crate) fn written<K>(
+    kind: Option<&GroupKind>,
+) -> Vec<(ObjectKey, Option<Arc<K>>, ResourceVersion)>
 where
     K: serde::de::DeserializeOwned + Send + Sync + 'static,
 {
