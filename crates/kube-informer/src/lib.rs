@@ -134,6 +134,7 @@ pub mod metrics;
 pub mod protobuf;
 pub mod reflector;
 pub mod resource_version;
+pub mod snapshot;
 pub mod store;
 mod util;
 pub mod workqueue;
@@ -159,3 +160,8 @@ pub use self::{
 #[doc = include_str!("../../../README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
+
+// And the warm restarts page's example.
+#[doc = include_str!("../../../docs/warm-restarts.md")]
+#[cfg(doctest)]
+pub struct WarmRestartsDoctests;

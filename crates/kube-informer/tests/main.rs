@@ -22,3 +22,4 @@ mod protobuf_replay;
 mod protobuf_testdata;
 mod protobuf_wire;
 mod reflector;
+mod warm_restart;

@@ -162,6 +162,7 @@ where
         resync,
         source,
         protobuf,
+        persistence,
     } = spec;
 
     let selectors = selectors.or(default_selectors);
@@ -212,6 +213,15 @@ where
 
     // Stripped before the spec's transform, only from objects that arrive with them.
     options.strip_managed_fields = !*keep_managed_fields;
+    let informer = options.name.clone().unwrap_or_default();
+    options.persistence = persistence.map(|mut persistence| {
+        let identity = &mut persistence.identity;
+        identity.kind = format!("{} {informer}", std::any::type_name::<K>());
+        identity.namespace = (!watch.namespaces.is_empty()).then(|| watch.namespaces.join(","));
+        identity.label_selector = watch.selectors.label_selector().map(str::to_owned);
+        identity.field_selector = watch.selectors.field_selector().map(str::to_owned);
+        persistence
+    });
 
     Resolved {
         watch,

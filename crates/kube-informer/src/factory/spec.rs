@@ -7,6 +7,7 @@ use crate::{
     Indexers,
     informer::{InformerOptions, SharedIndexInformer},
     list_watch::{ListerWatcher, Selectors},
+    snapshot::{CacheDir, Persistence},
 };
 
 /// A custom source: makes the informer from the resolved options.
@@ -51,6 +52,7 @@ pub struct InformerSpec<K> {
     pub(super) source: Option<Make<K>>,
     /// Protobuf or JSON, if not the factory's choice.
     pub(super) protobuf: Option<bool>,
+    pub(super) persistence: Option<Persistence<K>>,
 }
 
 impl<K> Default for InformerSpec<K> {
@@ -62,6 +64,7 @@ impl<K> Default for InformerSpec<K> {
             resync: None,
             source: None,
             protobuf: None,
+            persistence: None,
         }
     }
 }
@@ -75,6 +78,7 @@ impl<K> std::fmt::Debug for InformerSpec<K> {
             .field("indexers", &self.indexers)
             .field("custom_source", &self.source.is_some())
             .field("protobuf", &self.protobuf)
+            .field("persistence", &self.persistence)
             .finish()
     }
 }
@@ -145,6 +149,45 @@ impl<K: kube::Resource + Clone + Send + Sync + 'static> InformerSpec<K> {
         self.source = Some(Box::new(move |options| {
             SharedIndexInformer::new(source, options)
         }));
+        self
+    }
+}
+
+impl<K> InformerSpec<K>
+where
+    K: kube::Resource
+        + Clone
+        + Send
+        + Sync
+        + serde::Serialize
+        + serde::de::DeserializeOwned
+        + 'static,
+{
+    /// Keep this informer's cache in `cache` between runs: a restarted process resumes the
+    /// watch from the last snapshot instead of listing everything again (see
+    /// [`snapshot`](crate::snapshot) for what is written, when a snapshot is used or
+    /// refused, and when the informer then reports synced). The snapshot is identified by
+    /// the server `cache` names, the type, the namespaces and the selectors.
+    ///
+    /// Objects are written after the transform and go through it again when read back:
+    /// the transform must give the same object when applied twice (client-go asks the same
+    /// of its transforms). An informer over several namespaces does not use it yet.
+    ///
+    /// ```no_run
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use kube_informer::{factory::{FactoryOptions, InformerSpec, SharedInformerFactory}, snapshot::CacheDir};
+    ///
+    /// # fn demo(client: kube::Client) {
+    /// let factory = SharedInformerFactory::new(client, FactoryOptions::default());
+    /// let configs = factory.informer_with::<ConfigMap>(
+    ///     InformerSpec::new().cache_dir(CacheDir::new("/var/cache/operator", "https://prod-eu-1:6443")),
+    /// );
+    /// # let _ = configs;
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn cache_dir(mut self, cache: CacheDir) -> Self {
+        self.persistence = Some(Persistence::new(cache));
         self
     }
 }

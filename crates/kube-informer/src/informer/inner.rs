@@ -28,24 +28,29 @@ use crate::{
     fifo::DeltaSink,
     fifo::sink::{NamespaceSink, Transform, TransformSink},
     list_watch::ListerWatcher,
-    reflector::{Reflector, ReflectorError, ReflectorHealth},
+    reflector::{CaughtUp, Reflector, ReflectorError, ReflectorHealth, WarmStart},
 };
 
 /// What the informer needs of a reflector, whatever the source type.
-pub(super) trait RunReflector: Send + Sync {
+pub(super) trait RunReflector<K>: Send + Sync {
     fn run(self: Arc<Self>, cancel: CancellationToken) -> BoxFuture<'static, ()>;
+    fn start_from(&self, warm: WarmStart<K>);
     fn last_sync_resource_version(&self) -> String;
     fn health(&self) -> ReflectorHealth;
     fn set_resync_period(&self, period: Option<Duration>);
 }
 
-impl<K, L> RunReflector for Reflector<K, L>
+impl<K, L> RunReflector<K> for Reflector<K, L>
 where
     K: Resource + Clone + Send + Sync + 'static,
     L: ListerWatcher<K>,
 {
     fn run(self: Arc<Self>, cancel: CancellationToken) -> BoxFuture<'static, ()> {
         Box::pin(async move { Reflector::run(&self, cancel).await })
+    }
+
+    fn start_from(&self, warm: WarmStart<K>) {
+        Reflector::start_from(self, warm);
     }
 
     fn last_sync_resource_version(&self) -> String {
@@ -69,7 +74,10 @@ pub(super) struct Inner<K> {
     /// cache: a handler never misses, nor gets twice, what happens meanwhile.
     pub(super) deltas: Mutex<()>,
     /// One reflector, or one per namespace (the resync ticker is the first one's).
-    pub(super) reflectors: Vec<Arc<dyn RunReflector>>,
+    pub(super) reflectors: Vec<Arc<dyn RunReflector<K>>>,
+    /// A warm start's "caught up with the server" (`None`: a cold start, synced with its
+    /// first list).
+    pub(super) caught_up: Mutex<Option<Arc<CaughtUp>>>,
     pub(super) transform: Arc<Mutex<Option<Transform<K>>>>,
     pub(super) started: AtomicBool,
     pub(super) running: AtomicBool,
@@ -160,8 +168,9 @@ where
                 deltas: Mutex::new(()),
                 reflectors: reflectors
                     .into_iter()
-                    .map(|r| r as Arc<dyn RunReflector>)
+                    .map(|r| r as Arc<dyn RunReflector<K>>)
                     .collect(),
+                caught_up: Mutex::new(None),
                 transform,
                 started: AtomicBool::new(false),
                 running: AtomicBool::new(false),
@@ -277,6 +286,13 @@ impl<K: Resource + Send + Sync + 'static> Inner<K> {
     }
 
     pub(super) fn has_synced(&self) -> bool {
-        self.queue.has_synced() && self.failed.lock().is_none()
+        self.first_sync_applied() && self.failed.lock().is_none()
+    }
+
+    /// The first sync is applied, and after a warm start the watch has caught up with the
+    /// server (see [`snapshot`](crate::snapshot)).
+    pub(super) fn first_sync_applied(&self) -> bool {
+        let caught_up = self.caught_up.lock().clone();
+        self.queue.has_synced() && caught_up.is_none_or(|c| c.applied_in(&self.indexer))
     }
 }

@@ -46,6 +46,9 @@ pub struct InformerOptions<K> {
     /// Leave `metadata.managedFields` out of objects that arrive with them (a factory's
     /// default; its sources mostly skip them while decoding already).
     pub(crate) strip_managed_fields: bool,
+    /// Where the cache is kept between runs (set by the factory: see
+    /// [`InformerSpec::cache_dir`](crate::factory::InformerSpec::cache_dir)).
+    pub(crate) persistence: Option<crate::snapshot::Persistence<K>>,
     #[cfg(feature = "metrics")]
     pub(crate) metrics: Option<super::InformerMetrics>,
 }
@@ -60,6 +63,7 @@ impl<K> Default for InformerOptions<K> {
             name: None,
             indexers: Indexers::new(),
             strip_managed_fields: false,
+            persistence: None,
             #[cfg(feature = "metrics")]
             metrics: None,
         }
@@ -76,6 +80,7 @@ impl<K> std::fmt::Debug for InformerOptions<K> {
             .field("name", &self.name)
             .field("indexers", &self.indexers)
             .field("strip_managed_fields", &self.strip_managed_fields)
+            .field("persistence", &self.persistence)
             .finish()
     }
 }

@@ -13,6 +13,10 @@ use super::{
     Failure, SharedIndexInformer,
     handle_deltas::{Distribution, handle_batch},
 };
+use crate::{
+    reflector::{CaughtUp, WarmStart},
+    snapshot,
+};
 
 impl<K> SharedIndexInformer<K>
 where
@@ -48,6 +52,49 @@ where
     }
 
     async fn run_loop(&self, cancel: &CancellationToken) {
+        let persisting = self.start_persistence(cancel).await;
+        let persisting = async {
+            if let Some(writing) = persisting {
+                writing.await;
+            }
+        };
+        tokio::join!(self.apply_loop(cancel), persisting);
+    }
+
+    /// With a cache directory: hands a usable snapshot to the reflector, and returns the
+    /// writer of snapshots (which writes a last one once `cancel` fires).
+    async fn start_persistence(
+        &self,
+        cancel: &CancellationToken,
+    ) -> Option<impl std::future::Future<Output = ()> + use<K>> {
+        let inner = &self.inner;
+        let persistence = inner.options.persistence.clone()?;
+        let [reflector] = inner.reflectors.as_slice() else {
+            tracing::warn!(informer = %self.name(), "a cache directory is not supported for an informer over several namespaces yet: it starts cold and writes no snapshot");
+            return None;
+        };
+        let loaded = tokio::select! {
+            () = cancel.cancelled() => None,
+            loaded = snapshot::load(&persistence, self.name()) => loaded,
+        };
+        if let Some(loaded) = loaded {
+            let caught_up = CaughtUp::pending(inner.progress.clone());
+            *inner.caught_up.lock() = Some(caught_up.clone());
+            reflector.start_from(WarmStart {
+                objects: loaded.objects,
+                resource_version: loaded.resource_version,
+                caught_up,
+            });
+        }
+        Some(snapshot::keep_written(
+            inner.indexer.read_only(),
+            persistence,
+            self.name().to_owned(),
+            cancel.clone(),
+        ))
+    }
+
+    async fn apply_loop(&self, cancel: &CancellationToken) {
         let inner = &self.inner;
         let mut reflectors = tokio::task::JoinSet::new();
         for reflector in &inner.reflectors {
@@ -113,7 +160,7 @@ where
                 });
             }
             inner.report_index_failures();
-            if !inner.synced.load(Ordering::SeqCst) && inner.queue.has_synced() {
+            if !inner.synced.load(Ordering::SeqCst) && inner.first_sync_applied() {
                 inner.synced.store(true, Ordering::SeqCst);
                 inner.progress.notify_waiters();
             }

@@ -114,7 +114,7 @@ where
     /// failed: see [`health`](Self::health)).
     #[doc(alias = "HasSynced")]
     pub fn has_synced(&self) -> bool {
-        self.inner.queue.has_synced() && self.inner.failed.lock().is_none()
+        self.inner.has_synced()
     }
 
     /// Waits until the first sync has been applied to the cache, at most `timeout`. The

@@ -109,7 +109,7 @@ where
     }
 
     /// One LIST page, within the LIST timeout.
-    async fn list_page(
+    pub(super) async fn list_page(
         &self,
         params: &ListParams,
     ) -> Result<crate::list_watch::ListPage<K>, ListFailure> {

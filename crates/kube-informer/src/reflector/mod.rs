@@ -58,6 +58,7 @@ mod list;
 mod metrics;
 mod options;
 mod streaming;
+mod warm;
 mod watch;
 
 use std::{sync::Arc, time::Duration};
@@ -72,9 +73,11 @@ use tokio_util::sync::CancellationToken;
 
 #[cfg(feature = "metrics")]
 pub use self::metrics::ReflectorMetrics;
+pub(crate) use self::warm::{CaughtUp, WarmStart};
 use self::{
     backoff::{Backoff, Jitter, WATCH_STREAM, random_seed},
     error::Reaction,
+    warm::CatchingUp,
 };
 pub use self::{error::ReflectorError, health::ReflectorHealth, options::ReflectorOptions};
 use crate::{fifo::DeltaSink, list_watch::ListerWatcher, meta_namespace_key};
@@ -108,6 +111,8 @@ pub struct Reflector<K, L> {
     options: ReflectorOptions,
     name: String,
     shared: Arc<Shared>,
+    /// A snapshot to start from, taken by `run`.
+    warm: Mutex<Option<WarmStart<K>>>,
     #[cfg(feature = "metrics")]
     sync_gauges: Option<metrics::SyncGauges>,
 }
@@ -139,6 +144,8 @@ struct Run {
     streaming_refused: Option<Instant>,
     backoff: Backoff,
     jitter: Jitter,
+    /// A warm start's watch, until it has caught up with the server.
+    catching_up: Option<CatchingUp>,
 }
 
 /// Why a phase stopped.
@@ -174,7 +181,14 @@ where
             options,
             name,
             shared,
+            warm: Mutex::default(),
         }
+    }
+
+    /// Starts the next `run` from `warm` (a snapshot) instead of a LIST, if the server
+    /// can resume from it.
+    pub(crate) fn start_from(&self, warm: WarmStart<K>) {
+        *self.warm.lock() = Some(warm);
     }
 
     /// The reflector's name in logs, metrics and errors.
@@ -238,8 +252,23 @@ where
             streaming_refused: None,
             backoff: Backoff::new(o.backoff_initial, o.backoff_max, o.backoff_reset, seed),
             jitter: Jitter::new(seed, WATCH_STREAM),
+            catching_up: None,
+        };
+        let warm = self.warm.lock().take();
+        let mut warm_started = match warm {
+            Some(warm) => match self.warm_start(&cancel, &mut run, warm).await {
+                Ok(started) => started,
+                Err(_) => return,
+            },
+            None => false,
         };
         loop {
+            if std::mem::take(&mut warm_started) {
+                match self.watch_loop(&cancel, &mut run, None).await {
+                    Stop::Cancelled => return,
+                    Stop::Resync => continue,
+                }
+            }
             let streaming = o.streaming_lists
                 && run
                     .streaming_refused
@@ -308,6 +337,16 @@ where
             gauges.synced(&resource_version);
         }
         *self.shared.last_sync_resource_version.lock() = resource_version.clone();
+        if run
+            .catching_up
+            .as_ref()
+            .is_some_and(|c| c.reached(&resource_version))
+        {
+            run.catching_up = None;
+            // Moves the cache's version in order behind what is queued, whatever the queue
+            // (a DeltaFifo's events do not move it): the informer is synced once it is there.
+            self.sink.bookmark(&resource_version);
+        }
         run.resource_version = resource_version;
     }
 
@@ -316,6 +355,9 @@ where
         self.set_synced(run, resource_version);
         run.list_from = ListFrom::LastSynced;
         self.shared.health.lock().synced();
+        if let Some(catching_up) = run.catching_up.take() {
+            catching_up.relisted(&run.resource_version);
+        }
     }
 
     /// Waits `delay` unless cancelled first.
@@ -357,10 +399,17 @@ where
 
     fn watch_params(&self, run: &mut Run, send_initial_events: bool) -> WatchParams {
         let (min, max) = self.options.watch_timeout;
+        // While a warm start catches up, short watches: kube-apiserver sends a bookmark at
+        // its current version two seconds before a watch's deadline, the soonest way to
+        // learn that the watch has delivered everything up to it (see `warm.rs`).
+        let timeout = match run.catching_up {
+            Some(_) => warm::CATCH_UP_WATCH,
+            None => run.jitter.between(min, max),
+        };
         WatchParams {
             label_selector: self.options.selectors.label_selector().map(str::to_owned),
             field_selector: self.options.selectors.field_selector().map(str::to_owned),
-            timeout: Some(run.jitter.between(min, max).as_secs().max(1) as u32),
+            timeout: Some(timeout.as_secs().max(1) as u32),
             bookmarks: true,
             send_initial_events,
         }

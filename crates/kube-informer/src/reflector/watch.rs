@@ -145,6 +145,9 @@ where
             let (stream, asked) = match next.take() {
                 Some(stream) => (stream, self.options.watch_timeout.0),
                 None => {
+                    if let Err(stop) = self.nudge_catching_up(cancel, run).await {
+                        return stop;
+                    }
                     let params = self.watch_params(run, false);
                     let asked = Duration::from_secs(params.timeout.map_or(0, u64::from));
                     match self

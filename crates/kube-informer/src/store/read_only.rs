@@ -74,6 +74,14 @@ impl<K> ReadOnlyStore<K> {
         entries.map(|(_, k, o)| (k.clone(), o.clone())).collect()
     }
 
+    /// Every object and the cache's resourceVersion, taken at one instant (what a
+    /// snapshot writes: the objects are at least as new as the version).
+    pub(crate) fn objects_at_version(&self) -> (Vec<Arc<K>>, String) {
+        let state = self.inner.state.read();
+        let objects = state.slab.iter().map(|(_, _, obj)| obj.clone()).collect();
+        (objects, state.versions.current().to_owned())
+    }
+
     /// How many objects are cached.
     pub fn len(&self) -> usize {
         self.inner.state.read().slots.len()

@@ -258,6 +258,51 @@ fn the_source_is_the_specs_else_the_client() {
 }
 
 #[test]
+fn the_cache_directory_is_the_specs_and_its_snapshot_names_what_is_watched() {
+    let shop = FactoryOptions::default().selectors(in_namespace("shop"));
+    let cache = crate::snapshot::CacheDir::new("/cache", "https://a:6443");
+    assert!(
+        pods(&shop, InformerSpec::new())
+            .options
+            .persistence
+            .is_none()
+    );
+    let labelled = Selectors::default()
+        .labels("app=web")
+        .fields("status.phase=Running");
+    let resolved = pods(
+        &shop,
+        InformerSpec::new()
+            .selectors(labelled)
+            .cache_dir(cache.clone()),
+    );
+    let persistence = resolved
+        .options
+        .persistence
+        .expect("the spec's cache directory");
+    assert_eq!(persistence.config, cache);
+    let identity = persistence.identity;
+    assert_eq!(identity.server, "https://a:6443");
+    assert_eq!(identity.namespace.as_deref(), Some("shop"));
+    assert_eq!(identity.label_selector.as_deref(), Some("app=web"));
+    assert_eq!(
+        identity.field_selector.as_deref(),
+        Some("status.phase=Running")
+    );
+    assert!(
+        identity.kind.contains("::core::v1::pod::Pod"),
+        "{}",
+        identity.kind
+    );
+    // It does not decide what is watched: the same informer, with or without it.
+    let plain = pods(&shop, InformerSpec::new()).watch;
+    assert_eq!(
+        pods(&shop, InformerSpec::new().cache_dir(cache)).watch,
+        plain
+    );
+}
+
+#[test]
 fn the_key_is_what_is_watched_and_nothing_else() {
     let defaults = FactoryOptions::default();
     let plain = pods(&defaults, InformerSpec::new()).watch;
@@ -299,6 +344,7 @@ fn every_knob_has_a_row_in_the_table() {
         resync: _,
         source: _,
         protobuf: _,
+        persistence: _,
     } = InformerSpec::<Pod>::new();
     let spec_setters = [
         "selectors",
@@ -307,6 +353,7 @@ fn every_knob_has_a_row_in_the_table() {
         "resync",
         "list_watcher",
         "protobuf",
+        "cache_dir",
     ];
     let FactoryOptions {
         selectors: _,
