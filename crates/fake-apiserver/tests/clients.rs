@@ -103,6 +103,50 @@ async fn kube_watch_decodes_events_and_bookmarks() {
     );
 }
 
+/// As kube-apiserver's watch cache: a watch that asked for bookmarks gets one at the
+/// server's current version two seconds before its deadline (the soonest a client resuming
+/// from an old version learns it has caught up), even when nothing it watches changed.
+#[tokio::test]
+async fn a_watch_with_bookmarks_gets_one_two_seconds_before_its_deadline() {
+    let server = server(ServerConfig::default().namespaces(["demo", "other"])).await;
+    let api: Api<ConfigMap> = Api::namespaced(server.client().unwrap(), "demo");
+    let from = server.resource_version().to_string();
+    // A change elsewhere: the server's version moves, nothing this watch sees.
+    server
+        .create(
+            &Gvr::core("configmaps"),
+            Some("other"),
+            json!({"metadata": {"name": "elsewhere", "namespace": "other"}}),
+        )
+        .unwrap();
+    let now = server.resource_version().to_string();
+    for bookmarks in [true, false] {
+        let params = WatchParams {
+            bookmarks,
+            ..WatchParams::default().timeout(3)
+        };
+        let events: Vec<_> = api
+            .watch(&params, &from)
+            .await
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap();
+        let seen: Vec<String> = events
+            .iter()
+            .map(|e| match e {
+                WatchEvent::Bookmark(b) => format!("bookmark {}", b.metadata.resource_version),
+                other => format!("{other:?}"),
+            })
+            .collect();
+        let expected = match bookmarks {
+            true => vec![format!("bookmark {now}")],
+            false => vec![],
+        };
+        assert_eq!(seen, expected, "bookmarks asked: {bookmarks}");
+    }
+}
+
 #[tokio::test]
 async fn kubectl_gets_creates_labels_and_deletes() {
     if !kubectl_installed() {

@@ -170,6 +170,17 @@ pub(crate) fn watch(
             }),
             _ => None,
         },
+        closing_bookmark: {
+            let closing = timeout
+                .checked_sub(Duration::from_secs(2))
+                .filter(|_| bookmarks);
+            let server = Arc::downgrade(inner);
+            closing.map(|before| {
+                let read: state::ClosingRevision =
+                    Box::new(move || server.upgrade().map(|s| s.storage.lock().revision()));
+                (Instant::now() + before, read)
+            })
+        },
         table: match shape {
             Shape::Table(ty, include) => Some(TableMode {
                 ty,

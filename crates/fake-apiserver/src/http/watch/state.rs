@@ -54,7 +54,14 @@ pub(super) struct WatchState {
     pub(super) metadata_only: bool,
     /// Events as protobuf frames.
     pub(super) protobuf: Option<ProtoWatch>,
+    /// A watch with bookmarks gets one two seconds before its deadline, at the server's
+    /// current revision, as kube-apiserver's watch cache sends it (`nextBookmarkTime`):
+    /// when, and how to read the revision then.
+    pub(super) closing_bookmark: Option<(Instant, ClosingRevision)>,
 }
+
+/// Reads the server's revision when the closing bookmark is due (`None`: server gone).
+pub(super) type ClosingRevision = Box<dyn Fn() -> Option<u64> + Send>;
 
 impl WatchState {
     /// The next piece of the body: whatever is ready, joined into one buffer of up to
@@ -216,11 +223,19 @@ impl WatchState {
             let line = match self.initial.pop_front() {
                 Some(line) => line,
                 None => {
+                    let closing_at = self.closing_bookmark.as_ref().map(|(at, _)| *at);
                     let msg = tokio::select! {
                         msg = self.rx.recv() => msg,
                         () = tokio::time::sleep_until(self.deadline) => {
                             self.mode = Mode::Done;
                             continue;
+                        }
+                        () = tokio::time::sleep_until(closing_at.unwrap_or(self.deadline)), if closing_at.is_some() => {
+                            let revision = self.closing_bookmark.take().and_then(|(_, read)| read());
+                            match revision {
+                                Some(revision) => Some(WatchMsg::Bookmark(revision)),
+                                None => continue,
+                            }
                         }
                     };
                     if let (Some(lag), Some(WatchMsg::Event(..) | WatchMsg::Bookmark(_))) =
