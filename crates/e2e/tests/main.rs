@@ -50,6 +50,7 @@ mod slow_consumer;
 mod strategic;
 mod sync;
 mod tables;
+mod warm_restart;
 mod webhook_rotation_real;
 mod webhooks_real;
 mod writes;
