@@ -2,7 +2,7 @@
 //! failures a client must survive, without touching the server.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use kube::config::Kubeconfig;
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
@@ -60,6 +60,7 @@ pub struct TcpProxy {
     port: u16,
     state: watch::Sender<State>,
     open: Arc<AtomicUsize>,
+    served: Arc<AtomicU64>,
     task: JoinHandle<()>,
 }
 
@@ -77,14 +78,23 @@ impl TcpProxy {
         let port = listener.local_addr()?.port();
         let (state, rx) = watch::channel(State::default());
         let open = Arc::new(AtomicUsize::new(0));
-        let task = tokio::spawn(accept_loop(listener, upstream_port, rx, open.clone()));
+        let served = Arc::new(AtomicU64::new(0));
+        let counters = (open.clone(), served.clone());
+        let task = tokio::spawn(accept_loop(listener, upstream_port, rx, counters));
         tracing::debug!(port, upstream_port, "partition proxy listening");
         Ok(TcpProxy {
             port,
             state,
             open,
+            served,
             task,
         })
+    }
+
+    /// The bytes the server sent to clients through the proxy so far (TLS included):
+    /// what a client read from the server, for benchmarks.
+    pub fn bytes_served(&self) -> u64 {
+        self.served.load(Ordering::Relaxed)
     }
 
     /// The proxy's port.
@@ -203,6 +213,11 @@ impl Proxy {
     pub fn open_connections(&self) -> usize {
         self.tcp.open_connections()
     }
+
+    /// The bytes the server sent through the proxy so far ([`TcpProxy::bytes_served`]).
+    pub fn bytes_served(&self) -> u64 {
+        self.tcp.bytes_served()
+    }
 }
 
 impl std::fmt::Debug for Proxy {
@@ -219,7 +234,7 @@ async fn accept_loop(
     listener: TcpListener,
     upstream_port: u16,
     state: watch::Receiver<State>,
-    open: Arc<AtomicUsize>,
+    (open, served): (Arc<AtomicUsize>, Arc<AtomicU64>),
 ) {
     let mut connections = JoinSet::new();
     loop {
@@ -227,7 +242,8 @@ async fn accept_loop(
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
                     let guard = OpenGuard::new(open.clone());
-                    connections.spawn(connection(stream, upstream_port, state.clone(), guard));
+                    let served = served.clone();
+                    connections.spawn(connection(stream, upstream_port, state.clone(), guard, served));
                 }
                 Err(err) => {
                     tracing::warn!(%err, "partition proxy: accept failed");
@@ -260,6 +276,7 @@ async fn connection(
     upstream_port: u16,
     mut state: watch::Receiver<State>,
     _open: OpenGuard,
+    served: Arc<AtomicU64>,
 ) {
     let generation = state.borrow().generation;
     // A connection made during a partition is held here, never reaching the server.
@@ -275,8 +292,8 @@ async fn connection(
     let (up, down) = (state.clone(), state.clone());
     let both = async {
         tokio::join!(
-            pump(client_read, upstream_write, up, generation),
-            pump(upstream_read, client_write, down, generation),
+            pump(client_read, upstream_write, up, generation, None),
+            pump(upstream_read, client_write, down, generation, Some(served)),
         )
     };
     tokio::select! {
@@ -315,6 +332,7 @@ async fn pump(
     mut to: impl AsyncWrite + Unpin,
     mut state: watch::Receiver<State>,
     generation: u64,
+    count: Option<Arc<AtomicU64>>,
 ) {
     let mut buf = vec![0u8; 16 * 1024];
     loop {
@@ -328,6 +346,9 @@ async fn pump(
             }
             Ok(n) => n,
         };
+        if let Some(count) = &count {
+            count.fetch_add(n as u64, Ordering::Relaxed);
+        }
         if !passable(&mut state, generation).await || to.write_all(&buf[..n]).await.is_err() {
             return;
         }

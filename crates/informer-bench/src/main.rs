@@ -22,6 +22,7 @@ mod orchestrate;
 mod protobuf;
 mod sharding;
 mod traffic;
+mod warm_restart;
 mod widgets;
 
 use clap::{Parser, Subcommand};
@@ -199,6 +200,36 @@ enum Command {
         #[arg(long, value_delimiter = ',', value_name = "A,B,...")]
         clients: Option<Vec<Impl>>,
     },
+    /// Warm restarts: an informer with a cache directory started cold and then warm (from
+    /// its snapshot, after changes while down), each in its own process: time to synced,
+    /// client CPU, bytes from the server; realistic pods on fake-apiserver and ConfigMaps
+    /// on a real kube-apiserver (KUBEBUILDER_ASSETS)
+    WarmRestart {
+        /// Realistic pods on fake-apiserver (0: skip)
+        #[arg(long, default_value_t = 50_000)]
+        pods: usize,
+        /// ConfigMaps on the real kube-apiserver (0: skip)
+        #[arg(long, default_value_t = 20_000)]
+        configmaps: usize,
+        /// Cold and warm starts per server (the table shows medians)
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..))]
+        runs: u16,
+        /// Objects changed while the informer is down, before each warm start
+        #[arg(long, default_value_t = 100)]
+        changes: usize,
+    },
+    /// One start of `warm-restart` (what it runs in each child process)
+    #[command(hide = true)]
+    WarmClient {
+        #[arg(long)]
+        kind: String,
+        #[arg(long)]
+        url: Option<String>,
+        #[arg(long)]
+        kubeconfig: Option<std::path::PathBuf>,
+        #[arg(long)]
+        dir: std::path::PathBuf,
+    },
     /// serde_json against simd-json and sonic-rs on the same pods
     #[cfg(feature = "decoders")]
     Decoders {
@@ -296,6 +327,23 @@ fn main() {
             runs: usize::from(runs),
             clients: clients.unwrap_or_else(|| operator::Plan::CLIENTS.to_vec()),
         }),
+        Some(Command::WarmRestart {
+            pods,
+            configmaps,
+            runs,
+            changes,
+        }) => warm_restart::run(&warm_restart::Plan {
+            pods,
+            configmaps,
+            runs: usize::from(runs),
+            changes,
+        }),
+        Some(Command::WarmClient {
+            kind,
+            url,
+            kubeconfig,
+            dir,
+        }) => warm_restart::client(&kind, url.as_deref(), kubeconfig.as_deref(), &dir),
         #[cfg(feature = "decoders")]
         Some(Command::Decoders { events }) => decoders::run(events),
         None => orchestrate::run(&plan(cli.plan)),
