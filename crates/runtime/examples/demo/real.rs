@@ -266,6 +266,7 @@ async fn read_run(
         lease_namespace: None,
         namespaces: namespaces.clone(),
         compact: plan.compact,
+        cache: None,
     };
     let replica = replicas::start(client.clone(), "replica-a", &spec, graceful).await?;
     println!(
@@ -425,6 +426,7 @@ async fn write_run(
         lease_namespace: Some(DEMO_NAMESPACE.into()),
         namespaces: Some(namespaces.clone()),
         compact: plan.compact,
+        cache: None,
     };
     let mut replicas = vec![replicas::start(client.clone(), "replica-a", &spec, graceful).await?];
     let outcome = async {

@@ -11,8 +11,8 @@ use k8s_openapi::api::{
 };
 use kube::ResourceExt;
 use kube_informer::{
-    FactoryOptions, SharedIndexInformer, compact::Compact, informer::SyncError,
-    list_watch::Selectors,
+    FactoryOptions, InformerSpec, SharedIndexInformer, compact::Compact, informer::SyncError,
+    list_watch::Selectors, snapshot::CacheDir,
 };
 use kube_informer_runtime::{
     CancellationToken,
@@ -24,13 +24,16 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use super::{Failure, cluster, controllers, verify};
 
 /// What a simulated run does.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Plan {
     pub pods: u64,
     pub seconds: u64,
     pub seed: u64,
     /// Cache pods as `Compact<Pod>` (`--compact`).
     pub compact: bool,
+    /// Keep each replica's pod cache here (`--cache-dir`); the killed leader then comes
+    /// back from it two thirds of the way in.
+    pub cache_dir: Option<std::path::PathBuf>,
 }
 
 /// A replica's manager task, aborted when dropped: a run that fails, panics or is dropped
@@ -93,11 +96,30 @@ pub enum Pods {
 }
 
 impl Pods {
-    /// The factory's pod informer of the kind `compact` says.
-    fn of(manager: &Manager, compact: bool) -> Self {
-        match compact {
-            true => Self::Compact(manager.factory().informer::<Compact<Pod>>()),
-            false => Self::Whole(manager.factory().informer::<Pod>()),
+    /// The factory's pod informer of the kind `spec` says, kept in its cache directory if
+    /// it has one.
+    fn of(manager: &Manager, spec: &Spec) -> Self {
+        fn with<P>(manager: &Manager, cache: Option<&CacheDir>) -> SharedIndexInformer<P>
+        where
+            P: kube::Resource<DynamicType = ()>
+                + Clone
+                + std::fmt::Debug
+                + serde::Serialize
+                + serde::de::DeserializeOwned
+                + Send
+                + Sync
+                + 'static,
+            P::Scope: kube_informer::factory::FactoryScope,
+        {
+            let spec = match cache {
+                Some(cache) => InformerSpec::new().cache_dir(cache.clone()),
+                None => InformerSpec::new(),
+            };
+            manager.factory().informer_with::<P>(spec)
+        }
+        match spec.compact {
+            true => Self::Compact(with(manager, spec.cache.as_ref())),
+            false => Self::Whole(with(manager, spec.cache.as_ref())),
         }
     }
 
@@ -139,6 +161,8 @@ pub struct Spec {
     pub namespaces: Option<Vec<String>>,
     /// Cache pods as `Compact<Pod>`.
     pub compact: bool,
+    /// Keep the pod cache here between runs (`--cache-dir`).
+    pub cache: Option<CacheDir>,
 }
 
 /// The manager of a replica as `spec` describes it (not started): the caches the progress
@@ -169,7 +193,7 @@ pub async fn manager(
         .await
         .map_err(|e| e.to_string())?;
     // The caches the progress lines read exist on every replica, leading or not.
-    Pods::of(&manager, spec.compact);
+    Pods::of(&manager, spec);
     manager.factory().informer::<Deployment>();
     manager.factory().informer::<Namespace>();
     let errors = controllers::Errors::default();
@@ -196,7 +220,7 @@ pub async fn start(
     graceful: &CancellationToken,
 ) -> Result<Replica, String> {
     let (manager, errors) = manager(client, name, spec).await?;
-    let pods = Pods::of(&manager, spec.compact);
+    let pods = Pods::of(&manager, spec);
     let deployments = manager.factory().informer::<Deployment>();
     let namespaces = manager.factory().informer::<Namespace>();
     let mut endpoints = manager.endpoints();
@@ -271,15 +295,49 @@ pub fn leader(replicas: &[Replica]) -> Option<&Replica> {
     })
 }
 
-/// Kills the leader (its task aborted: no release), as a crashed pod would stop.
-pub fn kill_leader(replicas: &[Replica]) {
-    if let Some(leader) = leader(replicas) {
-        leader.task.abort();
-        println!(
-            "       killed {} (the leader): no release; the standby takes over once its {LEASE_SECONDS} s lease runs out",
-            leader.name
-        );
-    }
+/// Kills the leader (its task aborted: no release), as a crashed pod would stop; its name.
+pub fn kill_leader(replicas: &[Replica]) -> Option<String> {
+    let leader = leader(replicas)?;
+    leader.task.abort();
+    println!(
+        "       killed {} (the leader): no release; the standby takes over once its {LEASE_SECONDS} s lease runs out",
+        leader.name
+    );
+    Some(leader.name.clone())
+}
+
+/// The killed replica `name` restarted from its cache directory (under a new identity in
+/// the Lease: its old one may still hold it), and what that cost the server.
+async fn come_back(
+    server: &fake_apiserver::FakeApiServer,
+    name: &str,
+    spec: &Spec,
+    graceful: &CancellationToken,
+) -> Result<Replica, String> {
+    let lists_of_pods = || {
+        let requests = server.requests();
+        let lists = requests.iter().filter(|r| {
+            r.resource.as_deref() == Some("pods")
+                && r.verb == Some(fake_apiserver::Verb::List)
+                && r.param("limit") != Some("1")
+        });
+        lists.count()
+    };
+    let lists_before = lists_of_pods();
+    let started = std::time::Instant::now();
+    let back = start(server.client().map_err(|e| e.to_string())?, &format!("{name}-again"), spec, graceful).await?;
+    back.pods
+        .wait_for_sync(Duration::from_secs(60))
+        .await
+        .map_err(|e| format!("{}: {e}", back.name))?;
+    println!(
+        "       {name} came back as {} from its cache directory: {} pods synced in {} ms with {} LISTs of pods (a cold start lists them all)",
+        back.name,
+        back.pods.len(),
+        started.elapsed().as_millis(),
+        lists_of_pods() - lists_before
+    );
+    Ok(back)
 }
 
 /// Prints each controller's reconcile errors (count and the last one) seen on `replicas`.
@@ -367,10 +425,19 @@ pub async fn simulated_cluster(args: Plan, graceful: &CancellationToken) -> Resu
         lease_namespace: Some("default".into()),
         namespaces: None,
         compact: args.compact,
+        cache: None,
     };
-    let mut replicas = vec![start(client()?, "replica-a", &spec, graceful).await?];
+    // Each replica's cache in a directory of its own, for the server of this run only.
+    let cached = |name: &str| Spec {
+        cache: args.cache_dir.as_ref().map(|dir| CacheDir {
+            every: Duration::from_secs(1),
+            ..CacheDir::new(dir.join(name), server.url())
+        }),
+        ..spec.clone()
+    };
+    let mut replicas = vec![start(client()?, "replica-a", &cached("replica-a"), graceful).await?];
     tokio::time::sleep(Duration::from_millis(300)).await;
-    replicas.push(start(client()?, "replica-b", &spec, graceful).await?);
+    replicas.push(start(client()?, "replica-b", &cached("replica-b"), graceful).await?);
     for r in &replicas {
         println!("{}: http://{}/healthz /readyz /metrics", r.name, r.addr);
     }
@@ -378,6 +445,8 @@ pub async fn simulated_cluster(args: Plan, graceful: &CancellationToken) -> Resu
     let churn = (args.pods > 0)
         .then(|| cluster::churn(server.clone(), args.pods, args.seed, stop_churn.clone()));
     let kill_at = (args.seconds / 3).max(1);
+    let back_at = (args.seconds * 2 / 3).max(kill_at + 1);
+    let mut killed = None;
     let mut ran = Ok(());
     for second in 1..=args.seconds {
         if let Err(interrupted) = tick(graceful).await {
@@ -390,7 +459,13 @@ pub async fn simulated_cluster(args: Plan, graceful: &CancellationToken) -> Resu
         }
         println!("[{second:>3}s] {}", status(&replicas, &ready));
         if second == kill_at {
-            kill_leader(&replicas);
+            killed = kill_leader(&replicas);
+        }
+        if second == back_at && args.cache_dir.is_some() {
+            if let Some(name) = killed.take() {
+                let back = come_back(&server, &name, &cached(&name), graceful).await?;
+                replicas.push(back);
+            }
         }
     }
     stop_churn.cancel();
