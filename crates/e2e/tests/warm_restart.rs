@@ -177,17 +177,45 @@ fn snapshot_version(dir: &Path) -> Option<String> {
     std::fs::read_to_string(newest.path()).ok()
 }
 
-/// The current version of the namespace's config maps (the comparison's fence).
-async fn fence(api: &Api<ConfigMap>) -> String {
+/// The informer's cache against a fresh LIST of the namespace (at its version).
+async fn assert_matches(backend: &Backend, informer: &Informer, api: &Api<ConfigMap>) {
     let list = api.list(&Default::default()).await.expect("listed");
-    list.metadata.resource_version.unwrap_or_default()
+    let fence = list.metadata.resource_version.unwrap_or_default();
+    assert_cache_matches(backend.name(), &informer.informer.store(), api, &fence).await;
+}
+
+/// The namespace with `count` config maps, and a cache directory.
+async fn prepare(backend: &Backend, count: usize) -> (Api<ConfigMap>, tempfile::TempDir) {
+    ensure_namespace(&backend.client(), NAMESPACE).await;
+    let api: Api<ConfigMap> = Api::namespaced(backend.client(), NAMESPACE);
+    create_many(&api, (0..count).map(|i| format!("cm-{i}"))).await;
+    (api, tempfile::tempdir().unwrap())
+}
+
+/// No LIST of the collection: only reads of one object (one before the watch, one before
+/// each later catch-up watch on a quiet server), then watches; the first watch's version.
+fn assert_no_list(backend: &Backend, requests: &[Request]) -> String {
+    let syncs: Vec<_> = requests.iter().filter(|r| r.is_sync()).collect();
+    assert!(!syncs.is_empty(), "{}: {requests:#?}", backend.name());
+    for sync in &syncs {
+        assert_eq!(sync.limit, Some(1), "{}: {requests:#?}", backend.name());
+        assert_eq!(sync.resource_version.as_deref().unwrap_or(""), "");
+    }
+    assert_eq!(
+        requests[0].verb,
+        "list",
+        "{}: {requests:#?}",
+        backend.name()
+    );
+    let watch = requests
+        .iter()
+        .find(|r| r.verb == "watch")
+        .expect("a watch");
+    watch.resource_version.clone().unwrap_or_default()
 }
 
 async fn a_restart_resumes_from_the_snapshot_without_a_list(backend: Backend) {
-    ensure_namespace(&backend.client(), NAMESPACE).await;
-    let api: Api<ConfigMap> = Api::namespaced(backend.client(), NAMESPACE);
-    create_many(&api, (0..5000).map(|i| format!("cm-{i}"))).await;
-    let dir = tempfile::tempdir().unwrap();
+    let (api, dir) = prepare(&backend, 5000).await;
 
     let first = Informer::start(&backend, dir.path(), Duration::from_secs(600));
     let cold = first.synced().await;
@@ -218,36 +246,10 @@ async fn a_restart_resumes_from_the_snapshot_without_a_list(backend: Backend) {
         "{}: synced before caught up",
         backend.name()
     );
-    assert_cache_matches(
-        backend.name(),
-        &second.informer.store(),
-        &api,
-        &fence(&api).await,
-    )
-    .await;
+    assert_matches(&backend, &second, &api).await;
 
-    // No LIST: reads of one object (one before the watch, one before each later catch-up
-    // watch on a quiet server), then watches, the first from the snapshot's version.
-    let lists: Vec<_> = requests.iter().filter(|r| r.is_sync()).collect();
-    assert!(!lists.is_empty(), "{}: {requests:#?}", backend.name());
-    for list in &lists {
-        assert_eq!(list.limit, Some(1), "{}: {requests:#?}", backend.name());
-        assert_eq!(list.resource_version.as_deref().unwrap_or(""), "");
-    }
-    assert_eq!(
-        requests[0].verb,
-        "list",
-        "{}: {requests:#?}",
-        backend.name()
-    );
-    let first_watch = requests
-        .iter()
-        .find(|r| r.verb == "watch")
-        .expect("a watch");
-    assert_eq!(
-        first_watch.resource_version.as_deref(),
-        Some(written.as_str())
-    );
+    // No LIST; the first watch from the snapshot's version.
+    assert_eq!(assert_no_list(&backend, &requests), written);
 
     // Handlers: the snapshot as the initial list, then what changed while down.
     {
@@ -280,10 +282,7 @@ fn compacting() -> BackendOptions {
 }
 
 async fn down_past_the_servers_history_relists(backend: Backend) {
-    ensure_namespace(&backend.client(), NAMESPACE).await;
-    let api: Api<ConfigMap> = Api::namespaced(backend.client(), NAMESPACE);
-    create_many(&api, (0..50).map(|i| format!("cm-{i}"))).await;
-    let dir = tempfile::tempdir().unwrap();
+    let (api, dir) = prepare(&backend, 50).await;
     let first = Informer::start(&backend, dir.path(), Duration::from_secs(600));
     first.synced().await;
     first.stop().await;
@@ -292,13 +291,7 @@ async fn down_past_the_servers_history_relists(backend: Backend) {
     backend.compact(COMPACTION).await;
     let second = Informer::start(&backend, dir.path(), Duration::from_secs(600));
     second.synced().await;
-    assert_cache_matches(
-        backend.name(),
-        &second.informer.store(),
-        &api,
-        &fence(&api).await,
-    )
-    .await;
+    assert_matches(&backend, &second, &api).await;
     // The snapshot's objects were handed out, so the relist tells of the deletions.
     {
         let told = second.told.lock();
@@ -318,10 +311,7 @@ async fn down_past_the_servers_history_relists(backend: Backend) {
 both!(down_past_the_servers_history_relists, compacting());
 
 async fn a_killed_informer_resumes_from_its_last_periodic_snapshot(backend: Backend) {
-    ensure_namespace(&backend.client(), NAMESPACE).await;
-    let api: Api<ConfigMap> = Api::namespaced(backend.client(), NAMESPACE);
-    create_many(&api, (0..50).map(|i| format!("cm-{i}"))).await;
-    let dir = tempfile::tempdir().unwrap();
+    let (api, dir) = prepare(&backend, 50).await;
     let first = Informer::start(&backend, dir.path(), Duration::from_millis(200));
     first.synced().await;
     e2e::eventually("a periodic snapshot", || {
@@ -339,34 +329,13 @@ async fn a_killed_informer_resumes_from_its_last_periodic_snapshot(backend: Back
     second.synced().await;
     // (Taken before the comparison's own LISTs.)
     let requests = requests_since(&backend, before);
-    assert_cache_matches(
-        backend.name(),
-        &second.informer.store(),
-        &api,
-        &fence(&api).await,
-    )
-    .await;
+    assert_matches(&backend, &second, &api).await;
     let store = second.informer.store();
     for name in &deleted {
         assert!(store.get_by_key(&format!("{NAMESPACE}/{name}")).is_none());
     }
     // Resumed from a periodic snapshot (the first, or a later one), without a LIST.
-    let syncs: Vec<_> = requests.iter().filter(|r| r.is_sync()).collect();
-    assert!(
-        !syncs.is_empty() && syncs.iter().all(|s| s.limit == Some(1)),
-        "{}: {requests:#?}",
-        backend.name()
-    );
-    let resumed = requests
-        .iter()
-        .find(|r| r.verb == "watch")
-        .expect("a watch");
-    let resumed: u128 = resumed
-        .resource_version
-        .as_deref()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let resumed: u128 = assert_no_list(&backend, &requests).parse().unwrap();
     assert!(
         resumed >= periodic,
         "{}: resumed at {resumed}, before {periodic}",
@@ -378,10 +347,7 @@ async fn a_killed_informer_resumes_from_its_last_periodic_snapshot(backend: Back
 both!(a_killed_informer_resumes_from_its_last_periodic_snapshot);
 
 async fn corrupt_or_older_snapshots_are_refused(backend: Backend) {
-    ensure_namespace(&backend.client(), NAMESPACE).await;
-    let api: Api<ConfigMap> = Api::namespaced(backend.client(), NAMESPACE);
-    create_many(&api, (0..20).map(|i| format!("cm-{i}"))).await;
-    let dir = tempfile::tempdir().unwrap();
+    let (api, dir) = prepare(&backend, 20).await;
     let first = Informer::start(&backend, dir.path(), Duration::from_secs(600));
     first.synced().await;
     first.stop().await;
@@ -424,13 +390,7 @@ async fn corrupt_or_older_snapshots_are_refused(backend: Backend) {
             "{}: {what} was used: {requests:#?}",
             backend.name()
         );
-        assert_cache_matches(
-            backend.name(),
-            &informer.informer.store(),
-            &api,
-            &fence(&api).await,
-        )
-        .await;
+        assert_matches(&backend, &informer, &api).await;
         assert!(
             informer.told.lock().deleted.is_empty(),
             "{}: {what}",

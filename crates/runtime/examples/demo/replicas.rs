@@ -325,19 +325,47 @@ async fn come_back(
     };
     let lists_before = lists_of_pods();
     let started = std::time::Instant::now();
-    let back = start(server.client().map_err(|e| e.to_string())?, &format!("{name}-again"), spec, graceful).await?;
+    let back = start(
+        server.client().map_err(|e| e.to_string())?,
+        &format!("{name}-again"),
+        spec,
+        graceful,
+    )
+    .await?;
     back.pods
         .wait_for_sync(Duration::from_secs(60))
         .await
         .map_err(|e| format!("{}: {e}", back.name))?;
+    let lists = lists_of_pods() - lists_before;
     println!(
-        "       {name} came back as {} from its cache directory: {} pods synced in {} ms with {} LISTs of pods (a cold start lists them all)",
+        "       {name} came back as {} from its cache directory: {} pods synced in {} ms with {lists} LISTs of pods (a cold start lists them all)",
         back.name,
         back.pods.len(),
         started.elapsed().as_millis(),
-        lists_of_pods() - lists_before
     );
+    if lists > 0 {
+        return Err(format!(
+            "{} listed the pods: its snapshot was not used",
+            back.name
+        ));
+    }
     Ok(back)
+}
+
+/// Waits until a snapshot is in `dir` (written every second while the cache changes).
+async fn wait_for_snapshot(dir: &std::path::Path) -> Result<(), String> {
+    for _ in 0..600 {
+        let written = std::fs::read_dir(dir).is_ok_and(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .any(|e| e.path().extension().is_some_and(|x| x == "snapshot"))
+        });
+        if written {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Err(format!("no snapshot in {} after a minute", dir.display()))
 }
 
 /// Prints each controller's reconcile errors (count and the last one) seen on `replicas`.
@@ -459,13 +487,18 @@ pub async fn simulated_cluster(args: Plan, graceful: &CancellationToken) -> Resu
         }
         println!("[{second:>3}s] {}", status(&replicas, &ready));
         if second == kill_at {
+            if let (Some(dir), Some(leader)) = (&args.cache_dir, leader(&replicas)) {
+                // Killed once it has written its pods: what it comes back from.
+                wait_for_snapshot(&dir.join(&leader.name)).await?;
+            }
             killed = kill_leader(&replicas);
         }
-        if second == back_at && args.cache_dir.is_some() {
-            if let Some(name) = killed.take() {
-                let back = come_back(&server, &name, &cached(&name), graceful).await?;
-                replicas.push(back);
-            }
+        if second == back_at
+            && args.cache_dir.is_some()
+            && let Some(name) = killed.take()
+        {
+            let back = come_back(&server, &name, &cached(&name), graceful).await?;
+            replicas.push(back);
         }
     }
     stop_churn.cancel();
