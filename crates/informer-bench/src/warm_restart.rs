@@ -100,7 +100,7 @@ async fn on_fake(plan: &Plan) -> Result<Starts, String> {
         let api = api.clone();
         async move {
             let patch = json!({"metadata": {"labels": {"bench-change": i.to_string()}}});
-            let name = format!("pod-{i}");
+            let name = format!("web-{i:06}-7d9c5b8f6-x2k4p");
             api.patch(&name, &PatchParams::default(), &Patch::Merge(patch))
                 .await
                 .map(|_| ())

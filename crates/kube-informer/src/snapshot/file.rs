@@ -135,7 +135,7 @@ pub(crate) struct Loaded<K> {
 
 /// Reads the snapshot at `path`, refusing it unless it is whole, of this format, and of
 /// `expected`'s server, kind and selectors.
-pub(crate) fn read<K>(
+pub(crate) fn read<K: Send>(
     path: &Path,
     codec: Codec<K>,
     expected: &Identity,
@@ -160,12 +160,7 @@ pub(crate) fn read<K>(
     }
     let header: Header = serde_json::from_slice(&record)
         .map_err(|err| Refused::Corrupt(format!("header: {err}")))?;
-    let mut objects = Vec::with_capacity(header.objects.min(1 << 20) as usize);
-    while read_record(&mut input, &mut record)? {
-        let object = (codec.decode)(&record)
-            .map_err(|err| Refused::Corrupt(format!("object {}: {err}", objects.len())))?;
-        objects.push(object);
-    }
+    let objects = super::decode::in_parallel(codec, |record| read_record(&mut input, record))?;
     let (mut inner, hash, _) = input.finish();
     let mut stored = [0; 8];
     read_exact(&mut inner, &mut stored)?;

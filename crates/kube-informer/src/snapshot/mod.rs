@@ -27,6 +27,7 @@
 //! write with a warning; the informer itself is unaffected. See `docs/warm-restarts.md` for
 //! where to put the directory and what this saves.
 
+mod decode;
 mod file;
 mod persist;
 #[cfg(test)]

@@ -36,7 +36,7 @@ pub(super) fn record_newest(snapshot: &Path, version: &str) -> io::Result<()> {
 }
 
 /// Reads the snapshot and checks it against what was written before.
-pub(super) fn load_checked<K>(path: &Path, p: &Persistence<K>) -> Result<Loaded<K>, Refused> {
+pub(super) fn load_checked<K: Send>(path: &Path, p: &Persistence<K>) -> Result<Loaded<K>, Refused> {
     let loaded = read(path, p.codec, &p.identity)?;
     let version: ResourceVersion = loaded
         .resource_version
