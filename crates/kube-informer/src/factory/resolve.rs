@@ -217,6 +217,9 @@ where
     options.persistence = persistence.map(|mut persistence| {
         let identity = &mut persistence.identity;
         identity.kind = format!("{} {informer}", std::any::type_name::<K>());
+        if *keep_managed_fields {
+            identity.schema.push_str(" with managedFields");
+        }
         identity.namespace = (!watch.namespaces.is_empty()).then(|| watch.namespaces.join(","));
         identity.label_selector = watch.selectors.label_selector().map(str::to_owned);
         identity.field_selector = watch.selectors.field_selector().map(str::to_owned);

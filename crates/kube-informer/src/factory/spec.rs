@@ -167,7 +167,7 @@ where
     /// watch from the last snapshot instead of listing everything again (see
     /// [`snapshot`](crate::snapshot) for what is written, when a snapshot is used or
     /// refused, and when the informer then reports synced). The snapshot is identified by
-    /// the server `cache` names, the type, the namespaces and the selectors.
+    /// the cluster and schema `cache` names, the type, the namespaces and the selectors.
     ///
     /// Objects are written after the transform and go through it again when read back:
     /// the transform must give the same object when applied twice (client-go asks the same
@@ -180,7 +180,7 @@ where
     /// # fn demo(client: kube::Client) {
     /// let factory = SharedInformerFactory::new(client, FactoryOptions::default());
     /// let configs = factory.informer_with::<ConfigMap>(
-    ///     InformerSpec::new().cache_dir(CacheDir::new("/var/cache/operator", "https://prod-eu-1:6443")),
+    ///     InformerSpec::new().cache_dir(CacheDir::new("/var/cache/operator", "prod-eu-1")),
     /// );
     /// # let _ = configs;
     /// # }

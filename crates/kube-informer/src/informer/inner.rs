@@ -291,8 +291,18 @@ impl<K: Resource + Send + Sync + 'static> Inner<K> {
 
     /// The first sync is applied, and after a warm start the watch has caught up with the
     /// server (see [`snapshot`](crate::snapshot)).
+    /// Latched: once true, it stays so (a version that moved back, from a misbehaving
+    /// server, does not unsync the informer).
     pub(super) fn first_sync_applied(&self) -> bool {
+        if self.synced.load(Ordering::SeqCst) {
+            return true;
+        }
         let caught_up = self.caught_up.lock().clone();
-        self.queue.has_synced() && caught_up.is_none_or(|c| c.applied_in(&self.indexer))
+        let applied =
+            self.queue.has_synced() && caught_up.is_none_or(|c| c.applied_in(&self.indexer));
+        if applied && !self.synced.swap(true, Ordering::SeqCst) {
+            self.progress.notify_waiters();
+        }
+        applied
     }
 }

@@ -160,10 +160,8 @@ where
                 });
             }
             inner.report_index_failures();
-            if !inner.synced.load(Ordering::SeqCst) && inner.first_sync_applied() {
-                inner.synced.store(true, Ordering::SeqCst);
-                inner.progress.notify_waiters();
-            }
+            // Latches the first sync and wakes the sync waiters when it is first seen.
+            inner.first_sync_applied();
             #[cfg(feature = "metrics")]
             self.record_batch(&started_batch);
         }

@@ -337,15 +337,12 @@ where
             gauges.synced(&resource_version);
         }
         *self.shared.last_sync_resource_version.lock() = resource_version.clone();
-        if run
-            .catching_up
-            .as_ref()
-            .is_some_and(|c| c.reached(&resource_version))
-        {
-            run.catching_up = None;
+        if let Some(caught_up) = run.catching_up.take_if(|c| c.reaches(&resource_version)) {
             // Moves the cache's version in order behind what is queued, whatever the queue
-            // (a DeltaFifo's events do not move it): the informer is synced once it is there.
+            // (a DeltaFifo's events do not move it), before the informer is told: it is
+            // synced once the cache is there.
             self.sink.bookmark(&resource_version);
+            caught_up.signal(&resource_version);
         }
         run.resource_version = resource_version;
     }
@@ -355,8 +352,9 @@ where
         self.set_synced(run, resource_version);
         run.list_from = ListFrom::LastSynced;
         self.shared.health.lock().synced();
+        // A relist: caught up, whatever the target.
         if let Some(catching_up) = run.catching_up.take() {
-            catching_up.relisted(&run.resource_version);
+            catching_up.signal(&run.resource_version);
         }
     }
 
@@ -403,8 +401,9 @@ where
         // its current version two seconds before a watch's deadline, the soonest way to
         // learn that the watch has delivered everything up to it (see `warm.rs`).
         let timeout = match run.catching_up {
-            Some(_) => warm::CATCH_UP_WATCH,
-            None => run.jitter.between(min, max),
+            // Not a streaming list (a relist while catching up): that takes its time.
+            Some(_) if !send_initial_events => warm::CATCH_UP_WATCH,
+            _ => run.jitter.between(min, max),
         };
         WatchParams {
             label_selector: self.options.selectors.label_selector().map(str::to_owned),

@@ -86,20 +86,16 @@ pub(super) struct CatchingUp {
 }
 
 impl CatchingUp {
-    /// Whether the sink, now at `resource_version`, has reached the target (then says so).
-    pub(super) fn reached(&self, resource_version: &str) -> bool {
-        let reached = resource_version
+    /// Whether a sink at `resource_version` has reached the target.
+    pub(super) fn reaches(&self, resource_version: &str) -> bool {
+        resource_version
             .parse::<ResourceVersion>()
-            .is_ok_and(|at| at >= self.target);
-        if reached {
-            tracing::debug!(at = resource_version, target = %self.target, "caught up with the server");
-            self.signal.set(resource_version);
-        }
-        reached
+            .is_ok_and(|at| at >= self.target)
     }
 
-    /// A relist to `resource_version`: caught up whatever the target.
-    pub(super) fn relisted(self, resource_version: &str) {
+    /// Caught up, with the sink at `resource_version` (or past it: a relist).
+    pub(super) fn signal(self, resource_version: &str) {
+        tracing::debug!(at = resource_version, target = %self.target, "caught up with the server");
         self.signal.set(resource_version);
     }
 }
@@ -179,8 +175,10 @@ where
             signal: warm.caught_up,
             watches: 0,
         };
-        if !catching_up.reached(&run.resource_version) {
-            run.catching_up = Some(catching_up);
+        // The replace sets the cache's version: nothing to queue behind it.
+        match catching_up.reaches(&run.resource_version) {
+            true => catching_up.signal(&run.resource_version),
+            false => run.catching_up = Some(catching_up),
         }
         Ok(true)
     }

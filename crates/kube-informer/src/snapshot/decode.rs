@@ -49,7 +49,13 @@ pub(super) fn in_parallel<K: Send>(
                 loop {
                     let chunk = receiver.lock().recv();
                     let Ok(chunk) = chunk else { return };
-                    if decoded_tx.send(chunk.decode(codec)).is_err() {
+                    // A type's Deserialize may panic: a refused file, never a dead decoder
+                    // the reader would wait for.
+                    let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        chunk.decode(codec)
+                    }))
+                    .unwrap_or_else(|panic| Err(crate::panic_message(panic.as_ref())));
+                    if decoded_tx.send(decoded).is_err() {
                         return;
                     }
                 }
@@ -62,7 +68,8 @@ pub(super) fn in_parallel<K: Send>(
                 chunk.bytes.extend_from_slice(&record);
                 chunk.ends.push(chunk.bytes.len());
                 if chunk.bytes.len() >= CHUNK {
-                    // Send fails only when every decoder has stopped: not before the end.
+                    // The decoders run until the channel closes (they catch panics), so this
+                    // waits at most for one of them to finish a chunk.
                     let _ = chunks.send(std::mem::take(&mut chunk));
                 }
             }

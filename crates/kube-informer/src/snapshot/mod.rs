@@ -1,11 +1,12 @@
 //! Caches that survive a restart: an informer's store written to disk, and read back so a
 //! restarted process resumes its watch instead of listing everything again.
 //!
-//! Opt in per informer with [`InformerSpec::cache_dir`](crate::factory::InformerSpec::cache_dir)
-//! (or [`InformerOptions::cache_dir`](crate::informer::InformerOptions::cache_dir)). The
-//! informer then:
+//! Opt in per informer of a factory with
+//! [`InformerSpec::cache_dir`](crate::factory::InformerSpec::cache_dir). The informer then:
 //!
-//! - **writes a snapshot** of its cache every [`CacheDir::every`] and when it stops: the
+//! - **writes a snapshot** of its cache every [`CacheDir::every`] and when it is stopped
+//!   gracefully (its cancellation token, or the factory's `shutdown().await`; a task
+//!   aborted or a process killed writes nothing more, and the next start replays more): the
 //!   objects (as JSON), the cache's resourceVersion, and what the cache is of (server, kind,
 //!   namespace, selectors). The write is atomic (a temporary file, flushed, renamed) and
 //!   runs on a blocking thread from the cache's shared objects: no lock is held while
@@ -52,34 +53,42 @@ pub(crate) use self::{
 /// use k8s_openapi::api::core::v1::ConfigMap;
 /// use kube_informer::{factory::{FactoryOptions, InformerSpec, SharedInformerFactory}, snapshot::CacheDir};
 ///
-/// # async fn demo(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
-/// let config = kube::Config::infer().await?;
+/// # fn demo(client: kube::Client) {
 /// let factory = SharedInformerFactory::new(client, FactoryOptions::default());
-/// let configs = factory.informer_with::<ConfigMap>(
-///     InformerSpec::new().cache_dir(CacheDir::new("/var/cache/my-operator", config.cluster_url.to_string())),
-/// );
-/// # let _ = configs; Ok(()) }
+/// let cache = CacheDir {
+///     schema: "my-operator 1.4.0".into(),
+///     ..CacheDir::new("/var/cache/my-operator", "prod-eu-1")
+/// };
+/// let configs = factory.informer_with::<ConfigMap>(InformerSpec::new().cache_dir(cache));
+/// # let _ = configs; }
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CacheDir {
     /// The directory (created if missing). Each informer writes one file in it, named
     /// after its kind and what it selects.
     pub dir: PathBuf,
-    /// What identifies the API server (its URL, a cluster name): a snapshot written for
-    /// another server is refused, since resourceVersions of two clusters say nothing of
-    /// each other.
+    /// What identifies the cluster: a snapshot written for another one is refused, since
+    /// resourceVersions of two clusters say nothing of each other. Use a name unique to
+    /// the cluster (its name in your fleet, or the `kube-system` namespace's UID): the
+    /// in-cluster API URL (`https://10.96.0.1`) is the same in every cluster. A snapshot
+    /// ahead of the server is refused whatever this says.
     pub server: String,
+    /// What the cached objects are, beyond their type: your operator's version, or
+    /// anything that changes with its transform. A snapshot written under another schema
+    /// is refused (default empty; the library's own version is always part of it).
+    pub schema: String,
     /// How often the cache is written while it changes (default 1 minute). It is also
     /// written when the informer stops.
     pub every: Duration,
 }
 
 impl CacheDir {
-    /// Snapshots in `dir` for the server `server`, written every minute.
+    /// Snapshots in `dir` for the cluster `server`, written every minute.
     pub fn new(dir: impl Into<PathBuf>, server: impl Into<String>) -> Self {
         Self {
             dir: dir.into(),
             server: server.into(),
+            schema: String::new(),
             every: Duration::from_secs(60),
         }
     }
@@ -89,7 +98,10 @@ impl CacheDir {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Identity {
     pub(crate) server: String,
-    /// The Rust type's name and the resource's kind, group and version.
+    /// The library's version, the user's schema, and whether managedFields are kept.
+    pub(crate) schema: String,
+    /// The Rust type's full name (k8s-openapi's includes its Kubernetes version) and the
+    /// informer's name (the resource, and its namespaces).
     pub(crate) kind: String,
     pub(crate) namespace: Option<String>,
     pub(crate) label_selector: Option<String>,
@@ -101,6 +113,7 @@ impl Identity {
     fn differs_from(&self, expected: &Identity) -> Option<&'static str> {
         [
             ("server", self.server == expected.server),
+            ("schema", self.schema == expected.schema),
             ("kind", self.kind == expected.kind),
             ("namespace", self.namespace == expected.namespace),
             (
@@ -233,6 +246,11 @@ impl<K: Serialize + DeserializeOwned> Persistence<K> {
         Self {
             identity: Identity {
                 server: config.server.clone(),
+                schema: format!(
+                    "kube-informer {} {}",
+                    env!("CARGO_PKG_VERSION"),
+                    config.schema
+                ),
                 kind: String::new(),
                 namespace: None,
                 label_selector: None,

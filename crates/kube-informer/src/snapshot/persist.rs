@@ -35,6 +35,31 @@ pub(super) fn record_newest(snapshot: &Path, version: &str) -> io::Result<()> {
     fs::rename(&temporary, &path)
 }
 
+/// Removes what writes of this snapshot interrupted by a crash or a kill left behind (each
+/// the size of the collection): temporary files beside it untouched for ten minutes, so a
+/// write in progress elsewhere is left alone.
+pub(super) fn sweep_temporary(snapshot: &Path) {
+    let (Some(dir), Some(name)) = (snapshot.parent(), snapshot.file_name()) else {
+        return;
+    };
+    let prefix = format!("{}.", name.to_string_lossy());
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.filter_map(Result::ok) {
+        let file = entry.file_name().to_string_lossy().into_owned();
+        let stale = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|at| at.elapsed().ok())
+            .is_some_and(|age| age > std::time::Duration::from_secs(600));
+        if file.starts_with(&prefix) && file.ends_with(".tmp") && stale {
+            let _ = fs::remove_file(entry.path());
+        }
+    }
+}
+
 /// Reads the snapshot and checks it against what was written before.
 pub(super) fn load_checked<K: Send>(path: &Path, p: &Persistence<K>) -> Result<Loaded<K>, Refused> {
     let loaded = read(path, p.codec, &p.identity)?;
@@ -97,6 +122,7 @@ pub(crate) async fn keep_written<K: Send + Sync + 'static>(
     cancel: CancellationToken,
 ) {
     let path = p.identity.path_in(&p.config.dir);
+    sweep_temporary(&path);
     // Written afresh even below the newest version on record: this run's cache is what the
     // server has now (after a refused snapshot, the server may be behind it).
     let mut written: Option<ResourceVersion> = None;

@@ -8,6 +8,7 @@ use super::{CacheDir, Codec, Identity, Persistence, Refused, persist, read, writ
 fn identity() -> Identity {
     Identity {
         server: "https://a:6443".into(),
+        schema: "v1".into(),
         kind: "ConfigMap".into(),
         namespace: Some("default".into()),
         label_selector: Some("app=web".into()),
@@ -96,6 +97,26 @@ fn any_flipped_bit_is_refused() {
 }
 
 #[test]
+fn a_type_that_panics_while_decoding_refuses_the_file_instead_of_hanging() {
+    let dir = tempdir();
+    // Enough objects for several chunks: every decoding thread panics.
+    let path = identity().path_in(dir.path());
+    let big: Vec<_> = (0..3000)
+        .map(|i| config_map(&format!("cm-{i:04}-{}", "x".repeat(400)), 1))
+        .collect();
+    write(&path, Codec::json(), &identity(), "1234", &big).unwrap();
+    let panicking = Codec::<ConfigMap> {
+        encode: Codec::<ConfigMap>::json().encode,
+        decode: |_| panic!("a Deserialize that panics"),
+    };
+    let refused = read::<ConfigMap>(&path, panicking, &identity()).err();
+    assert!(
+        matches!(refused, Some(Refused::Corrupt(ref why)) if why.contains("panics")),
+        "{refused:?}"
+    );
+}
+
+#[test]
 fn another_format_or_no_snapshot_is_refused() {
     let dir = tempdir();
     let path = written(dir.path(), 2);
@@ -114,8 +135,9 @@ fn a_snapshot_of_another_server_kind_namespace_or_selector_is_refused() {
     let dir = tempdir();
     let path = written(dir.path(), 2);
     type Change = fn(&mut Identity);
-    let others: [(&str, Change); 5] = [
+    let others: [(&str, Change); 6] = [
         ("server", |i| i.server = "https://b:6443".into()),
+        ("schema", |i| i.schema = "v2".into()),
         ("kind", |i| i.kind = "Secret".into()),
         ("namespace", |i| i.namespace = None),
         ("label selector", |i| {
@@ -173,4 +195,27 @@ fn a_directory_that_cannot_be_written_is_an_error_not_a_panic() {
 
 fn tempdir() -> tempfile::TempDir {
     tempfile::tempdir().unwrap()
+}
+
+#[test]
+fn temporary_files_a_crash_left_are_swept_and_fresh_ones_kept() {
+    let dir = tempdir();
+    let path = identity().path_in(dir.path());
+    let name = path.file_name().unwrap().to_string_lossy().into_owned();
+    let (old, fresh) = (
+        dir.path().join(format!("{name}.1-0.tmp")),
+        dir.path().join(format!("{name}.2-0.tmp")),
+    );
+    fs::write(&old, b"half a snapshot").unwrap();
+    fs::write(&fresh, b"a write in progress").unwrap();
+    let an_hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    fs::File::options()
+        .write(true)
+        .open(&old)
+        .unwrap()
+        .set_modified(an_hour_ago)
+        .unwrap();
+    persist::sweep_temporary(&path);
+    assert!(!old.exists(), "a stale temporary file is removed");
+    assert!(fresh.exists(), "a recent one may be another writer's");
 }

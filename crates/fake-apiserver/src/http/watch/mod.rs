@@ -176,8 +176,17 @@ pub(crate) fn watch(
                 .filter(|_| bookmarks);
             let server = Arc::downgrade(inner);
             closing.map(|before| {
-                let read: state::ClosingRevision =
-                    Box::new(move || server.upgrade().map(|s| s.storage.lock().revision()));
+                let read: state::ClosingRevision = Box::new(move |queued| {
+                    let Some(server) = server.upgrade() else {
+                        return state::Closing::Gone;
+                    };
+                    // Events are queued under this lock: none can be on its way meanwhile.
+                    let storage = server.storage.lock();
+                    match queued.is_empty() {
+                        true => state::Closing::Send(storage.revision()),
+                        false => state::Closing::Later,
+                    }
+                });
                 (Instant::now() + before, read)
             })
         },

@@ -60,8 +60,19 @@ pub(super) struct WatchState {
     pub(super) closing_bookmark: Option<(Instant, ClosingRevision)>,
 }
 
-/// Reads the server's revision when the closing bookmark is due (`None`: server gone).
-pub(super) type ClosingRevision = Box<dyn Fn() -> Option<u64> + Send>;
+/// Reads the server's revision when the closing bookmark is due, given the watch's queue:
+/// under the storage lock, so no event at or below it can still be on its way.
+pub(super) type ClosingRevision = Box<dyn Fn(&mpsc::Receiver<WatchMsg>) -> Closing + Send>;
+
+/// What to do about the closing bookmark.
+pub(super) enum Closing {
+    /// Send it at this revision.
+    Send(u64),
+    /// Events are queued: send them first.
+    Later,
+    /// The server is gone.
+    Gone,
+}
 
 impl WatchState {
     /// The next piece of the body: whatever is ready, joined into one buffer of up to
@@ -224,17 +235,28 @@ impl WatchState {
                 Some(line) => line,
                 None => {
                     let closing_at = self.closing_bookmark.as_ref().map(|(at, _)| *at);
+                    // The deadline first (the events still queued are replayed by the
+                    // client's next watch), then queued events: the closing bookmark never
+                    // overtakes them.
                     let msg = tokio::select! {
-                        msg = self.rx.recv() => msg,
+                        biased;
                         () = tokio::time::sleep_until(self.deadline) => {
                             self.mode = Mode::Done;
                             continue;
                         }
+                        msg = self.rx.recv() => msg,
                         () = tokio::time::sleep_until(closing_at.unwrap_or(self.deadline)), if closing_at.is_some() => {
-                            let revision = self.closing_bookmark.take().and_then(|(_, read)| read());
-                            match revision {
-                                Some(revision) => Some(WatchMsg::Bookmark(revision)),
-                                None => continue,
+                            match self.closing_bookmark.as_ref().map(|(_, read)| read(&self.rx)) {
+                                Some(Closing::Send(revision)) => {
+                                    self.closing_bookmark = None;
+                                    Some(WatchMsg::Bookmark(revision))
+                                }
+                                // An event came in meanwhile: send it, then try again.
+                                Some(Closing::Later) => continue,
+                                Some(Closing::Gone) | None => {
+                                    self.closing_bookmark = None;
+                                    continue;
+                                }
                             }
                         }
                     };

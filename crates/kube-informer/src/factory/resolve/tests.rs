@@ -283,6 +283,24 @@ fn the_cache_directory_is_the_specs_and_its_snapshot_names_what_is_watched() {
     assert_eq!(persistence.config, cache);
     let identity = persistence.identity;
     assert_eq!(identity.server, "https://a:6443");
+    assert!(
+        identity.schema.starts_with("kube-informer "),
+        "{}",
+        identity.schema
+    );
+    // Objects with managedFields are another schema than objects without.
+    let kept = pods(
+        &FactoryOptions::default()
+            .selectors(in_namespace("shop"))
+            .keep_managed_fields(),
+        InformerSpec::new().cache_dir(cache.clone()),
+    );
+    let kept = kept
+        .options
+        .persistence
+        .expect("a cache directory")
+        .identity;
+    assert_ne!(kept.schema, identity.schema);
     assert_eq!(identity.namespace.as_deref(), Some("shop"));
     assert_eq!(identity.label_selector.as_deref(), Some("app=web"));
     assert_eq!(
