@@ -170,6 +170,10 @@ pub(crate) fn watch(
             }),
             _ => None,
         },
+        sent_up_to: match (send_initial == Some(true), requested) {
+            (false, Some(rv)) => rv,
+            _ => current,
+        },
         closing_bookmark: {
             let closing = timeout
                 .checked_sub(Duration::from_secs(2))

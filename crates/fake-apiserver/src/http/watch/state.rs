@@ -58,6 +58,9 @@ pub(super) struct WatchState {
     /// current revision, as kube-apiserver's watch cache sends it (`nextBookmarkTime`):
     /// when, and how to read the revision then.
     pub(super) closing_bookmark: Option<(Instant, ClosingRevision)>,
+    /// The newest revision this watch started from or sent (an event's, a bookmark's):
+    /// kube-apiserver sends a bookmark only past it.
+    pub(super) sent_up_to: u64,
 }
 
 /// Reads the server's revision when the closing bookmark is due, given the watch's queue:
@@ -131,6 +134,10 @@ impl WatchState {
     }
 
     fn push_line(&mut self, line: Line) {
+        self.sent_up_to = self.sent_up_to.max(match &line {
+            Line::Bookmark(revision, _) => *revision,
+            Line::Event(_, object) => object.resource_version,
+        });
         match line {
             Line::Bookmark(revision, end) => {
                 let line = match &self.protobuf {
@@ -247,9 +254,14 @@ impl WatchState {
                         msg = self.rx.recv() => msg,
                         () = tokio::time::sleep_until(closing_at.unwrap_or(self.deadline)), if closing_at.is_some() => {
                             match self.closing_bookmark.as_ref().map(|(_, read)| read(&self.rx)) {
-                                Some(Closing::Send(revision)) => {
+                                Some(Closing::Send(revision)) if revision > self.sent_up_to => {
                                     self.closing_bookmark = None;
                                     Some(WatchMsg::Bookmark(revision))
+                                }
+                                // Nothing past what the watch has: the real server drops it.
+                                Some(Closing::Send(_)) => {
+                                    self.closing_bookmark = None;
+                                    continue;
                                 }
                                 // An event came in meanwhile: send it, then try again.
                                 Some(Closing::Later) => continue,
