@@ -52,12 +52,7 @@ struct Start {
 }
 
 pub(crate) fn run(plan: &Plan) -> Result<(), String> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
-    runtime.block_on(async {
+    crate::fleet::on_two_threads(async {
         let mut rows = Vec::new();
         if plan.pods > 0 {
             rows.push(("fake-apiserver", "pods", plan.pods, on_fake(plan).await?));
@@ -268,16 +263,12 @@ pub(crate) fn client(
     kubeconfig: Option<&Path>,
     dir: &Path,
 ) -> Result<(), String> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
-    runtime.block_on(async {
+    crate::fleet::on_two_threads(async {
         let config = match (url, kubeconfig) {
             (Some(url), _) => kube::Config::new(url.parse().map_err(|e| format!("{e}"))?),
             (None, Some(path)) => {
-                let kubeconfig = kube::config::Kubeconfig::read_from(path).map_err(|e| e.to_string())?;
+                let kubeconfig =
+                    kube::config::Kubeconfig::read_from(path).map_err(|e| e.to_string())?;
                 kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
                     .await
                     .map_err(|e| e.to_string())?
@@ -293,8 +284,20 @@ pub(crate) fn client(
         let cpu = measure::cpu_time();
         let started = Instant::now();
         let objects = match kind {
-            "pods" => synced(&factory, factory.informer_with::<Pod>(InformerSpec::new().cache_dir(cache))).await?,
-            _ => synced(&factory, factory.informer_with::<ConfigMap>(InformerSpec::new().cache_dir(cache))).await?,
+            "pods" => {
+                synced(
+                    &factory,
+                    factory.informer_with::<Pod>(InformerSpec::new().cache_dir(cache)),
+                )
+                .await?
+            }
+            _ => {
+                synced(
+                    &factory,
+                    factory.informer_with::<ConfigMap>(InformerSpec::new().cache_dir(cache)),
+                )
+                .await?
+            }
         };
         let synced_after = started.elapsed();
         let cpu = measure::cpu_time() - cpu;
