@@ -86,24 +86,34 @@ where
                 self.synced(run, list_rv);
                 Ok(())
             }
-            Err(ListFailure::TimedOut(after)) => {
+            Err(failure) => {
+                let reaction = self.report_list_failure(failure);
+                if matches!(reaction, Reaction::Gone | Reaction::TooLarge) {
+                    run.list_from = ListFrom::Consistent;
+                }
+                Err(self.wait_for(cancel, run, reaction).await)
+            }
+        }
+    }
+
+    /// Reports a failed LIST request; how to react to it (a timeout: retry).
+    pub(super) fn report_list_failure(&self, failure: ListFailure) -> Reaction {
+        match failure {
+            ListFailure::TimedOut(after) => {
                 self.report(ReflectorError::Timeout {
                     resource: self.name.clone(),
                     request: "LIST",
                     after,
                 });
-                Err(self.wait_for(cancel, run, Reaction::Retry).await)
+                Reaction::Retry
             }
-            Err(ListFailure::Client(source)) => {
+            ListFailure::Client(source) => {
                 let reaction = react(&source);
-                if matches!(reaction, Reaction::Gone | Reaction::TooLarge) {
-                    run.list_from = ListFrom::Consistent;
-                }
                 self.report(ReflectorError::List {
                     resource: self.name.clone(),
                     source,
                 });
-                Err(self.wait_for(cancel, run, reaction).await)
+                reaction
             }
         }
     }

@@ -9,11 +9,7 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::{
-    ListFrom, Reflector, ReflectorError, Run, Stop,
-    error::{Reaction, react},
-    list::ListFailure,
-};
+use super::{ListFrom, Reflector, Run, Stop, list::ListFailure};
 use crate::{ReadOnlyStore, ResourceVersion, list_watch::ListerWatcher};
 
 /// The server timeout of a warm start's watches until caught up: kube-apiserver's bookmark
@@ -121,24 +117,7 @@ where
             match read {
                 Ok(version) => break version,
                 Err(failure) => {
-                    let reaction = match failure {
-                        ListFailure::Client(source) => {
-                            let reaction = react(&source);
-                            self.report(ReflectorError::List {
-                                resource: self.name.clone(),
-                                source,
-                            });
-                            reaction
-                        }
-                        ListFailure::TimedOut(after) => {
-                            self.report(ReflectorError::Timeout {
-                                resource: self.name.clone(),
-                                request: "LIST",
-                                after,
-                            });
-                            Reaction::Retry
-                        }
-                    };
+                    let reaction = self.report_list_failure(failure);
                     if let Stop::Cancelled = self.wait_for(cancel, run, reaction).await {
                         return Err(Stop::Cancelled);
                     }
