@@ -47,6 +47,7 @@ mod sharded_managers;
 mod sharding;
 mod sharding_demo_real;
 mod slow_consumer;
+mod staleness;
 mod strategic;
 mod sync;
 mod tables;

@@ -22,4 +22,5 @@ mod protobuf_replay;
 mod protobuf_testdata;
 mod protobuf_wire;
 mod reflector;
+mod staleness;
 mod warm_restart;

@@ -28,7 +28,9 @@ use crate::{
     fifo::DeltaSink,
     fifo::sink::{NamespaceSink, Transform, TransformSink},
     list_watch::ListerWatcher,
-    reflector::{CaughtUp, Reflector, ReflectorError, ReflectorHealth, WarmStart},
+    reflector::{
+        AppliedVersion, CaughtUp, Heard, Reflector, ReflectorError, ReflectorHealth, WarmStart,
+    },
 };
 
 /// What the informer needs of a reflector, whatever the source type.
@@ -38,6 +40,7 @@ pub(super) trait RunReflector<K>: Send + Sync {
     fn last_sync_resource_version(&self) -> String;
     fn health(&self) -> ReflectorHealth;
     fn set_resync_period(&self, period: Option<Duration>);
+    fn heard(&self) -> &Arc<Heard>;
 }
 
 impl<K, L> RunReflector<K> for Reflector<K, L>
@@ -63,6 +66,10 @@ where
 
     fn set_resync_period(&self, period: Option<Duration>) {
         Reflector::set_resync_period(self, period);
+    }
+
+    fn heard(&self) -> &Arc<Heard> {
+        Reflector::heard(self)
     }
 }
 
@@ -137,6 +144,13 @@ where
                     };
                     reflector_options = reflector_options.name(named);
                 }
+                let cache = indexer.read_only();
+                let applied: AppliedVersion = match namespace.clone() {
+                    Some(ns) => {
+                        Box::new(move || cache.resource_version_in(&ns).unwrap_or_default())
+                    }
+                    None => Box::new(move || cache.resource_version()),
+                };
                 let sink: Arc<dyn DeltaSink<K>> = match namespace {
                     Some(namespace) => Arc::new(NamespaceSink {
                         inner: sink.clone(),
@@ -145,6 +159,7 @@ where
                     None => sink.clone(),
                 };
                 let reflector = Arc::new(Reflector::new(lw, sink, reflector_options));
+                reflector.heard().set_applied(applied);
                 let to_reporter = reporter.clone();
                 reflector.set_error_sink(move |err: ReflectorError| {
                     to_reporter.report(Failure::Reflector(err));
@@ -153,6 +168,11 @@ where
             })
             .collect();
         Arc::new_cyclic(|weak: &Weak<Inner<K>>| {
+            #[cfg(feature = "metrics")]
+            if let Some(metrics) = &options.metrics {
+                let cache: Weak<dyn super::metrics::StaleCache> = weak.clone();
+                metrics.track_staleness(&name, cache);
+            }
             let weak = weak.clone();
             // One resync ticker is enough: resyncs replay the shared cache.
             if let Some(first) = reflectors.first() {

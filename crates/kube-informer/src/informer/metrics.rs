@@ -7,16 +7,25 @@
 //! | `informer_store_resource_version` | gauge | name | the resourceVersion the cache was last synced to (when numeric) |
 //! | `informer_handler_backlog` | gauge | name, handler | notifications waiting for each handler |
 //! | `informer_handler_set_aside` | gauge | name, handler | 1 while a handler that stayed behind past its grace period no longer holds the informer back (see [`HandlerOptions`](super::HandlerOptions)) |
+//! | `informer_staleness_seconds` | gauge | name | how long the cache has been missing something the server had, read when scraped (see [`Staleness`](super::Staleness)) |
+//! | `informer_staleness_resource_versions` | gauge | name | resourceVersions between the newest the informer heard of and the cache's (when comparable) |
 
+use std::sync::{Arc, Weak};
+
+use parking_lot::Mutex;
 use prometheus_client::{
-    encoding::EncodeLabelSet,
+    collector::Collector,
+    encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric},
     metrics::{
+        MetricType,
         family::Family,
-        gauge::Gauge,
+        gauge::{ConstGauge, Gauge},
         histogram::{Histogram, exponential_buckets},
     },
     registry::Registry,
 };
+
+use super::Staleness;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Name {
@@ -38,6 +47,18 @@ pub struct InformerMetrics {
     resource_version: Family<Name, Gauge>,
     backlog: Family<Handler, Gauge>,
     set_aside: Family<Handler, Gauge>,
+    stale: Arc<Mutex<Vec<Tracked>>>,
+}
+
+/// What can say how stale its cache is: an informer.
+pub(super) trait StaleCache: Send + Sync {
+    fn staleness(&self) -> Staleness;
+}
+
+/// An informer whose staleness is read at scrape time, while it lives.
+struct Tracked {
+    name: String,
+    cache: Weak<dyn StaleCache>,
 }
 
 impl std::fmt::Debug for InformerMetrics {
@@ -58,7 +79,9 @@ impl InformerMetrics {
             resource_version: Family::default(),
             backlog: Family::default(),
             set_aside: Family::default(),
+            stale: Arc::default(),
         };
+        registry.register_collector(Box::new(StalenessCollector(m.stale.clone())));
         registry.register(
             "informer_fifo_depth",
             "Entries waiting in the FIFO",
@@ -124,5 +147,66 @@ impl InformerMetrics {
         self.set_aside
             .get_or_create(&label)
             .set(i64::from(set_aside));
+    }
+
+    /// Reports `cache`'s staleness under `name` for as long as it lives.
+    pub(super) fn track_staleness(&self, name: &str, cache: Weak<dyn StaleCache>) {
+        let mut tracked = self.stale.lock();
+        tracked.retain(|t| t.cache.strong_count() > 0);
+        tracked.push(Tracked {
+            name: name.to_owned(),
+            cache,
+        });
+    }
+}
+
+/// `informer_staleness_seconds` and `informer_staleness_resource_versions`, read from the
+/// living informers when scraped: staleness grows while nothing happens, so no event could
+/// set it. Informers sharing a name report the most stale one.
+#[derive(Debug)]
+struct StalenessCollector(Arc<Mutex<Vec<Tracked>>>);
+
+impl std::fmt::Debug for Tracked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tracked").field("name", &self.name).finish()
+    }
+}
+
+impl Collector for StalenessCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let mut worst: std::collections::BTreeMap<String, Staleness> = Default::default();
+        for tracked in self.0.lock().iter() {
+            let Some(cache) = tracked.cache.upgrade() else {
+                continue;
+            };
+            let now = cache.staleness();
+            let entry = worst.entry(tracked.name.clone()).or_insert(now);
+            entry.behind = entry.behind.max(now.behind);
+            entry.versions_behind = entry.versions_behind.max(now.versions_behind);
+        }
+        let mut seconds = encoder.encode_descriptor(
+            "informer_staleness_seconds",
+            "How long the cache has been missing something the server had",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (name, staleness) in &worst {
+            let gauge = ConstGauge::new(staleness.behind.as_secs_f64());
+            gauge.encode(seconds.encode_family(&Name { name: name.clone() })?)?;
+        }
+        let mut versions = encoder.encode_descriptor(
+            "informer_staleness_resource_versions",
+            "ResourceVersions between the newest heard of and the cache's",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (name, staleness) in &worst {
+            let Some(behind) = staleness.versions_behind else {
+                continue;
+            };
+            let gauge = ConstGauge::new(i64::try_from(behind).unwrap_or(i64::MAX));
+            gauge.encode(versions.encode_family(&Name { name: name.clone() })?)?;
+        }
+        Ok(())
     }
 }

@@ -27,7 +27,8 @@
 //!   with [`SharedIndexInformer::on_error`] as a [`Failure`]; [`SharedIndexInformer::health`]
 //!   answers readiness and liveness probes; [`SharedIndexInformer::wait_for_sync`] and
 //!   [`HandlerRegistration::wait_for_sync`] wait with a timeout and say why a sync did not
-//!   happen.
+//!   happen; [`SharedIndexInformer::staleness`] says how far the cache is behind the
+//!   server ([`Staleness`]).
 
 mod enqueue;
 mod failure;
@@ -41,6 +42,7 @@ mod options;
 mod queue;
 mod run;
 mod shared;
+mod staleness;
 
 use kube::Resource;
 
@@ -59,6 +61,7 @@ pub use self::{
         InformerError, InformerOptions, QueueKind,
     },
     shared::SharedIndexInformer,
+    staleness::Staleness,
 };
 
 /// A transform that drops `metadata.managedFields` (often a quarter of an object's bytes),

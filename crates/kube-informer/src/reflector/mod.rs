@@ -57,6 +57,7 @@ mod list;
 #[cfg(feature = "metrics")]
 mod metrics;
 mod options;
+mod staleness;
 mod streaming;
 mod warm;
 mod watch;
@@ -73,13 +74,16 @@ use tokio_util::sync::CancellationToken;
 
 #[cfg(feature = "metrics")]
 pub use self::metrics::ReflectorMetrics;
-pub(crate) use self::warm::{CaughtUp, WarmStart};
 use self::{
     backoff::{Backoff, Jitter, WATCH_STREAM, random_seed},
     error::Reaction,
     warm::CatchingUp,
 };
 pub use self::{error::ReflectorError, health::ReflectorHealth, options::ReflectorOptions};
+pub(crate) use self::{
+    staleness::{AppliedVersion, Heard},
+    warm::{CaughtUp, WarmStart},
+};
 use crate::{fifo::DeltaSink, list_watch::ListerWatcher, meta_namespace_key};
 
 type ErrorHandler = Arc<dyn Fn(ReflectorError) + Send + Sync>;
@@ -113,6 +117,8 @@ pub struct Reflector<K, L> {
     shared: Arc<Shared>,
     /// A snapshot to start from, taken by `run`.
     warm: Mutex<Option<WarmStart<K>>>,
+    /// The server's versions as heard, for the informer's staleness.
+    heard: Arc<Heard>,
     #[cfg(feature = "metrics")]
     sync_gauges: Option<metrics::SyncGauges>,
 }
@@ -182,7 +188,13 @@ where
             name,
             shared,
             warm: Mutex::default(),
+            heard: Arc::default(),
         }
+    }
+
+    /// The server's versions as this reflector heard them (see `staleness.rs`).
+    pub(crate) fn heard(&self) -> &Arc<Heard> {
+        &self.heard
     }
 
     /// Starts the next `run` from `warm` (a snapshot) instead of a LIST, if the server
@@ -233,6 +245,15 @@ where
 
     /// Runs until `cancel` is cancelled.
     pub async fn run(&self, cancel: CancellationToken) {
+        // The probe never ends on its own; the syncs end only when cancelled.
+        tokio::select! {
+            () = self.sync_and_watch(&cancel) => {}
+            () = self.probe_staleness(&cancel) => {}
+        }
+    }
+
+    async fn sync_and_watch(&self, cancel: &CancellationToken) {
+        let cancel = cancel.clone();
         // The decoding threads stay up while the reflector runs (see `decode_pool`), not
         // only while a request is being decoded.
         let _decoders = crate::list_watch::decode_pool::DecodePool::shared();
@@ -300,6 +321,7 @@ where
         );
         if counts {
             self.shared.health.lock().failed(err.to_string());
+            self.heard.lost_track();
         }
         let handler = self.shared.error_handler.lock().clone();
         if let Some(handler) = handler {
@@ -349,6 +371,7 @@ where
 
     /// The cache was brought in step with the server at `resource_version`.
     fn synced(&self, run: &mut Run, resource_version: String) {
+        self.heard.heard(&resource_version, true);
         self.set_synced(run, resource_version);
         run.list_from = ListFrom::LastSynced;
         self.shared.health.lock().synced();

@@ -35,6 +35,7 @@ pub struct ReflectorOptions {
     pub(crate) selectors: crate::list_watch::Selectors,
     pub(crate) seed: Option<u64>,
     pub(crate) name: Option<String>,
+    pub(crate) staleness_probe: Option<Duration>,
     #[cfg(feature = "metrics")]
     pub(crate) metrics: Option<super::ReflectorMetrics>,
 }
@@ -59,6 +60,7 @@ impl Default for ReflectorOptions {
             selectors: Default::default(),
             seed: None,
             name: None,
+            staleness_probe: None,
             #[cfg(feature = "metrics")]
             metrics: None,
         }
@@ -210,6 +212,27 @@ impl ReflectorOptions {
     #[must_use]
     pub fn seed(mut self, seed: u64) -> Self {
         self.seed = Some(seed);
+        self
+    }
+
+    /// Reads the server's version every `every` while a watch is open (one `limit=1`
+    /// consistent read of the collection, as cheap as a LIST gets), so the informer's
+    /// [staleness](crate::informer::SharedIndexInformer::staleness) also sees a watch that
+    /// is behind or stuck, not only events waiting to be applied. Off by default: no
+    /// request beyond the LIST and WATCH. A minute is a good period; the staleness then
+    /// reads up to about a minute high for a quiet collection, until the server's next
+    /// bookmark confirms the watch is there (see [`crate::informer::Staleness`]).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use kube_informer::reflector::ReflectorOptions;
+    ///
+    /// let options = ReflectorOptions::default().staleness_probe(Duration::from_secs(60));
+    /// # let _ = options;
+    /// ```
+    #[must_use]
+    pub fn staleness_probe(mut self, every: Duration) -> Self {
+        self.staleness_probe = Some(every);
         self
     }
 }

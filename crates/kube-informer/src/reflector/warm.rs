@@ -124,6 +124,7 @@ where
                 }
             }
         };
+        self.heard.heard(&server, true);
         let refused = match (
             warm.resource_version.parse::<ResourceVersion>(),
             server.parse::<ResourceVersion>(),
@@ -193,8 +194,12 @@ where
         tokio::select! {
             () = cancel.cancelled() => Err(Stop::Cancelled),
             read = self.server_version() => {
-                if let Err(ListFailure::Client(err)) = read {
-                    tracing::debug!(reflector = %self.name, "a read while catching up failed: {err}");
+                match read {
+                    Ok(version) => self.heard.heard(&version, true),
+                    Err(ListFailure::Client(err)) => {
+                        tracing::debug!(reflector = %self.name, "a read while catching up failed: {err}");
+                    }
+                    Err(ListFailure::TimedOut(_)) => {}
                 }
                 Ok(())
             }
@@ -202,7 +207,7 @@ where
     }
 
     /// The server's current version of this collection: a consistent read of one object.
-    async fn server_version(&self) -> Result<String, ListFailure> {
+    pub(super) async fn server_version(&self) -> Result<String, ListFailure> {
         let params = ListParams {
             limit: Some(1),
             ..self.selectors_list()

@@ -267,6 +267,7 @@ where
                 WatchEvent::Bookmark(bookmark) => {
                     let rv = bookmark.metadata.resource_version;
                     if self.usable(&rv, "bookmark") {
+                        self.heard.heard(&rv, true);
                         self.sink.bookmark(&rv);
                         self.set_synced(run, rv);
                     }
@@ -300,6 +301,7 @@ where
         push: impl FnOnce(&dyn DeltaSink<K>, Arc<K>) -> Result<(), KeyError>,
     ) {
         let resource_version = obj.meta().resource_version.clone().unwrap_or_default();
+        self.heard.heard(&resource_version, false);
         if let Err(source) = push(self.sink.as_ref(), Arc::new(obj)) {
             self.report(ReflectorError::InvalidObject {
                 resource: self.name.clone(),
