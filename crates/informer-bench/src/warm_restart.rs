@@ -4,8 +4,8 @@
 //! start: the time to synced, the client's CPU, and the bytes the server sent it (counted
 //! by a TCP proxy in front of the server).
 //!
-//! On fake-apiserver (in this process) with realistic pods, and on a real kube-apiserver
-//! (kube-envtest, needs KUBEBUILDER_ASSETS) with ConfigMaps.
+//! On fake-apiserver (in this process) with realistic pods (typed, and `Compact<Pod>`),
+//! and on a real kube-apiserver (kube-envtest, needs KUBEBUILDER_ASSETS) with ConfigMaps.
 
 use std::{
     path::{Path, PathBuf},
@@ -19,6 +19,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube_envtest::{Environment, EnvironmentOptions, TcpProxy};
 use kube_informer::{
+    compact::Compact,
     factory::{FactoryOptions, InformerSpec, SharedInformerFactory},
     list_watch::Selectors,
     snapshot::CacheDir,
@@ -55,7 +56,14 @@ pub(crate) fn run(plan: &Plan) -> Result<(), String> {
     crate::fleet::on_two_threads(async {
         let mut rows = Vec::new();
         if plan.pods > 0 {
-            rows.push(("fake-apiserver", "pods", plan.pods, on_fake(plan).await?));
+            for kind in ["pods", "compact pods"] {
+                rows.push((
+                    "fake-apiserver",
+                    kind,
+                    plan.pods,
+                    on_fake(plan, kind).await?,
+                ));
+            }
         }
         if plan.configmaps > 0 {
             match on_real(plan).await? {
@@ -74,7 +82,8 @@ pub(crate) fn run(plan: &Plan) -> Result<(), String> {
 
 type Starts = (Start, Start);
 
-async fn on_fake(plan: &Plan) -> Result<Starts, String> {
+/// `kind`: `pods` (typed `Pod`s) or `compact pods` (`Compact<Pod>`).
+async fn on_fake(plan: &Plan, kind: &str) -> Result<Starts, String> {
     let server = FakeApiServer::start(ServerConfig::default().namespaces([NS]))
         .await
         .map_err(|e| e.to_string())?;
@@ -102,7 +111,7 @@ async fn on_fake(plan: &Plan) -> Result<Starts, String> {
                 .map_err(|e| format!("{name}: {e}"))
         }
     };
-    measure_starts(plan, "pods", &target, || proxy.bytes_served(), change).await
+    measure_starts(plan, kind, &target, || proxy.bytes_served(), change).await
 }
 
 async fn on_real(plan: &Plan) -> Result<Option<Starts>, String> {
@@ -288,6 +297,13 @@ pub(crate) fn client(
                 synced(
                     &factory,
                     factory.informer_with::<Pod>(InformerSpec::new().cache_dir(cache)),
+                )
+                .await?
+            }
+            "compact pods" => {
+                synced(
+                    &factory,
+                    factory.informer_with::<Compact<Pod>>(InformerSpec::new().cache_dir(cache)),
                 )
                 .await?
             }
