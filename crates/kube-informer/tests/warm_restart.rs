@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube_informer::{
     factory::{FactoryOptions, InformerSpec, SharedInformerFactory},
     informer::SharedIndexInformer,
-    list_watch::MemorySource,
+    list_watch::{MemorySource, Selectors},
     reflector::ReflectorOptions,
     snapshot::CacheDir,
 };
@@ -228,4 +228,118 @@ async fn restarts_at_random_points_end_with_the_cache_equal_to_the_source() {
         }
         running.stop().await;
     }
+}
+
+/// An informer over several namespaces keeps one snapshot per namespace (one watch each,
+/// one version each): restarted after changes in both, it lists neither, each namespace
+/// resumes its own watch, and the cache equals the server; a namespace whose snapshot is
+/// gone starts cold on its own while the other stays warm.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_informer_over_several_namespaces_resumes_each_from_its_own_snapshot() {
+    use fake_apiserver::{FakeApiServer, ServerConfig, Verb};
+    use kube::api::{Api, DeleteParams, PostParams};
+
+    let server = FakeApiServer::start(ServerConfig::default().namespaces(["a", "b"]))
+        .await
+        .unwrap();
+    let apis: Vec<Api<ConfigMap>> = ["a", "b"]
+        .iter()
+        .map(|ns| Api::namespaced(server.client().unwrap(), ns))
+        .collect();
+    for (api, ns) in apis.iter().zip(["a", "b"]) {
+        for i in 0..10 {
+            let mut obj = cm(&format!("{ns}-{i}"), "1");
+            obj.metadata.namespace = Some(ns.into());
+            api.create(&PostParams::default(), &obj).await.unwrap();
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let start = || {
+        let factory = SharedInformerFactory::new(
+            server.client().unwrap(),
+            FactoryOptions::default().selectors(Selectors::default().in_namespaces(["a", "b"])),
+        );
+        let cache = CacheDir::new(dir.path(), "fake");
+        let informer = factory.informer_with::<ConfigMap>(InformerSpec::new().cache_dir(cache));
+        let cancel = CancellationToken::new();
+        let task = tokio::spawn({
+            let (informer, cancel) = (informer.clone(), cancel.clone());
+            async move { informer.run(cancel).await }
+        });
+        Running {
+            informer,
+            cancel,
+            task,
+        }
+    };
+    let all = |apis: Vec<Api<ConfigMap>>| async move {
+        let mut objects = Vec::new();
+        for api in &apis {
+            objects.extend(api.list(&Default::default()).await.unwrap().items);
+        }
+        contents(objects.iter())
+    };
+    let syncs = |server: &FakeApiServer| {
+        let requests = server.requests().into_iter();
+        let configmaps = requests.filter(|r| r.resource.as_deref() == Some("configmaps"));
+        let syncs = configmaps.filter(|r| {
+            let streaming = r
+                .query
+                .get("sendInitialEvents")
+                .is_some_and(|v| v == "true");
+            let list = r.verb == Some(Verb::List) && r.query.get("limit").is_none_or(|l| l != "1");
+            streaming || list
+        });
+        syncs.map(|r| r.path).collect::<Vec<_>>()
+    };
+
+    let first = start();
+    first.synced().await;
+    first.stop().await;
+    assert_eq!(snapshot_files(dir.path()), 2, "one snapshot per namespace");
+
+    // Changes in both namespaces while it is down.
+    let mut current = apis[0].get("a-1").await.unwrap();
+    current.data = cm("a-1", "2").data;
+    apis[0]
+        .replace("a-1", &PostParams::default(), &current)
+        .await
+        .unwrap();
+    apis[1]
+        .delete("b-3", &DeleteParams::default())
+        .await
+        .unwrap();
+    server.clear_requests();
+    let second = start();
+    second.synced().await;
+    assert_eq!(syncs(&server), Vec::<String>::new(), "no namespace listed");
+    assert_eq!(
+        cached(&second),
+        all(apis.clone()).await,
+        "equal to the server"
+    );
+    second.stop().await;
+
+    // Namespace b's snapshot lost: b lists, a resumes.
+    for entry in std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(Result::ok)
+    {
+        let text = std::fs::read(entry.path()).unwrap_or_default();
+        let of_b = String::from_utf8_lossy(&text).contains("\"b-0\"");
+        if entry.path().extension().is_some_and(|x| x == "snapshot") && of_b {
+            std::fs::remove_file(entry.path()).unwrap();
+        }
+    }
+    assert_eq!(snapshot_files(dir.path()), 1);
+    server.clear_requests();
+    let third = start();
+    third.synced().await;
+    let listed = syncs(&server);
+    assert_eq!(cached(&third), all(apis.clone()).await);
+    assert!(
+        listed.len() == 1 && listed[0].contains("/namespaces/b/"),
+        "only b synced cold: {listed:?}"
+    );
+    third.stop().await;
 }

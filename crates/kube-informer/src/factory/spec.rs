@@ -171,7 +171,8 @@ where
     ///
     /// Objects are written after the transform and go through it again when read back:
     /// the transform must give the same object when applied twice (client-go asks the same
-    /// of its transforms). An informer over several namespaces does not use it yet.
+    /// of its transforms). An informer over several namespaces keeps one snapshot per
+    /// namespace (one watch, one version each), each used or refused on its own.
     ///
     /// ```no_run
     /// use k8s_openapi::api::core::v1::ConfigMap;

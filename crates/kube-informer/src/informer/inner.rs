@@ -82,9 +82,11 @@ pub(super) struct Inner<K> {
     pub(super) deltas: Mutex<()>,
     /// One reflector, or one per namespace (the resync ticker is the first one's).
     pub(super) reflectors: Vec<Arc<dyn RunReflector<K>>>,
-    /// A warm start's "caught up with the server" (`None`: a cold start, synced with its
-    /// first list).
-    pub(super) caught_up: Mutex<Option<Arc<CaughtUp>>>,
+    /// Each reflector's namespace (`None`: the source's whole collection).
+    pub(super) namespaces: Vec<Option<String>>,
+    /// Each warm-starting reflector's "caught up with the server" (none: a cold start,
+    /// synced with its first list).
+    pub(super) caught_up: Mutex<Vec<Arc<CaughtUp>>>,
     pub(super) transform: Arc<Mutex<Option<Transform<K>>>>,
     pub(super) started: AtomicBool,
     pub(super) running: AtomicBool,
@@ -133,6 +135,8 @@ where
             }),
             progress: progress.clone(),
         });
+        let source_namespaces: Vec<Option<String>> =
+            sources.iter().map(|(ns, _)| ns.clone()).collect();
         let reflectors: Vec<Arc<Reflector<K, L>>> = sources
             .into_iter()
             .map(|(namespace, lw)| {
@@ -190,7 +194,8 @@ where
                     .into_iter()
                     .map(|r| r as Arc<dyn RunReflector<K>>)
                     .collect(),
-                caught_up: Mutex::new(None),
+                namespaces: source_namespaces,
+                caught_up: Mutex::default(),
                 transform,
                 started: AtomicBool::new(false),
                 running: AtomicBool::new(false),
@@ -319,7 +324,7 @@ impl<K: Resource + Send + Sync + 'static> Inner<K> {
         }
         let caught_up = self.caught_up.lock().clone();
         let applied =
-            self.queue.has_synced() && caught_up.is_none_or(|c| c.applied_in(&self.indexer));
+            self.queue.has_synced() && caught_up.iter().all(|c| c.applied_in(&self.indexer));
         if applied && !self.synced.swap(true, Ordering::SeqCst) {
             self.progress.notify_waiters();
         }

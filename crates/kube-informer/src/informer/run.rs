@@ -61,37 +61,43 @@ where
         tokio::join!(self.apply_loop(cancel), persisting);
     }
 
-    /// With a cache directory: hands a usable snapshot to the reflector, and returns the
-    /// writer of snapshots (which writes a last one once `cancel` fires).
+    /// With a cache directory: hands each reflector its usable snapshot (one file per
+    /// namespace for an informer over several), and returns the writer of snapshots (which
+    /// writes a last one once `cancel` fires).
     async fn start_persistence(
         &self,
         cancel: &CancellationToken,
     ) -> Option<impl std::future::Future<Output = ()> + use<K>> {
         let inner = &self.inner;
         let persistence = inner.options.persistence.clone()?;
-        let [reflector] = inner.reflectors.as_slice() else {
-            tracing::warn!(informer = %self.name(), "a cache directory is not supported for an informer over several namespaces yet: it starts cold and writes no snapshot");
-            return None;
-        };
-        let loaded = tokio::select! {
-            () = cancel.cancelled() => None,
-            loaded = snapshot::load(&persistence, self.name()) => loaded,
-        };
-        if let Some(loaded) = loaded {
-            let caught_up = CaughtUp::pending(inner.progress.clone());
-            *inner.caught_up.lock() = Some(caught_up.clone());
-            reflector.start_from(WarmStart {
-                objects: loaded.objects,
-                resource_version: loaded.resource_version,
-                caught_up,
-            });
+        let mut writers = Vec::new();
+        for (reflector, namespace) in inner.reflectors.iter().zip(&inner.namespaces) {
+            let mut persistence = persistence.clone();
+            if let Some(namespace) = namespace {
+                persistence.identity.namespace = Some(namespace.clone());
+            }
+            let loaded = tokio::select! {
+                () = cancel.cancelled() => None,
+                loaded = snapshot::load(&persistence, self.name()) => loaded,
+            };
+            if let Some(loaded) = loaded {
+                let caught_up = CaughtUp::pending(inner.progress.clone(), namespace.clone());
+                inner.caught_up.lock().push(caught_up.clone());
+                reflector.start_from(WarmStart {
+                    objects: loaded.objects,
+                    resource_version: loaded.resource_version,
+                    caught_up,
+                });
+            }
+            writers.push(snapshot::keep_written(
+                inner.indexer.read_only(),
+                persistence,
+                namespace.clone(),
+                self.name().to_owned(),
+                cancel.clone(),
+            ));
         }
-        Some(snapshot::keep_written(
-            inner.indexer.read_only(),
-            persistence,
-            self.name().to_owned(),
-            cancel.clone(),
-        ))
+        Some(futures_util::future::join_all(writers).map(|_| ()))
     }
 
     async fn apply_loop(&self, cancel: &CancellationToken) {

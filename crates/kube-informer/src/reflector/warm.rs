@@ -30,14 +30,18 @@ pub(crate) struct CaughtUp {
     /// whatever its version); `None` until then.
     at: Mutex<Option<String>>,
     changed: Arc<Notify>,
+    /// The namespace of the reflector's watch, for a cache fed by one per namespace.
+    namespace: Option<String>,
 }
 
 impl CaughtUp {
-    /// Not caught up yet; `changed` is woken when the reflector catches up.
-    pub(crate) fn pending(changed: Arc<Notify>) -> Arc<Self> {
+    /// Not caught up yet; `changed` is woken when the reflector (of `namespace`'s watch,
+    /// for a cache fed by one per namespace) catches up.
+    pub(crate) fn pending(changed: Arc<Notify>, namespace: Option<String>) -> Arc<Self> {
         Arc::new(Self {
             at: Mutex::new(None),
             changed,
+            namespace,
         })
     }
 
@@ -47,9 +51,13 @@ impl CaughtUp {
             None => false,
             Some("") => true,
             Some(at) => {
+                let cached = match &self.namespace {
+                    Some(ns) => store.resource_version_in(ns).unwrap_or_default(),
+                    None => store.resource_version(),
+                };
                 let (at, cached) = (
                     at.parse::<ResourceVersion>(),
-                    store.resource_version().parse::<ResourceVersion>(),
+                    cached.parse::<ResourceVersion>(),
                 );
                 matches!((at, cached), (Ok(at), Ok(cached)) if cached >= at)
             }

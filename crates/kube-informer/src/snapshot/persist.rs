@@ -113,11 +113,13 @@ pub(crate) async fn load<K: Send + 'static>(
     }
 }
 
-/// Writes the cache every `every` while its version moves, and once more when `cancel`
-/// fires (a graceful stop). Returns when that last write is done.
+/// Writes the cache (only `namespace`'s objects and version, for a cache fed by one watch
+/// per namespace) every `every` while its version moves, and once more when `cancel` fires
+/// (a graceful stop). Returns when that last write is done.
 pub(crate) async fn keep_written<K: Send + Sync + 'static>(
     store: ReadOnlyStore<K>,
     p: Persistence<K>,
+    namespace: Option<String>,
     informer: String,
     cancel: CancellationToken,
 ) {
@@ -131,7 +133,11 @@ pub(crate) async fn keep_written<K: Send + Sync + 'static>(
             () = cancel.cancelled() => true,
             () = tokio::time::sleep(p.config.every) => false,
         };
-        written = write_once(&store, &p, &path, &informer, written).await;
+        let (objects, version) = match &namespace {
+            Some(namespace) => store.namespace_at_version(namespace),
+            None => store.objects_at_version(),
+        };
+        written = write_once(objects, version, &p, &path, &informer, written).await;
         if stopping {
             return;
         }
@@ -140,13 +146,13 @@ pub(crate) async fn keep_written<K: Send + Sync + 'static>(
 
 /// One write, if the cache moved past what was written last; the version written after.
 async fn write_once<K: Send + Sync + 'static>(
-    store: &ReadOnlyStore<K>,
+    objects: Vec<std::sync::Arc<K>>,
+    version_text: String,
     p: &Persistence<K>,
     path: &Path,
     informer: &str,
     written: Option<ResourceVersion>,
 ) -> Option<ResourceVersion> {
-    let (objects, version_text) = store.objects_at_version();
     // Before the first sync, or a server with opaque versions: nothing to resume from.
     let Ok(version) = version_text.parse::<ResourceVersion>() else {
         return written;

@@ -153,6 +153,17 @@ impl<K> ReadOnlyStore<K> {
         self.inner.state.read().versions.current().to_owned()
     }
 
+    /// [`objects_at_version`](Self::objects_at_version) of one namespace: its objects and
+    /// the version its watch has reached (empty for a namespace this cache does not watch).
+    pub(crate) fn namespace_at_version(&self, namespace: &str) -> (Vec<std::sync::Arc<K>>, String) {
+        let state = self.inner.state.read();
+        let objects = state.slab.iter();
+        let objects = objects.filter(|(_, key, _)| key.namespace() == Some(namespace));
+        let objects = objects.map(|(_, _, obj)| obj.clone()).collect();
+        let version = state.versions.of(namespace).unwrap_or_default();
+        (objects, version.to_owned())
+    }
+
     /// The resourceVersion `namespace` has reached: its own for a cache fed by one watch
     /// per namespace, the cache's otherwise. `None` for a namespace this cache does not
     /// watch.

@@ -96,7 +96,7 @@ fn start(server: Server, snapshot: &str) -> Run {
     let fifo = Arc::new(RealFifo::new(Arc::new(store.clone())));
     let options = ReflectorOptions::default().streaming_lists(false).seed(3);
     let reflector = Reflector::new(server, fifo.clone(), options);
-    let caught_up = CaughtUp::pending(Arc::new(Notify::new()));
+    let caught_up = CaughtUp::pending(Arc::new(Notify::new()), None);
     reflector.start_from(WarmStart {
         objects: vec![cm("a", "1"), cm("b", "2")],
         resource_version: snapshot.to_owned(),
