@@ -343,3 +343,49 @@ async fn an_informer_over_several_namespaces_resumes_each_from_its_own_snapshot(
     );
     third.stop().await;
 }
+
+/// Read-your-writes across a restart: a write made while the informer was down, and one
+/// made just after it started, are both waited for with `wait_for_resource_version`, which
+/// returns only once the cache holds them (the snapshot's older version never satisfies
+/// it), before and after the informer reports synced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiting_for_a_written_version_works_across_a_warm_restart() {
+    let source = MemorySource::<ConfigMap>::default();
+    for i in 0..5 {
+        source.add(cm(&format!("cm-{i}"), "1"));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let first = Running::start(&source, dir.path(), Duration::from_secs(600));
+    first.synced().await;
+    first.stop().await;
+
+    // Written while down; the watch is held so the restart cannot have seen it yet.
+    source.hold();
+    let while_down = source.modify(cm("cm-2", "down"));
+    let rv = while_down.metadata.resource_version.clone().unwrap();
+    let second = Running::start(&source, dir.path(), Duration::from_secs(600));
+    let store = second.informer.store();
+    let waiting = tokio::spawn({
+        let store = store.clone();
+        async move {
+            store.wait_for_resource_version(&rv).await.unwrap();
+            let cached = store.get_by_key("demo/cm-2").unwrap();
+            cached.data.as_ref().unwrap()["v"].clone()
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!waiting.is_finished(), "not before the cache has the write");
+    source.release();
+    assert_eq!(waiting.await.unwrap(), "down", "the cache held it when the wait ended");
+    second.synced().await;
+
+    // Written after the restart.
+    let after = source.add(cm("late", "1"));
+    let rv = after.metadata.resource_version.unwrap();
+    tokio::time::timeout(Duration::from_secs(60), store.wait_for_resource_version(&rv))
+        .await
+        .expect("reached")
+        .unwrap();
+    assert!(store.get_by_key("demo/late").is_some());
+    second.stop().await;
+}
