@@ -376,16 +376,23 @@ async fn waiting_for_a_written_version_works_across_a_warm_restart() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(!waiting.is_finished(), "not before the cache has the write");
     source.release();
-    assert_eq!(waiting.await.unwrap(), "down", "the cache held it when the wait ended");
+    assert_eq!(
+        waiting.await.unwrap(),
+        "down",
+        "the cache held it when the wait ended"
+    );
     second.synced().await;
 
     // Written after the restart.
     let after = source.add(cm("late", "1"));
     let rv = after.metadata.resource_version.unwrap();
-    tokio::time::timeout(Duration::from_secs(60), store.wait_for_resource_version(&rv))
-        .await
-        .expect("reached")
-        .unwrap();
+    tokio::time::timeout(
+        Duration::from_secs(60),
+        store.wait_for_resource_version(&rv),
+    )
+    .await
+    .expect("reached")
+    .unwrap();
     assert!(store.get_by_key("demo/late").is_some());
     second.stop().await;
 }

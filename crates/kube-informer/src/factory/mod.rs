@@ -34,7 +34,7 @@ use kube::{
     discovery::Scope,
 };
 use parking_lot::Mutex;
-use serde::de::DeserializeOwned;
+use serde::{Serialize, de::DeserializeOwned};
 use tokio_util::sync::CancellationToken;
 
 pub use self::{
@@ -44,7 +44,7 @@ pub use self::{
 };
 use self::{
     registry::{AnyInformer, ErrorHandler, Registered},
-    resolve::{Objects, Resolved, Watch, resolve},
+    resolve::{Objects, Resolved, Watch, resolve_persisted},
 };
 use crate::{
     Indexers,
@@ -233,9 +233,9 @@ impl SharedInformerFactory {
         dyntype: &K::DynamicType,
     ) -> SharedIndexInformer<K>
     where
-        K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        K: Resource + Clone + Serialize + DeserializeOwned + Debug + Send + Sync + 'static,
     {
-        let resolved = resolve(&self.inner.options, objects, spec);
+        let resolved = resolve_persisted(&self.inner.options, objects, spec);
         let mut informers = self.inner.informers.lock();
         if let Some(found) = informers.iter().find(|r| r.key == resolved.watch) {
             let informer = found
@@ -285,7 +285,14 @@ impl SharedInformerFactory {
     /// factory has one, cluster-wide otherwise.
     pub fn informer<K>(&self) -> SharedIndexInformer<K>
     where
-        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        K: Resource<DynamicType = ()>
+            + Clone
+            + Serialize
+            + DeserializeOwned
+            + Debug
+            + Send
+            + Sync
+            + 'static,
         K::Scope: FactoryScope,
     {
         self.informer_with(InformerSpec::new())
@@ -298,7 +305,14 @@ impl SharedInformerFactory {
     #[doc(alias = "InformerFor")]
     pub fn informer_with<K>(&self, spec: InformerSpec<K>) -> SharedIndexInformer<K>
     where
-        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        K: Resource<DynamicType = ()>
+            + Clone
+            + Serialize
+            + DeserializeOwned
+            + Debug
+            + Send
+            + Sync
+            + 'static,
         K::Scope: FactoryScope,
     {
         self.get_or_make(Objects::typed::<K>(), spec, &())

@@ -28,6 +28,8 @@ pub struct FactoryOptions {
     pub(super) keep_managed_fields: bool,
     /// Protobuf for built-in kinds: always, never, or (`None`) the default (on).
     pub(super) protobuf: Option<bool>,
+    /// Warm restarts for every informer (an informer's spec may name its own).
+    pub(super) cache_dir: Option<crate::snapshot::CacheDir>,
     #[cfg(feature = "metrics")]
     pub(super) metrics: Option<crate::metrics::Metrics>,
 }
@@ -39,6 +41,7 @@ impl std::fmt::Debug for FactoryOptions {
             .field("default_resync", &self.default_resync)
             .field("keep_managed_fields", &self.keep_managed_fields)
             .field("protobuf", &self.protobuf)
+            .field("cache_dir", &self.cache_dir)
             .finish_non_exhaustive()
     }
 }
@@ -123,6 +126,23 @@ impl FactoryOptions {
     #[must_use]
     pub fn reflector(mut self, options: ReflectorOptions) -> Self {
         self.reflector = options;
+        self
+    }
+
+    /// Keep every informer's cache in `cache` between runs (warm restarts: see
+    /// [`snapshot`](crate::snapshot)), unless its [`InformerSpec::cache_dir`](super::InformerSpec::cache_dir)
+    /// names another. Each informer has its own file, named after its type, namespaces
+    /// and selectors.
+    ///
+    /// ```
+    /// use kube_informer::{factory::FactoryOptions, snapshot::CacheDir};
+    ///
+    /// let options = FactoryOptions::default().cache_dir(CacheDir::new("/var/cache/operator", "prod-eu-1"));
+    /// # let _ = options;
+    /// ```
+    #[must_use]
+    pub fn cache_dir(mut self, cache: crate::snapshot::CacheDir) -> Self {
+        self.cache_dir = Some(cache);
         self
     }
 

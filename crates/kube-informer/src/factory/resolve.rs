@@ -135,6 +135,23 @@ pub(super) struct Resolved<K> {
     pub(super) source: Option<Make<K>>,
 }
 
+/// [`resolve`], with the factory's cache directory for a spec that names none.
+pub(super) fn resolve_persisted<K>(
+    defaults: &FactoryOptions,
+    objects: Objects,
+    mut spec: InformerSpec<K>,
+) -> Resolved<K>
+where
+    K: Resource + serde::Serialize + DeserializeOwned + 'static,
+{
+    if spec.persistence.is_none()
+        && let Some(cache) = &defaults.cache_dir
+    {
+        spec.persistence = Some(crate::snapshot::Persistence::new(cache.clone()));
+    }
+    resolve(defaults, objects, spec)
+}
+
 /// Resolves `spec` for `objects` against the factory's `defaults` (see the table above).
 pub(super) fn resolve<K>(
     defaults: &FactoryOptions,
@@ -152,6 +169,8 @@ where
         reflector,
         keep_managed_fields,
         protobuf: default_protobuf,
+        // Applied before (`resolve_persisted`), where `K` is known to be serializable.
+        cache_dir: _,
         #[cfg(feature = "metrics")]
         metrics,
     } = defaults;

@@ -79,8 +79,8 @@ pub struct Args {
     /// typed pod's memory); the controllers decode a pod only for its phase
     #[arg(long)]
     compact: bool,
-    /// Keep each replica's pod cache in DIR/<replica> between runs (docs/warm-restarts.md):
-    /// a restart resumes its watch from the snapshot instead of listing every pod. On the
+    /// Keep each replica's caches in DIR/<replica> between runs (docs/warm-restarts.md):
+    /// a restart resumes its watches from the snapshots instead of listing every pod. On the
     /// simulated cluster the killed leader comes back from it two thirds of the way in
     #[arg(long, value_name = "DIR")]
     cache_dir: Option<PathBuf>,

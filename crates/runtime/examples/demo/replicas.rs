@@ -11,7 +11,7 @@ use k8s_openapi::api::{
 };
 use kube::ResourceExt;
 use kube_informer::{
-    FactoryOptions, InformerSpec, SharedIndexInformer, compact::Compact, informer::SyncError,
+    FactoryOptions, SharedIndexInformer, compact::Compact, informer::SyncError,
     list_watch::Selectors, snapshot::CacheDir,
 };
 use kube_informer_runtime::{
@@ -96,30 +96,12 @@ pub enum Pods {
 }
 
 impl Pods {
-    /// The factory's pod informer of the kind `spec` says, kept in its cache directory if
-    /// it has one.
+    /// The factory's pod informer of the kind `spec` says (kept in the factory's cache
+    /// directory, if it has one).
     fn of(manager: &Manager, spec: &Spec) -> Self {
-        fn with<P>(manager: &Manager, cache: Option<&CacheDir>) -> SharedIndexInformer<P>
-        where
-            P: kube::Resource<DynamicType = ()>
-                + Clone
-                + std::fmt::Debug
-                + serde::Serialize
-                + serde::de::DeserializeOwned
-                + Send
-                + Sync
-                + 'static,
-            P::Scope: kube_informer::factory::FactoryScope,
-        {
-            let spec = match cache {
-                Some(cache) => InformerSpec::new().cache_dir(cache.clone()),
-                None => InformerSpec::new(),
-            };
-            manager.factory().informer_with::<P>(spec)
-        }
         match spec.compact {
-            true => Self::Compact(with(manager, spec.cache.as_ref())),
-            false => Self::Whole(with(manager, spec.cache.as_ref())),
+            true => Self::Compact(manager.factory().informer()),
+            false => Self::Whole(manager.factory().informer()),
         }
     }
 
@@ -161,7 +143,7 @@ pub struct Spec {
     pub namespaces: Option<Vec<String>>,
     /// Cache pods as `Compact<Pod>`.
     pub compact: bool,
-    /// Keep the pod cache here between runs (`--cache-dir`).
+    /// Keep the caches here between runs (`--cache-dir`).
     pub cache: Option<CacheDir>,
 }
 
@@ -173,11 +155,19 @@ pub async fn manager(
     name: &str,
     spec: &Spec,
 ) -> Result<(Manager, controllers::Errors), String> {
-    let mut options = ManagerOptions::default().bind(([127, 0, 0, 1], 0).into());
+    let mut factory = FactoryOptions::default();
     if let Some(namespaces) = &spec.namespaces {
         let selectors = Selectors::default().in_namespaces(namespaces.iter().cloned());
-        options = options.factory(FactoryOptions::default().selectors(selectors));
+        factory = factory.selectors(selectors);
     }
+    // Every informer of the replica (pods, deployments, namespaces, the controllers')
+    // keeps its cache there.
+    if let Some(cache) = &spec.cache {
+        factory = factory.cache_dir(cache.clone());
+    }
+    let mut options = ManagerOptions::default()
+        .bind(([127, 0, 0, 1], 0).into())
+        .factory(factory);
     if let Some(lease_namespace) = &spec.lease_namespace {
         let election = LeaderElectionConfig::new(LEASE)
             .namespace(lease_namespace)

@@ -335,11 +335,13 @@ impl<K: Resource> std::fmt::Debug for Controller<K> {
     }
 }
 
-/// What a type needs to be reconciled or related: a typed, deserializable Kubernetes
-/// resource with a known scope.
+/// What a type needs to be reconciled or related: a typed, (de)serializable Kubernetes
+/// resource with a known scope (serializable so that its cache can be kept on disk, see
+/// `FactoryOptions::cache_dir`).
 pub trait Watchable:
     Resource<DynamicType = (), Scope: FactoryScope>
     + Clone
+    + serde::Serialize
     + DeserializeOwned
     + std::fmt::Debug
     + Send
@@ -352,6 +354,7 @@ impl<T> Watchable for T
 where
     T: Resource<DynamicType = ()>
         + Clone
+        + serde::Serialize
         + DeserializeOwned
         + std::fmt::Debug
         + Send

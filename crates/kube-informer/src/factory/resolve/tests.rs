@@ -258,6 +258,24 @@ fn the_source_is_the_specs_else_the_client() {
 }
 
 #[test]
+fn the_cache_directory_is_the_specs_else_the_factorys_else_none() {
+    let (mine, theirs) = (
+        crate::snapshot::CacheDir::new("/mine", "a"),
+        crate::snapshot::CacheDir::new("/factory", "a"),
+    );
+    let persisted = |defaults: &FactoryOptions, spec: InformerSpec<Pod>| {
+        let resolved = super::resolve_persisted(defaults, Objects::typed::<Pod>(), spec);
+        resolved.options.persistence.map(|p| p.config)
+    };
+    let plain = FactoryOptions::default();
+    let with_dir = FactoryOptions::default().cache_dir(theirs.clone());
+    assert_eq!(persisted(&plain, InformerSpec::new()), None);
+    assert_eq!(persisted(&with_dir, InformerSpec::new()), Some(theirs));
+    let own = InformerSpec::new().cache_dir(mine.clone());
+    assert_eq!(persisted(&with_dir, own), Some(mine));
+}
+
+#[test]
 fn the_cache_directory_is_the_specs_and_its_snapshot_names_what_is_watched() {
     let shop = FactoryOptions::default().selectors(in_namespace("shop"));
     let cache = crate::snapshot::CacheDir::new("/cache", "https://a:6443");
@@ -379,6 +397,7 @@ fn every_knob_has_a_row_in_the_table() {
         reflector: _,
         keep_managed_fields: _,
         protobuf: _,
+        cache_dir: _,
         #[cfg(feature = "metrics")]
             metrics: _,
     } = FactoryOptions::default();
@@ -388,6 +407,7 @@ fn every_knob_has_a_row_in_the_table() {
         "reflector",
         "keep_managed_fields",
         "protobuf",
+        "cache_dir",
         "metrics",
     ];
     let table: Vec<&str> = include_str!("../settings.md")
