@@ -74,6 +74,11 @@ impl From<ResourceVersion> for u128 {
     }
 }
 
+/// An object's resourceVersion, if it is comparable.
+pub(crate) fn of_object<K: kube::Resource>(obj: &K) -> Option<ResourceVersion> {
+    obj.meta().resource_version.as_deref()?.parse().ok()
+}
+
 /// A gauge's value for a resourceVersion: `None` if it is not comparable or past `i64`.
 #[cfg(feature = "metrics")]
 pub(crate) fn gauge_value(resource_version: &str) -> Option<i64> {

@@ -14,7 +14,9 @@ use kube::Resource;
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
-use crate::{FastMap, IndexError, ObjectKey, ReadOnlyStore, meta_namespace_key};
+use crate::{
+    FastMap, IndexError, ObjectKey, ReadOnlyStore, meta_namespace_key, resource_version::of_object,
+};
 
 /// The cache overlaid with recent writes. Cheap to share (wrap it in an `Arc`).
 ///
@@ -46,14 +48,10 @@ impl<K> std::fmt::Debug for MutationCache<K> {
     }
 }
 
-fn version<K: Resource>(obj: &K) -> Option<u64> {
-    obj.meta().resource_version.as_deref()?.parse().ok()
-}
-
 /// Whether `written` is newer than `cached` (when their versions cannot be compared, the
 /// write is taken as newer: it is what this process knows it did).
 fn newer<K: Resource>(written: &K, cached: &K) -> bool {
-    match (version(written), version(cached)) {
+    match (of_object(written), of_object(cached)) {
         (Some(w), Some(c)) => w > c,
         _ => true,
     }

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use kube::Resource;
 
 use super::Notification;
+use crate::resource_version::of_object;
 use crate::{
     ObjectKey, Store,
     fifo::{Delta, DeltaType, Deltas},
@@ -103,11 +104,6 @@ pub(crate) fn handle_batch<K: Resource>(
     stale
 }
 
-/// The resourceVersion of an object, if it is a number.
-fn version<K: Resource>(obj: &K) -> Option<u64> {
-    obj.meta().resource_version.as_deref()?.parse().ok()
-}
-
 fn apply<K: Resource>(
     txn: &mut Transaction<'_, K>,
     deltas: &Deltas<K>,
@@ -133,7 +129,8 @@ fn apply<K: Resource>(
                 let cached = txn.get_by_key(key.as_str());
                 if let Some(old) = &cached
                     && !matches!(delta, Delta::Sync(_))
-                    && let (Some(have), Some(got)) = (version(old.as_ref()), version(new.as_ref()))
+                    && let (Some(have), Some(got)) =
+                        (of_object(old.as_ref()), of_object(new.as_ref()))
                     && got < have
                 {
                     stale.push(StaleEvent {

@@ -145,11 +145,6 @@ impl<K> Default for Store<K> {
     }
 }
 
-/// A resourceVersion's place in the order (KEP-5504), if it has one.
-pub(crate) fn numeric_version(resource_version: &str) -> Option<crate::ResourceVersion> {
-    resource_version.parse().ok()
-}
-
 impl<K> Store<K> {
     /// An empty store maintaining the given indexes.
     pub fn new(indexers: Indexers<K>) -> Self {

@@ -4,7 +4,12 @@
 
 use std::collections::BTreeMap;
 
-use super::{ReadOnlyStore, Store, VersionError, numeric_version};
+use super::{ReadOnlyStore, Store, VersionError};
+
+/// A resourceVersion's place in the order (KEP-5504), if it has one.
+fn numeric_version(resource_version: &str) -> Option<crate::ResourceVersion> {
+    resource_version.parse().ok()
+}
 
 /// The versions a cache has reached.
 #[derive(Debug, Default, Clone)]
