@@ -124,16 +124,23 @@ fn snapshot_files(dir: &Path) -> usize {
         .unwrap_or(0)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_warm_informer_is_not_synced_until_it_has_caught_up() {
+/// A source of `objects` config maps and a directory holding its snapshot, written by an
+/// informer that synced and stopped.
+async fn snapshot_of(objects: usize) -> (MemorySource<ConfigMap>, tempfile::TempDir) {
     let source = MemorySource::<ConfigMap>::default();
-    for i in 0..20 {
+    for i in 0..objects {
         source.add(cm(&format!("cm-{i}"), "1"));
     }
     let dir = tempfile::tempdir().unwrap();
     let first = Running::start(&source, dir.path(), Duration::from_secs(600));
     first.synced().await;
     first.stop().await;
+    (source, dir)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_warm_informer_is_not_synced_until_it_has_caught_up() {
+    let (source, dir) = snapshot_of(20).await;
     assert_eq!(
         snapshot_files(dir.path()),
         1,
@@ -350,14 +357,7 @@ async fn an_informer_over_several_namespaces_resumes_each_from_its_own_snapshot(
 /// it), before and after the informer reports synced.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiting_for_a_written_version_works_across_a_warm_restart() {
-    let source = MemorySource::<ConfigMap>::default();
-    for i in 0..5 {
-        source.add(cm(&format!("cm-{i}"), "1"));
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let first = Running::start(&source, dir.path(), Duration::from_secs(600));
-    first.synced().await;
-    first.stop().await;
+    let (source, dir) = snapshot_of(5).await;
 
     // Written while down; the watch is held so the restart cannot have seen it yet.
     source.hold();
