@@ -11,7 +11,7 @@ use std::{sync::Arc, time::Duration};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{ListParams, ObjectList, WatchParams};
 use kube_informer::{
-    informer::{HandlerOptions, InformerOptions, SharedIndexInformer, Staleness},
+    informer::{HandlerOptions, InformerOptions, QueueKind, SharedIndexInformer, Staleness},
     list_watch::{ListerWatcher, MemorySource, WatchStream},
     metrics::Metrics,
     reflector::ReflectorOptions,
@@ -79,12 +79,17 @@ struct Rig {
 
 impl Rig {
     async fn start(reflector: ReflectorOptions) -> Rig {
+        Self::start_with(reflector, QueueKind::RealFifo).await
+    }
+
+    async fn start_with(reflector: ReflectorOptions, queue: QueueKind) -> Rig {
         let listed = Listed::default();
         listed.source.add(cm("first"));
         let mut registry = Registry::default();
         let metrics = Metrics::register(&mut registry);
         let options = InformerOptions::default()
             .name("cms")
+            .queue(queue)
             .reflector(reflector)
             .metrics(&metrics);
         let informer = SharedIndexInformer::new(listed.clone(), options);
@@ -187,5 +192,20 @@ async fn events_waiting_behind_a_handler_count_from_their_arrival_without_any_pr
     until("every event applied", || rig.informer.store().len() == 11).await;
     assert_eq!(rig.informer.staleness(), level());
     assert!(rig.listed.limits.lock().is_empty(), "no probe, no LIST");
+    rig.stop().await;
+}
+
+/// A DeltaFifo's events do not move the cache's resourceVersion (only bookmarks and relists
+/// do): they are not counted, so an informer that applied them all is level, not behind
+/// until the next bookmark.
+#[tokio::test(start_paused = true)]
+async fn a_delta_fifo_that_applied_its_events_is_level() {
+    let rig = Rig::start_with(ReflectorOptions::default(), QueueKind::DeltaFifo).await;
+    for i in 0..5 {
+        rig.listed.source.add(cm(&format!("cm-{i}")));
+    }
+    until("applied", || rig.informer.store().len() == 6).await;
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(rig.informer.staleness().behind, Duration::ZERO);
     rig.stop().await;
 }

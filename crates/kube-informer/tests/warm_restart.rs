@@ -246,7 +246,7 @@ async fn an_informer_over_several_namespaces_resumes_each_from_its_own_snapshot(
     use fake_apiserver::{FakeApiServer, ServerConfig, Verb};
     use kube::api::{Api, DeleteParams, PostParams};
 
-    let server = FakeApiServer::start(ServerConfig::default().namespaces(["a", "b"]))
+    let server = FakeApiServer::start(ServerConfig::default().namespaces(["a", "b", "c"]))
         .await
         .unwrap();
     let apis: Vec<Api<ConfigMap>> = ["a", "b"]
@@ -261,10 +261,11 @@ async fn an_informer_over_several_namespaces_resumes_each_from_its_own_snapshot(
         }
     }
     let dir = tempfile::tempdir().unwrap();
-    let start = || {
+    let start_in = |namespaces: &[&str]| {
+        let namespaces = namespaces.iter().map(|ns| (*ns).to_owned());
         let factory = SharedInformerFactory::new(
             server.client().unwrap(),
-            FactoryOptions::default().selectors(Selectors::default().in_namespaces(["a", "b"])),
+            FactoryOptions::default().selectors(Selectors::default().in_namespaces(namespaces)),
         );
         let cache = CacheDir::new(dir.path(), "fake");
         let informer = factory.informer_with::<ConfigMap>(InformerSpec::new().cache_dir(cache));
@@ -279,6 +280,7 @@ async fn an_informer_over_several_namespaces_resumes_each_from_its_own_snapshot(
             task,
         }
     };
+    let start = || start_in(&["a", "b"]);
     let all = |apis: Vec<Api<ConfigMap>>| async move {
         let mut objects = Vec::new();
         for api in &apis {
@@ -349,6 +351,18 @@ async fn an_informer_over_several_namespaces_resumes_each_from_its_own_snapshot(
         "only b synced cold: {listed:?}"
     );
     third.stop().await;
+
+    // One more namespace: a and b resume from their snapshots, c lists.
+    server.clear_requests();
+    let fourth = start_in(&["a", "b", "c"]);
+    fourth.synced().await;
+    let listed = syncs(&server);
+    assert!(
+        listed.len() == 1 && listed[0].contains("/namespaces/c/"),
+        "only the new namespace synced cold: {listed:?}"
+    );
+    assert_eq!(cached(&fourth), all(apis.clone()).await, "c is empty");
+    fourth.stop().await;
 }
 
 /// Read-your-writes across a restart: a write made while the informer was down, and one

@@ -203,6 +203,8 @@ where
         without_managed_fields: !*keep_managed_fields,
     };
 
+    // What the objects are, whatever the namespaces (a snapshot names those apart).
+    let what = objects.name.clone();
     let name = match watch.namespaces.as_slice() {
         [] => objects.name,
         [one] => format!("{} in {one}", objects.name),
@@ -232,10 +234,9 @@ where
 
     // Stripped before the spec's transform, only from objects that arrive with them.
     options.strip_managed_fields = !*keep_managed_fields;
-    let informer = options.name.clone().unwrap_or_default();
     options.persistence = persistence.map(|mut persistence| {
         let identity = &mut persistence.identity;
-        identity.kind = format!("{} {informer}", std::any::type_name::<K>());
+        identity.kind = format!("{} {what}", std::any::type_name::<K>());
         if *keep_managed_fields {
             identity.schema.push_str(" with managedFields");
         }

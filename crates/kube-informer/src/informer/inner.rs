@@ -163,7 +163,7 @@ where
                     None => sink.clone(),
                 };
                 let reflector = Arc::new(Reflector::new(lw, sink, reflector_options));
-                reflector.heard().set_applied(applied);
+                reflector.heard().set_applied(applied, queue.is_ordered());
                 let to_reporter = reporter.clone();
                 reflector.set_error_sink(move |err: ReflectorError| {
                     to_reporter.report(Failure::Reflector(err));

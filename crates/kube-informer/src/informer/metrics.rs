@@ -180,9 +180,10 @@ impl Collector for StalenessCollector {
                 continue;
             };
             let now = cache.staleness();
-            let entry = worst.entry(tracked.name.clone()).or_insert(now);
-            entry.behind = entry.behind.max(now.behind);
-            entry.versions_behind = entry.versions_behind.max(now.versions_behind);
+            let entry = worst
+                .entry(tracked.name.clone())
+                .or_insert(Staleness::LEVEL);
+            *entry = entry.worse(now);
         }
         let mut seconds = encoder.encode_descriptor(
             "informer_staleness_seconds",

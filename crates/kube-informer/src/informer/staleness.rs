@@ -19,9 +19,13 @@ use super::{SharedIndexInformer, inner::Inner};
 /// server's silence — a probe unanswered, or a request failed, since the last version a
 /// LIST, bookmark or probe gave. Zero when the cache has applied everything heard.
 ///
-/// - Events waiting in the informer's queue (a slow handler with a DeltaFifo, a burst)
-///   count from the moment they arrived: the time between an event and the cache holding
-///   it.
+/// - Events waiting in the informer's queue (a handler holding the informer back, a
+///   burst) count from the moment they arrived: the time between an event and the cache
+///   holding it. (With [`QueueKind::DeltaFifo`](super::QueueKind::DeltaFifo) events do not
+///   move the cache's resourceVersion, only bookmarks and relists do: there, events are not
+///   counted, and the probe's version is confirmed at the next bookmark.)
+/// - A server that cannot be reached counts from the first failure (or unanswered probe)
+///   until a watch opens again or a LIST, bookmark or probe answers.
 /// - A watch that is behind the server (a slow network, a server holding events back) or
 ///   stuck is seen only with the [probe](crate::reflector::ReflectorOptions::staleness_probe),
 ///   which reads where the server is: without it, only failures (an idle watch, a failed
@@ -69,22 +73,38 @@ impl<K: Resource + Clone + Send + Sync + 'static> SharedIndexInformer<K> {
     }
 }
 
+impl Staleness {
+    /// Level with everything heard.
+    pub(super) const LEVEL: Self = Self {
+        behind: Duration::ZERO,
+        versions_behind: Some(0),
+    };
+
+    /// The worse of two (versions not comparable in either: not comparable).
+    pub(super) fn worse(self, other: Self) -> Self {
+        Self {
+            behind: self.behind.max(other.behind),
+            versions_behind: match (self.versions_behind, other.versions_behind) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                _ => None,
+            },
+        }
+    }
+}
+
 impl<K> Inner<K> {
     /// The worst of the reflectors' lags.
     pub(super) fn staleness(&self) -> Staleness {
-        let mut worst = Staleness {
-            behind: Duration::ZERO,
-            versions_behind: Some(0),
-        };
-        for reflector in &self.reflectors {
-            let lag = reflector.heard().lag();
-            worst.behind = worst.behind.max(lag.behind);
-            worst.versions_behind = match (worst.versions_behind, lag.versions) {
-                (Some(a), Some(b)) => Some(a.max(b)),
-                _ => None,
-            };
-        }
-        worst
+        self.reflectors
+            .iter()
+            .map(|reflector| {
+                let lag = reflector.heard().lag();
+                Staleness {
+                    behind: lag.behind,
+                    versions_behind: lag.versions,
+                }
+            })
+            .fold(Staleness::LEVEL, Staleness::worse)
     }
 }
 

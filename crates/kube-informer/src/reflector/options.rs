@@ -2,6 +2,10 @@
 
 use std::time::Duration;
 
+/// The shortest period [`ReflectorOptions::staleness_probe`] uses: a shorter one asked
+/// for is raised to it (no probe loop in a tight circle).
+pub(crate) const MIN_STALENESS_PROBE: Duration = Duration::from_secs(1);
+
 /// Settings of a [`Reflector`](super::Reflector). The defaults are client-go 1.36's.
 ///
 /// ```
@@ -221,7 +225,8 @@ impl ReflectorOptions {
     /// is behind or stuck, not only events waiting to be applied. Off by default: no
     /// request beyond the LIST and WATCH. A minute is a good period; the staleness then
     /// reads up to about a minute high for a quiet collection, until the server's next
-    /// bookmark confirms the watch is there (see [`crate::informer::Staleness`]).
+    /// bookmark confirms the watch is there (see [`crate::informer::Staleness`]). Periods
+    /// under a second are raised to a second.
     ///
     /// ```
     /// use std::time::Duration;

@@ -26,12 +26,14 @@ const KEPT: usize = 256;
 pub(crate) type AppliedVersion = Box<dyn Fn() -> String + Send + Sync>;
 
 /// The versions a reflector heard of and when; see the [module docs](self).
-#[derive(Default)]
 pub(crate) struct Heard {
     state: Mutex<State>,
     /// Set by the informer: the version its cache has applied (for this reflector's
     /// namespace, with one reflector per namespace).
     applied: OnceLock<AppliedVersion>,
+    /// Whether events move the cache's version (a RealFifo's do; a DeltaFifo's do not:
+    /// only bookmarks and relists do), so an event's version can be waited for.
+    events_applied: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Default)]
@@ -51,25 +53,44 @@ pub(crate) struct Lag {
     pub(crate) versions: Option<u128>,
 }
 
+impl Default for Heard {
+    fn default() -> Self {
+        Self {
+            state: Mutex::default(),
+            applied: OnceLock::new(),
+            events_applied: std::sync::atomic::AtomicBool::new(true),
+        }
+    }
+}
+
 impl Heard {
-    /// Reads the cache's applied version with `applied` (once; later calls are ignored).
-    pub(crate) fn set_applied(&self, applied: AppliedVersion) {
+    /// Reads the cache's applied version with `applied` (once; later calls are ignored);
+    /// `events_applied`: whether an applied event moves that version (see the field).
+    pub(crate) fn set_applied(&self, applied: AppliedVersion, events_applied: bool) {
         let _ = self.applied.set(applied);
+        self.events_applied
+            .store(events_applied, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The server was at `resource_version` (at least) just now. `confirms`: a LIST, a
     /// bookmark or a probe, which also end a time the server's version was unknown (an
     /// event only says where the watch is).
     pub(crate) fn heard(&self, resource_version: &str, confirms: bool) {
+        use std::sync::atomic::Ordering::Relaxed;
+        if !confirms && !self.events_applied.load(Relaxed) {
+            return; // the cache's version would not show it applied until a bookmark
+        }
+        let now = Instant::now();
+        let mut state = self.state.lock();
+        // The server answered, whatever its version says (an opaque one included).
+        let unknown_since = match confirms {
+            true => state.unknown_since.take(),
+            false => None,
+        };
         let Ok(version) = resource_version.parse::<ResourceVersion>() else {
             return;
         };
-        let now = Instant::now();
-        let mut state = self.state.lock();
-        let since = match confirms {
-            true => state.unknown_since.take().map_or(now, |s| s.min(now)),
-            false => now,
-        };
+        let since = unknown_since.map_or(now, |s| s.min(now));
         state.newest = state.newest.max(Some(version));
         if state.pending.len() >= KEPT {
             self.forget_applied(&mut state);
@@ -90,6 +111,12 @@ impl Heard {
     pub(crate) fn lost_track(&self) {
         let mut state = self.state.lock();
         state.unknown_since.get_or_insert_with(Instant::now);
+    }
+
+    /// The server answered (a watch opened): its version is no longer unknown, though
+    /// not learned either; what the watch delivers says the rest.
+    pub(crate) fn reached_server(&self) {
+        self.state.lock().unknown_since = None;
     }
 
     /// How far the cache is behind the versions heard, now.
@@ -134,6 +161,7 @@ where
         let Some(every) = self.options.staleness_probe else {
             return cancel.cancelled().await;
         };
+        let every = every.max(super::options::MIN_STALENESS_PROBE);
         loop {
             if Self::wait(cancel, every).await.is_err() {
                 return;

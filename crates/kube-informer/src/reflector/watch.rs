@@ -76,6 +76,7 @@ where
         match opened {
             Ok(Ok(stream)) => {
                 self.shared.health.lock().watching = true;
+                self.heard.reached_server();
                 Opened::Stream(stream)
             }
             Ok(Err(source)) => Opened::Failed(source),

@@ -13,7 +13,7 @@ fn heard() -> (Heard, Arc<Mutex<String>>) {
     let applied = Arc::new(Mutex::new(String::new()));
     let heard = Heard::default();
     let cache = applied.clone();
-    heard.set_applied(Box::new(move || cache.lock().clone()));
+    heard.set_applied(Box::new(move || cache.lock().clone()), true);
     (heard, applied)
 }
 
@@ -122,4 +122,39 @@ async fn versions_that_are_not_comparable_say_so() {
     );
     *applied.lock() = "5".into();
     assert_eq!(heard.lag(), lag(0, 0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_opaque_answer_or_a_watch_that_opens_ends_the_silence() {
+    let (heard, applied) = heard();
+    *applied.lock() = "10".into();
+    heard.lost_track();
+    pass(4).await;
+    heard.heard("opaque", true); // a server with opaque versions answered
+    assert_eq!(heard.lag().behind, Duration::ZERO);
+    heard.lost_track(); // an idle watch, say
+    pass(4).await;
+    assert_eq!(heard.lag().behind, Duration::from_secs(4));
+    heard.reached_server(); // its next watch opened
+    assert_eq!(heard.lag(), lag(0, 0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn events_are_not_counted_where_they_do_not_move_the_cache_version() {
+    let heard = Heard::default();
+    let cache = Arc::new(Mutex::new("10".to_owned()));
+    let at = cache.clone();
+    heard.set_applied(Box::new(move || at.lock().clone()), false); // a DeltaFifo
+    heard.heard("11", false);
+    pass(30).await;
+    assert_eq!(
+        heard.lag().behind,
+        Duration::ZERO,
+        "only a bookmark would show it"
+    );
+    heard.heard("12", true);
+    pass(1).await;
+    assert_eq!(heard.lag().behind, Duration::from_secs(1));
+    *cache.lock() = "12".into(); // the bookmark applied
+    assert_eq!(heard.lag().behind, Duration::ZERO);
 }
