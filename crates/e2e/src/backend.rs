@@ -19,6 +19,10 @@ pub struct BackendOptions {
     /// Custom resources to serve, as `(group, plural, kind)`: namespaced, version `v1`, any
     /// fields (a CRD on the real server, a registered type on the fake).
     pub custom: Vec<(&'static str, &'static str, &'static str)>,
+    /// Feature gates turned on in the real server (`--feature-gates=NAME=true`), and what
+    /// they switch on in the fake (`ShardedListAndWatch`: `shardSelector` honoured; off, as
+    /// on the real server, without it).
+    pub feature_gates: Vec<&'static str>,
 }
 
 /// One request as the server saw it.
@@ -74,16 +78,17 @@ impl std::fmt::Debug for Backend {
 impl Backend {
     /// fake-apiserver, in this process.
     pub async fn fake(options: BackendOptions) -> Backend {
-        let config =
-            options
-                .custom
-                .iter()
-                .fold(ServerConfig::default(), |config, (group, plural, kind)| {
-                    config.resource(ResourceType::namespaced(
-                        Gvr::new(group, "v1", plural),
-                        kind,
-                    ))
-                });
+        let sharded = options.feature_gates.contains(&"ShardedListAndWatch");
+        let config = ServerConfig::default().shard_selectors(sharded);
+        let config = options
+            .custom
+            .iter()
+            .fold(config, |config, (group, plural, kind)| {
+                config.resource(ResourceType::namespaced(
+                    Gvr::new(group, "v1", plural),
+                    kind,
+                ))
+            });
         let server = FakeApiServer::start(config)
             .await
             .expect("fake-apiserver starts");
@@ -106,10 +111,17 @@ impl Backend {
     /// A real kube-apiserver and etcd, or `None` (with a loud banner) without the binaries.
     pub async fn real(options: BackendOptions, test: &str) -> Option<Backend> {
         let mut env_options = EnvironmentOptions::new();
+        let mut gates: Vec<String> = options
+            .feature_gates
+            .iter()
+            .map(|g| format!("{g}=true"))
+            .collect();
         if let Some(every) = options.compaction {
-            env_options = env_options
-                .compaction_interval(every)
-                .apiserver_arg("--feature-gates=ListFromCacheSnapshot=false");
+            env_options = env_options.compaction_interval(every);
+            gates.push("ListFromCacheSnapshot=false".to_owned());
+        }
+        if !gates.is_empty() {
+            env_options = env_options.apiserver_arg(format!("--feature-gates={}", gates.join(",")));
         }
         if !options.uncached.is_empty() {
             let sizes: Vec<String> = options.uncached.iter().map(|r| format!("{r}#0")).collect();

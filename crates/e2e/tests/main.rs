@@ -43,6 +43,7 @@ mod runtime;
 mod scoped_relations;
 mod secure_metrics_real;
 mod server_side_apply;
+mod shard_selector;
 mod sharded_managers;
 mod sharding;
 mod sharding_demo_real;

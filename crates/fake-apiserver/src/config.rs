@@ -28,6 +28,7 @@ pub struct ServerConfig {
     pub(crate) watch_timeout: Duration,
     pub(crate) watch_buffer: usize,
     pub(crate) streaming_lists: bool,
+    pub(crate) shard_selectors: bool,
     pub(crate) resources: Vec<ResourceType>,
     pub(crate) namespaces: Vec<String>,
 }
@@ -42,6 +43,7 @@ impl Default for ServerConfig {
             watch_timeout: Duration::from_secs(1800),
             watch_buffer: 1000,
             streaming_lists: true,
+            shard_selectors: true,
             resources: Vec::new(),
             // What a new real cluster has (kube-apiserver makes them at start).
             namespaces: ["default", "kube-node-lease", "kube-public", "kube-system"]
@@ -93,6 +95,25 @@ impl ServerConfig {
     #[must_use]
     pub fn history_window(mut self, revisions: u64) -> Self {
         self.history_window = revisions;
+        self
+    }
+
+    /// Whether LISTs and WATCHes honour `shardSelector` (KEP-5866, on by default, as
+    /// kube-apiserver 1.36 with `--feature-gates=ShardedListAndWatch=true`): only the
+    /// objects whose FNV-1a 64 hash of `metadata.uid` (or `metadata.namespace`) falls in
+    /// the selector's ranges, and lists echo it in `metadata.shardInfo`. `false` ignores
+    /// the parameter, as a server without the gate (or older) does: every object, no
+    /// `shardInfo`.
+    ///
+    /// ```
+    /// use fake_apiserver::ServerConfig;
+    ///
+    /// let like_an_old_server = ServerConfig::default().shard_selectors(false);
+    /// # let _ = like_an_old_server;
+    /// ```
+    #[must_use]
+    pub fn shard_selectors(mut self, honour: bool) -> Self {
+        self.shard_selectors = honour;
         self
     }
 

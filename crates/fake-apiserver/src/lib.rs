@@ -48,6 +48,7 @@ mod registry;
 pub mod replay;
 mod requests;
 mod selector;
+mod shard;
 mod status;
 mod storage;
 mod strategic;

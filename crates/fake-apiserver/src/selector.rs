@@ -28,6 +28,8 @@ pub(crate) struct Filter {
     pub(crate) namespace: Option<String>,
     pub(crate) labels: LabelSelector,
     pub(crate) fields: FieldSelector,
+    /// A `shardSelector` the server honours (KEP-5866).
+    pub(crate) shard: Option<crate::shard::ShardSelector>,
 }
 
 impl Filter {
@@ -37,10 +39,12 @@ impl Filter {
             .is_none_or(|ns| meta.namespace.as_deref() == Some(ns))
             && self.labels.matches(meta)
             && self.fields.matches(meta)
+            && self.shard.as_ref().is_none_or(|s| s.matches(meta))
     }
 
-    /// Whether a selector narrows the result (the real server then omits
-    /// `remainingItemCount`).
+    /// Whether a label or field selector narrows the result (the real server then omits
+    /// `remainingItemCount`; kube-apiserver 1.36 does not count a shard selector here, so
+    /// a sharded page's count is the whole collection's, as there).
     pub(crate) fn has_selectors(&self) -> bool {
         !self.labels.0.is_empty() || !self.fields.0.is_empty()
     }

@@ -14,5 +14,6 @@ mod crds;
 mod deletes;
 mod faults;
 mod replay;
+mod sharding;
 mod tables;
 mod writes;

@@ -66,7 +66,10 @@ pub(crate) fn render(
     params: &Params,
     metadata_only: bool,
 ) -> Result<Vec<Bytes>, ApiError> {
-    let page = page(inner, gvr, filter, params)?;
+    let mut page = page(inner, gvr, filter, params)?;
+    if metadata_only {
+        drop_shard_info(&mut page.metadata);
+    }
     // Items are copied into large buffers: a few big writes beat one per item.
     let mut chunks: Vec<Bytes> = Vec::new();
     let mut buf = BytesMut::with_capacity(CHUNK);
@@ -115,7 +118,10 @@ fn render_protobuf(
     params: &Params,
     message: Option<&Message>,
 ) -> Result<Vec<Bytes>, ApiError> {
-    let page = page(inner, gvr, filter, params)?;
+    let mut page = page(inner, gvr, filter, params)?;
+    if message.is_none() {
+        drop_shard_info(&mut page.metadata);
+    }
     let items = page
         .items
         .iter()
@@ -138,6 +144,14 @@ fn render_protobuf(
         items.iter().map(|b| &b[..]),
     )?;
     Ok(vec![Bytes::from(body)])
+}
+
+/// kube-apiserver 1.36 copies only the version, continue token and count into a
+/// `PartialObjectMetadataList`'s metadata: a sharded one says nothing of its shard.
+fn drop_shard_info(metadata: &mut Value) {
+    if let Some(map) = metadata.as_object_mut() {
+        map.remove("shardInfo");
+    }
 }
 
 /// Reads one page at the revision the parameters ask for.
@@ -228,6 +242,9 @@ fn page(inner: &Inner, gvr: &Gvr, filter: &Filter, params: &Params) -> Result<Pa
         }
     }
     let mut metadata = json!({"resourceVersion": revision.to_string()});
+    if let Some(shard) = &filter.shard {
+        metadata["shardInfo"] = json!({"selector": shard.canonical()});
+    }
     let mut remember = None;
     if limit.is_some_and(|l| count >= l) && items.next().is_some() {
         let last = last.expect("a full page has a last item");

@@ -17,6 +17,8 @@ pub(crate) struct Params {
     pub(crate) continue_token: Option<String>,
     pub(crate) label_selector: Option<String>,
     pub(crate) field_selector: Option<String>,
+    /// `shardSelector` (KEP-5866); an empty one is none.
+    pub(crate) shard_selector: Option<String>,
     pub(crate) timeout_seconds: Option<u64>,
     pub(crate) allow_watch_bookmarks: bool,
     pub(crate) send_initial_events: Option<bool>,
@@ -50,6 +52,7 @@ impl Params {
             continue_token: text("continue").filter(|v| !v.is_empty()),
             label_selector: text("labelSelector"),
             field_selector: text("fieldSelector"),
+            shard_selector: text("shardSelector").filter(|v| !v.is_empty()),
             timeout_seconds: number("timeoutSeconds")?,
             allow_watch_bookmarks: q.get("allowWatchBookmarks").is_some_and(|v| truthy(v)),
             send_initial_events: q.get("sendInitialEvents").map(|v| truthy(v)),
@@ -59,10 +62,13 @@ impl Params {
         })
     }
 
+    /// The objects the request selects; `shards`: whether the server honours
+    /// `shardSelector` (one that does not ignores it, as an unknown parameter).
     pub(crate) fn filter(
         &self,
         ty: &ResourceType,
         namespace: Option<&str>,
+        shards: bool,
     ) -> Result<Filter, ApiError> {
         let labels = LabelSelector::parse(self.label_selector.as_deref().unwrap_or(""))
             .map_err(ApiError::bad_request)?;
@@ -73,10 +79,19 @@ impl Params {
         };
         let fields = FieldSelector::parse(self.field_selector.as_deref().unwrap_or(""), supported)
             .map_err(ApiError::bad_request)?;
+        // Not a 400: kube-apiserver returns the parse error as a plain error, a bare 500.
+        let shard = match (&self.shard_selector, shards) {
+            (Some(text), true) => Some(
+                crate::shard::ShardSelector::parse(text)
+                    .map_err(|e| ApiError::internal(format!("invalid shard selector: {e}")))?,
+            ),
+            _ => None,
+        };
         Ok(Filter {
             namespace: namespace.map(str::to_owned),
             labels,
             fields,
+            shard,
         })
     }
 }

@@ -179,7 +179,7 @@ pub(super) fn resource_reply(
     };
     match (verb, name) {
         (Verb::List, _) => {
-            let filter = params.filter(&ty, ns)?;
+            let filter = params.filter(&ty, ns, inner.config.shard_selectors)?;
             if let Some(include) = table {
                 let list: Value = serde_json::from_slice(
                     &list::render(inner, gvr, &filter, &params, false)?.concat(),
@@ -204,7 +204,7 @@ pub(super) fn resource_reply(
             list::list(inner, gvr, &filter, &params, cut, shape)
         }
         (Verb::Watch, _) => {
-            let filter = params.filter(&ty, ns)?;
+            let filter = params.filter(&ty, ns, inner.config.shard_selectors)?;
             let faults = inner.faults.lock().watch_faults();
             let shape = match (table, format) {
                 (Some(include), _) => watch::Shape::Table(ty.clone(), include),
