@@ -28,13 +28,9 @@ fn bound(value: u128) -> String {
     format!("0x{value:016x}")
 }
 
+/// `text` as a query parameter's value.
 fn encoded(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'.' | b'_' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
+    form_urlencoded::byte_serialize(text.as_bytes()).collect()
 }
 
 /// The raw answer to a LIST of the namespace's ConfigMaps with `selector`.

@@ -19,13 +19,9 @@ fn fnv1a(text: &str) -> u64 {
     h
 }
 
+/// `text` as a query parameter's value.
 fn encoded(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'.' | b'_' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
+    form_urlencoded::byte_serialize(text.as_bytes()).collect()
 }
 
 const HALF: &str = "0x8000000000000000";
