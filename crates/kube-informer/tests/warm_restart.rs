@@ -54,6 +54,11 @@ impl Running {
                 .list_watcher(source.clone())
                 .cache_dir(cache),
         );
+        Running::run(informer)
+    }
+
+    /// Runs `informer` on a task of the test's.
+    fn run(informer: SharedIndexInformer<ConfigMap>) -> Running {
         let cancel = CancellationToken::new();
         let task = tokio::spawn({
             let (informer, cancel) = (informer.clone(), cancel.clone());
@@ -268,17 +273,7 @@ async fn an_informer_over_several_namespaces_resumes_each_from_its_own_snapshot(
             FactoryOptions::default().selectors(Selectors::default().in_namespaces(namespaces)),
         );
         let cache = CacheDir::new(dir.path(), "fake");
-        let informer = factory.informer_with::<ConfigMap>(InformerSpec::new().cache_dir(cache));
-        let cancel = CancellationToken::new();
-        let task = tokio::spawn({
-            let (informer, cancel) = (informer.clone(), cancel.clone());
-            async move { informer.run(cancel).await }
-        });
-        Running {
-            informer,
-            cancel,
-            task,
-        }
+        Running::run(factory.informer_with::<ConfigMap>(InformerSpec::new().cache_dir(cache)))
     };
     let start = || start_in(&["a", "b"]);
     let all = |apis: Vec<Api<ConfigMap>>| async move {

@@ -253,7 +253,6 @@ where
     }
 
     async fn sync_and_watch(&self, cancel: &CancellationToken) {
-        let cancel = cancel.clone();
         // The decoding threads stay up while the reflector runs (see `decode_pool`), not
         // only while a request is being decoded.
         let _decoders = crate::list_watch::decode_pool::DecodePool::shared();
@@ -277,7 +276,7 @@ where
         };
         let warm = self.warm.lock().take();
         let mut warm_started = match warm {
-            Some(warm) => match self.warm_start(&cancel, &mut run, warm).await {
+            Some(warm) => match self.warm_start(cancel, &mut run, warm).await {
                 Ok(started) => started,
                 Err(_) => return,
             },
@@ -285,7 +284,7 @@ where
         };
         loop {
             if std::mem::take(&mut warm_started) {
-                match self.watch_loop(&cancel, &mut run, None).await {
+                match self.watch_loop(cancel, &mut run, None).await {
                     Stop::Cancelled => return,
                     Stop::Resync => continue,
                 }
@@ -295,16 +294,16 @@ where
                     .streaming_refused
                     .is_none_or(|at| at.elapsed() >= o.streaming_retry);
             let synced = if streaming {
-                self.streaming_sync(&cancel, &mut run).await
+                self.streaming_sync(cancel, &mut run).await
             } else {
-                self.list_sync(&cancel, &mut run).await.map(|()| None)
+                self.list_sync(cancel, &mut run).await.map(|()| None)
             };
             let first_watch = match synced {
                 Ok(stream) => stream,
                 Err(Stop::Cancelled) => return,
                 Err(Stop::Resync) => continue,
             };
-            match self.watch_loop(&cancel, &mut run, first_watch).await {
+            match self.watch_loop(cancel, &mut run, first_watch).await {
                 Stop::Cancelled => return,
                 Stop::Resync => {}
             }

@@ -26,14 +26,14 @@ const KEPT: usize = 256;
 pub(crate) type AppliedVersion = Box<dyn Fn() -> String + Send + Sync>;
 
 /// The versions a reflector heard of and when; see the [module docs](self).
+#[derive(Default)]
 pub(crate) struct Heard {
     state: Mutex<State>,
     /// Set by the informer: the version its cache has applied (for this reflector's
-    /// namespace, with one reflector per namespace).
-    applied: OnceLock<AppliedVersion>,
-    /// Whether events move the cache's version (a RealFifo's do; a DeltaFifo's do not:
-    /// only bookmarks and relists do), so an event's version can be waited for.
-    events_applied: std::sync::atomic::AtomicBool,
+    /// namespace, with one reflector per namespace), and whether events move it (a
+    /// RealFifo's do; a DeltaFifo's do not: only bookmarks and relists do), so an event's
+    /// version can be waited for. Unset: events count.
+    applied: OnceLock<(AppliedVersion, bool)>,
 }
 
 #[derive(Default)]
@@ -53,31 +53,19 @@ pub(crate) struct Lag {
     pub(crate) versions: Option<u128>,
 }
 
-impl Default for Heard {
-    fn default() -> Self {
-        Self {
-            state: Mutex::default(),
-            applied: OnceLock::new(),
-            events_applied: std::sync::atomic::AtomicBool::new(true),
-        }
-    }
-}
-
 impl Heard {
     /// Reads the cache's applied version with `applied` (once; later calls are ignored);
     /// `events_applied`: whether an applied event moves that version (see the field).
     pub(crate) fn set_applied(&self, applied: AppliedVersion, events_applied: bool) {
-        let _ = self.applied.set(applied);
-        self.events_applied
-            .store(events_applied, std::sync::atomic::Ordering::Relaxed);
+        let _ = self.applied.set((applied, events_applied));
     }
 
     /// The server was at `resource_version` (at least) just now. `confirms`: a LIST, a
     /// bookmark or a probe, which also end a time the server's version was unknown (an
     /// event only says where the watch is).
     pub(crate) fn heard(&self, resource_version: &str, confirms: bool) {
-        use std::sync::atomic::Ordering::Relaxed;
-        if !confirms && !self.events_applied.load(Relaxed) {
+        let events_applied = self.applied.get().is_none_or(|(_, events)| *events);
+        if !confirms && !events_applied {
             return; // the cache's version would not show it applied until a bookmark
         }
         let now = Instant::now();
@@ -140,7 +128,8 @@ impl Heard {
 
     /// Drops the versions the cache has applied; the applied version, if known.
     fn forget_applied(&self, state: &mut State) -> Option<ResourceVersion> {
-        let applied = self.applied.get()?().parse::<ResourceVersion>().ok()?;
+        let (applied, _) = self.applied.get()?;
+        let applied = applied().parse::<ResourceVersion>().ok()?;
         while state.pending.front().is_some_and(|(v, _)| *v <= applied) {
             state.pending.pop_front();
         }
