@@ -117,6 +117,9 @@ impl Watch {
         if self.without_managed_fields {
             source = source.without_managed_fields();
         }
+        if let Some(shards) = self.selectors.shard_selector() {
+            source = source.shards(shards);
+        }
         source.protobuf(self.protobuf)
     }
 }
@@ -243,6 +246,7 @@ where
         identity.namespace = (!watch.namespaces.is_empty()).then(|| watch.namespaces.join(","));
         identity.label_selector = watch.selectors.label_selector().map(str::to_owned);
         identity.field_selector = watch.selectors.field_selector().map(str::to_owned);
+        identity.shard_selector = watch.selectors.shard_selector().map(ToString::to_string);
         persistence
     });
 

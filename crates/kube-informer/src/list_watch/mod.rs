@@ -10,6 +10,7 @@ mod memory;
 mod page;
 mod request;
 mod selectors;
+mod shard_selector;
 mod skip_managed_fields;
 
 use std::{
@@ -24,8 +25,13 @@ use kube::{
 };
 use serde::de::DeserializeOwned;
 
+pub(crate) use self::page::ShardEcho;
 pub use self::{
-    decode::UndecodableLine, memory::MemorySource, page::ListPage, selectors::Selectors,
+    decode::UndecodableLine,
+    memory::MemorySource,
+    page::ListPage,
+    selectors::Selectors,
+    shard_selector::{HASH_SPACE_END, InvalidShardSelector, ShardField, ShardSelector, shard_hash},
 };
 
 /// The decoding threads wanted; `usize::MAX`: not set, the default.
@@ -131,7 +137,7 @@ where
     async fn list_page(&self, params: &ListParams) -> Result<ListPage<K>, kube::Error> {
         let request = kube::core::Request::new(self.resource_url());
         let client = self.clone().into_client();
-        raw_list_page(&client, &request, K::metadata_api(), None, false, params).await
+        raw_list_page(&client, &Asking::plain(&request, K::metadata_api()), params).await
     }
 
     /// The response's lines are decoded straight into `K` (no intermediate
@@ -144,16 +150,8 @@ where
     ) -> Result<WatchStream<K>, kube::Error> {
         let request = kube::core::Request::new(self.resource_url());
         let client = self.clone().into_client();
-        parallel_watch(
-            &client,
-            &request,
-            K::metadata_api(),
-            None,
-            false,
-            params,
-            resource_version,
-        )
-        .await
+        let asking = Asking::plain(&request, K::metadata_api());
+        parallel_watch(&client, &asking, params, resource_version).await
     }
 }
 
@@ -181,6 +179,8 @@ pub struct ClientListerWatcher<K> {
     encoding: Option<crate::protobuf::ProtoKind>,
     protobuf: bool,
     without_managed_fields: bool,
+    /// The `shardSelector` sent with every request, if any.
+    shards: Option<String>,
     _objects: std::marker::PhantomData<fn() -> K>,
 }
 
@@ -191,6 +191,7 @@ impl<K> std::fmt::Debug for ClientListerWatcher<K> {
             .field("metadata_only", &self.metadata_only)
             .field("protobuf", &self.protobuf)
             .field("kind", &self.encoding)
+            .field("shards", &self.shards)
             .finish()
     }
 }
@@ -205,6 +206,7 @@ impl<K: kube::Resource> ClientListerWatcher<K> {
             encoding: crate::protobuf::ProtoKind::of(&K::api_version(dyntype), &K::kind(dyntype)),
             protobuf: false,
             without_managed_fields: false,
+            shards: None,
             _objects: std::marker::PhantomData,
         }
     }
@@ -246,6 +248,27 @@ impl<K> ClientListerWatcher<K> {
         self
     }
 
+    /// Send `selector` as the `shardSelector` of every LIST and WATCH (KEP-5866): a server
+    /// with the `ShardedListAndWatch` gate sends only that share. This source does not
+    /// filter what a server without it sends; a [`Reflector`](crate::reflector::Reflector)
+    /// given the same selector ([`Selectors::shards`]) does. Factory informers do both.
+    #[must_use]
+    pub fn shards(mut self, selector: &ShardSelector) -> Self {
+        self.shards = Some(selector.to_string());
+        self
+    }
+
+    /// How this source asks, with `protobuf` as the encoding.
+    fn asking(&self, protobuf: Option<crate::protobuf::ProtoKind>) -> Asking<'_> {
+        Asking {
+            request: &self.request,
+            metadata_only: self.metadata_only,
+            protobuf,
+            without_managed_fields: self.without_managed_fields,
+            shards: self.shards.as_deref(),
+        }
+    }
+
     /// The encoding asked for when protobuf is on: `PartialObjectMetadata` for metadata
     /// only, else `K`'s kind when it has one; `None` when `K` cannot be read from it.
     fn encoding(&self) -> Option<crate::protobuf::ProtoKind>
@@ -278,7 +301,8 @@ where
         } else {
             self.request.list(params)
         };
-        let request = request.map_err(kube::Error::BuildRequest)?;
+        let mut request = request.map_err(kube::Error::BuildRequest)?;
+        request::add_query(&mut request, "shardSelector", self.shards.as_deref());
         let text = request::text(&self.client, request).await?;
         decode::from_json(
             &text,
@@ -289,16 +313,7 @@ where
     }
 
     async fn list_page(&self, params: &ListParams) -> Result<ListPage<K>, kube::Error> {
-        let encoding = self.encoding();
-        raw_list_page(
-            &self.client,
-            &self.request,
-            self.metadata_only,
-            encoding,
-            self.without_managed_fields,
-            params,
-        )
-        .await
+        raw_list_page(&self.client, &self.asking(self.encoding()), params).await
     }
 
     async fn watch(
@@ -306,16 +321,33 @@ where
         params: &WatchParams,
         resource_version: &str,
     ) -> Result<WatchStream<K>, kube::Error> {
-        parallel_watch(
-            &self.client,
-            &self.request,
-            self.metadata_only,
-            self.encoding(),
-            self.without_managed_fields,
-            params,
-            resource_version,
-        )
-        .await
+        let asking = self.asking(self.encoding());
+        parallel_watch(&self.client, &asking, params, resource_version).await
+    }
+}
+
+/// How a LIST or WATCH is asked for: the URL, and what the source adds to it.
+#[derive(Clone, Copy)]
+struct Asking<'a> {
+    request: &'a kube::core::Request,
+    metadata_only: bool,
+    /// Ask for protobuf of this kind (answers are read as their `Content-Type` says).
+    protobuf: Option<crate::protobuf::ProtoKind>,
+    without_managed_fields: bool,
+    /// The `shardSelector`, if any.
+    shards: Option<&'a str>,
+}
+
+impl<'a> Asking<'a> {
+    /// JSON, whole objects (or metadata), nothing added: as `kube::Api` asks.
+    fn plain(request: &'a kube::core::Request, metadata_only: bool) -> Self {
+        Self {
+            request,
+            metadata_only,
+            protobuf: None,
+            without_managed_fields: false,
+            shards: None,
+        }
     }
 }
 
@@ -323,18 +355,23 @@ where
 /// `protobuf`, protobuf is asked for and the answer read as its `Content-Type` says.
 async fn raw_list_page<K: DeserializeOwned + Clone + 'static>(
     client: &kube::Client,
-    request: &kube::core::Request,
-    metadata_only: bool,
-    protobuf: Option<crate::protobuf::ProtoKind>,
-    without_managed_fields: bool,
+    asking: &Asking<'_>,
     params: &ListParams,
 ) -> Result<ListPage<K>, kube::Error> {
+    let Asking {
+        request,
+        metadata_only,
+        protobuf,
+        without_managed_fields,
+        shards,
+    } = *asking;
     let request = if metadata_only {
         request.list_metadata(params)
     } else {
         request.list(params)
     };
     let mut request = request.map_err(kube::Error::BuildRequest)?;
+    request::add_query(&mut request, "shardSelector", shards);
     let Some(kind) = protobuf else {
         let body = request::text(client, request).await?;
         return ListPage::from_json(body, without_managed_fields);
@@ -358,19 +395,24 @@ async fn raw_list_page<K: DeserializeOwned + Clone + 'static>(
 /// One WATCH request whose objects are decoded on the decoding threads (see `decode`).
 async fn parallel_watch<K: DeserializeOwned + Send + 'static>(
     client: &kube::Client,
-    request: &kube::core::Request,
-    metadata_only: bool,
-    protobuf: Option<crate::protobuf::ProtoKind>,
-    without_managed_fields: bool,
+    asking: &Asking<'_>,
     params: &WatchParams,
     resource_version: &str,
 ) -> Result<WatchStream<K>, kube::Error> {
+    let Asking {
+        request,
+        metadata_only,
+        protobuf,
+        without_managed_fields,
+        shards,
+    } = *asking;
     let request = if metadata_only {
         request.watch_metadata(params, resource_version)
     } else {
         request.watch(params, resource_version)
     };
     let mut request = request.map_err(kube::Error::BuildRequest)?;
+    request::add_query(&mut request, "shardSelector", shards);
     // As kube does for watches: compressed watch bodies are not decoded reliably.
     request.headers_mut().insert(
         http::header::ACCEPT_ENCODING,

@@ -18,7 +18,30 @@ use crate::protobuf::ProtoKind;
 pub struct ListPage<K> {
     /// The page's list metadata.
     pub metadata: ListMeta,
+    /// `metadata.shardInfo.selector`: the shard selector the server applied.
+    shard_selector: Option<String>,
     items: Items<K>,
+}
+
+/// What a list's metadata says of sharding (`shardInfo`, KEP-5866), which k8s-openapi's
+/// `ListMeta` has no field for.
+#[derive(Deserialize, Default)]
+pub(crate) struct ShardEcho {
+    #[serde(rename = "shardInfo", default)]
+    shard_info: Option<ShardInfo>,
+}
+
+#[derive(Deserialize)]
+struct ShardInfo {
+    #[serde(default)]
+    selector: String,
+}
+
+impl ShardEcho {
+    /// The selector echoed, if any.
+    pub(crate) fn selector(self) -> Option<String> {
+        self.shard_info.map(|info| info.selector)
+    }
 }
 
 enum Items<K> {
@@ -64,6 +87,14 @@ impl<K> fmt::Debug for ListPage<K> {
 }
 
 impl<K> ListPage<K> {
+    /// The shard selector the server says it applied to this page
+    /// (`metadata.shardInfo.selector`): `None` from a server that ignored the
+    /// `shardSelector` parameter, and from kube-apiserver 1.36 for custom resources and
+    /// metadata-only lists, which it filters without saying so.
+    pub fn shard_selector(&self) -> Option<&str> {
+        self.shard_selector.as_deref()
+    }
+
     /// Whether the items are decoded already.
     pub(crate) fn is_decoded(&self) -> bool {
         matches!(self.items, Items::Decoded(_))
@@ -183,6 +214,7 @@ where
     fn from(list: ObjectList<K>) -> Self {
         Self {
             metadata: list.metadata,
+            shard_selector: None,
             items: Items::Decoded(list.items),
         }
     }
@@ -206,12 +238,18 @@ impl<K: DeserializeOwned + Clone + 'static> ListPage<K> {
     /// [`from_body`](Self::from_body), with `metadata.managedFields` passed over unbuilt
     /// when `skip_managed_fields`.
     pub(crate) fn from_json(body: String, skip_managed_fields: bool) -> Result<Self, kube::Error> {
-        match crate::json_prefix::leading_field::<ListMeta>(&body, "metadata", Some("items"))
-            .ok()
-            .flatten()
-        {
-            Some(metadata) => Ok(Self {
+        let leading = |body: &str| {
+            let list =
+                crate::json_prefix::leading_field::<ListMeta>(body, "metadata", Some("items"));
+            // Read apart: `ListMeta` has no field for it (a second scan of a short prefix).
+            let echo =
+                crate::json_prefix::leading_field::<ShardEcho>(body, "metadata", Some("items"));
+            Some((list.ok()??, echo.ok().flatten().unwrap_or_default()))
+        };
+        match leading(&body) {
+            Some((metadata, echo)) => Ok(Self {
                 metadata,
+                shard_selector: echo.selector(),
                 items: Items::Deferred(Box::new(JsonItems {
                     body: Arc::new(body),
                     skip: skip_managed_fields,
@@ -233,9 +271,11 @@ impl<K: DeserializeOwned + Clone + 'static> ListPage<K> {
     ) -> Result<Self, kube::Error> {
         let list = crate::protobuf::ListBody::parse(&body, kind).map_err(decode_error)?;
         let (metadata, count) = (list.metadata.clone(), list.len());
+        let shard_selector = list.shard_selector.clone();
         drop(list);
         Ok(Self {
             metadata,
+            shard_selector,
             items: Items::Deferred(Box::new(ProtobufItems { body, kind, count })),
         })
     }
@@ -271,6 +311,40 @@ mod tests {
             .map(|cm| cm.metadata.name.unwrap())
             .collect();
         assert_eq!(names, ["a", "b"]);
+    }
+
+    /// The shard selector a server applied is read from `metadata.shardInfo`, which
+    /// k8s-openapi's `ListMeta` drops, over JSON and protobuf alike.
+    #[test]
+    fn the_shard_selector_echoed_is_kept() {
+        let selector =
+            "shardRange(object.metadata.uid, '0x0000000000000000', '0x4000000000000000')";
+        let body = format!(
+            r#"{{"kind":"ConfigMapList","apiVersion":"v1","metadata":{{"resourceVersion":"42","shardInfo":{{"selector":"{selector}"}}}},"items":[]}}"#
+        );
+        let page = ListPage::<ConfigMap>::from_body(body).unwrap();
+        assert_eq!(page.metadata.resource_version.as_deref(), Some("42"));
+        assert_eq!(page.shard_selector(), Some(selector));
+        assert_eq!(
+            ListPage::<ConfigMap>::from_body(BODY.into())
+                .unwrap()
+                .shard_selector(),
+            None
+        );
+
+        // A length-delimited field (each under 128 bytes).
+        let field = |n: u8, bytes: &[u8]| [&[n << 3 | 2, bytes.len() as u8][..], bytes].concat();
+        // ConfigMapList { metadata: ListMeta { resourceVersion: "42" (2), shardInfo (5) } }
+        let info = field(1, selector.as_bytes());
+        let meta = [field(2, b"42"), field(5, &info)].concat();
+        let list = field(1, &meta);
+        let type_meta = [field(1, b"v1"), field(2, b"ConfigMapList")].concat();
+        let unknown = [field(1, &type_meta), field(2, &list)].concat();
+        let body = [&kube_protobuf_schema::MAGIC[..], &unknown].concat();
+        let kind = crate::protobuf::ProtoKind::of("v1", "ConfigMap").unwrap();
+        let page = ListPage::<ConfigMap>::from_protobuf(body.into(), kind).unwrap();
+        assert_eq!(page.metadata.resource_version.as_deref(), Some("42"));
+        assert_eq!(page.shard_selector(), Some(selector));
     }
 
     #[test]

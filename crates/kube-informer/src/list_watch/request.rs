@@ -73,6 +73,25 @@ impl tower_service::Service<Request<Body>> for Answer {
     }
 }
 
+/// Adds `name=value` (encoded) to `request`'s query when there is a value: a parameter
+/// kube's `ListParams` and `WatchParams` have no field for.
+pub(super) fn add_query(request: &mut Request<Vec<u8>>, name: &str, value: Option<&str>) {
+    let Some(value) = value else { return };
+    let uri = request.uri().to_string();
+    let pair = form_urlencoded::Serializer::new(String::new())
+        .append_pair(name, value)
+        .finish();
+    let separator = if request.uri().query().is_some() {
+        "&"
+    } else {
+        "?"
+    };
+    // A URI with one more encoded pair is still a URI.
+    *request.uri_mut() = format!("{uri}{separator}{pair}")
+        .parse()
+        .expect("an encoded query pair keeps the URI valid");
+}
+
 /// Whether a response's `Content-Type` is Kubernetes' protobuf (`stream=watch` or not).
 pub(super) fn is_protobuf<B>(response: &Response<B>) -> bool {
     response
@@ -193,6 +212,27 @@ fn empty_details() -> StatusDetails {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_query_pair_is_added_encoded() {
+        let mut list = Request::get("/api/v1/pods?limit=500")
+            .body(Vec::new())
+            .unwrap();
+        add_query(
+            &mut list,
+            "shardSelector",
+            Some("shardRange(a, '0x1', '0x2')"),
+        );
+        assert_eq!(
+            list.uri().to_string(),
+            "/api/v1/pods?limit=500&shardSelector=shardRange%28a%2C+%270x1%27%2C+%270x2%27%29"
+        );
+        let mut bare = Request::get("/api/v1/pods").body(Vec::new()).unwrap();
+        add_query(&mut bare, "x", Some("a b"));
+        assert_eq!(bare.uri().to_string(), "/api/v1/pods?x=a+b");
+        add_query(&mut bare, "y", None);
+        assert_eq!(bare.uri().to_string(), "/api/v1/pods?x=a+b");
+    }
 
     #[tokio::test]
     async fn an_unreplayable_body_keeps_its_bytes_and_cannot_be_cloned() {

@@ -24,6 +24,7 @@ pub struct Selectors {
     namespaces: Option<Vec<String>>,
     label: Option<String>,
     field: Option<String>,
+    shards: Option<super::ShardSelector>,
 }
 
 impl Selectors {
@@ -87,6 +88,29 @@ impl Selectors {
         self
     }
 
+    /// Only the share of the objects `selector` names, by hash range of their uid or
+    /// namespace (KEP-5866 `shardSelector`): sent with every LIST and WATCH, and enforced
+    /// by the reflector whatever the server does with it (see [`ShardSelector`](super::ShardSelector)).
+    ///
+    /// ```
+    /// use kube_informer::list_watch::{HASH_SPACE_END, Selectors, ShardField, ShardSelector};
+    ///
+    /// let first_half = ShardSelector::new(ShardField::Uid, 0..HASH_SPACE_END / 2)?;
+    /// let mine = Selectors::default().shards(first_half.clone());
+    /// assert_eq!(mine.shard_selector(), Some(&first_half));
+    /// # Ok::<(), kube_informer::list_watch::InvalidShardSelector>(())
+    /// ```
+    #[must_use]
+    pub fn shards(mut self, selector: super::ShardSelector) -> Self {
+        self.shards = Some(selector);
+        self
+    }
+
+    /// The shard selector, if any.
+    pub fn shard_selector(&self) -> Option<&super::ShardSelector> {
+        self.shards.as_ref()
+    }
+
     /// The label selector, if any.
     pub fn label_selector(&self) -> Option<&str> {
         self.label.as_deref()
@@ -119,6 +143,7 @@ impl Selectors {
                 .or_else(|| defaults.namespaces.clone()),
             label: self.label.clone().or_else(|| defaults.label.clone()),
             field: self.field.clone().or_else(|| defaults.field.clone()),
+            shards: self.shards.clone().or_else(|| defaults.shards.clone()),
         }
     }
 }

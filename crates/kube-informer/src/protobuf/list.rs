@@ -20,6 +20,9 @@ use super::{
 pub struct ListBody<'a> {
     /// The list's metadata (resourceVersion, continue).
     pub metadata: ListMeta,
+    /// The shard selector the server applied (`metadata.shardInfo.selector`, KEP-5866),
+    /// which k8s-openapi's `ListMeta` has no field for.
+    pub shard_selector: Option<String>,
     items: Vec<(usize, &'a [u8])>,
     item: ProtoKind,
 }
@@ -36,11 +39,15 @@ impl<'a> ListBody<'a> {
             .expect("ListMeta in the schema");
         let mut reader = Reader::new(envelope.raw, envelope.raw_offset);
         let (mut metadata, mut items) = (ListMeta::default(), Vec::new());
+        let mut shard_selector = None;
         while let Some(field) = reader.next_field()? {
             match (field.number, field.value) {
                 (1, RawValue::Len(meta)) => {
-                    metadata =
-                        de::decode(meta, reader.offset_of(meta), list_meta, de::Skip::default())?;
+                    let at = reader.offset_of(meta);
+                    metadata = de::decode(meta, at, list_meta, de::Skip::default())?;
+                    let echo: crate::list_watch::ShardEcho =
+                        de::decode(meta, at, list_meta, de::Skip::default())?;
+                    shard_selector = echo.selector();
                 }
                 (2, RawValue::Len(object)) => items.push((reader.offset_of(object), object)),
                 _ => {}
@@ -48,6 +55,7 @@ impl<'a> ListBody<'a> {
         }
         Ok(ListBody {
             metadata,
+            shard_selector,
             items,
             item: kind,
         })

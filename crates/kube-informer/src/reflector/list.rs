@@ -159,6 +159,7 @@ where
                     list_rv
                         .get_or_insert(page.metadata.resource_version.clone().unwrap_or_default());
                     let next = page.metadata.continue_.clone().filter(|c| !c.is_empty());
+                    self.check_echo(page.shard_selector());
                     if page.is_decoded() {
                         decoding.push_back(Decoding::Ready(page.into_items()));
                     } else if params.limit.is_none() {
@@ -182,7 +183,7 @@ where
                     .then(|| decoding.pop_front())
                     .flatten()
                     {
-                        objects.extend(self.keyed(front.finish().await?));
+                        objects.extend(self.keyed(self.only_share(front.finish().await?)));
                     }
                     match next {
                         Some(token) => {

@@ -10,6 +10,8 @@
 //! | `reflector_last_resource_version` | gauge | name | the last synced resourceVersion (when numeric) |
 //! | `reflector_last_sync_timestamp_seconds` | gauge | name | when the cache was last known in step with the server (a LIST, a watch event or bookmark), in Unix seconds: its age is `time() - reflector_last_sync_timestamp_seconds` |
 //! | `reflector_held_back_seconds_total` | counter | name | time spent not reading the watch because the informer's queue was full (backpressure) |
+//! | `reflector_shard_unconfirmed_total` | counter | name | LIST pages that did not echo the shard selector (`shardInfo`), and streaming lists (which never do): a server without the `ShardedListAndWatch` gate, or kube-apiserver 1.36 answering for a custom resource or metadata only, which it filters without saying so; the reflector filters either way |
+//! | `reflector_shard_filtered_objects_total` | counter | name | objects the server sent outside the shard selector, dropped by the reflector: above zero, the server ignores `shardSelector` and each replica receives the whole collection |
 //! | `reflector_failures_total` | counter | name, cause | every failure reported to the error handler: the server's status code (`429`, `503`, ...) or `connection`, `timeout`, `idle`, `early_end`, ... |
 
 use std::sync::atomic::AtomicU64;
@@ -57,6 +59,8 @@ pub struct ReflectorMetrics {
     last_sync: Family<Name, Gauge<f64, AtomicU64>>,
     failures: Family<NameCause, Counter>,
     held_back: Family<Name, Counter<f64, AtomicU64>>,
+    shard_unconfirmed: Family<Name, Counter>,
+    shard_filtered: Family<Name, Counter>,
 }
 
 impl std::fmt::Debug for ReflectorMetrics {
@@ -84,6 +88,8 @@ impl ReflectorMetrics {
             last_sync: Family::default(),
             failures: Family::default(),
             held_back: Family::default(),
+            shard_unconfirmed: Family::default(),
+            shard_filtered: Family::default(),
         };
         registry.register("reflector_lists", "LIST syncs attempted", m.lists.clone());
         registry.register(
@@ -122,6 +128,16 @@ impl ReflectorMetrics {
             "Failures reported to the error handler, by status code or cause",
             m.failures.clone(),
         );
+        registry.register(
+            "reflector_shard_unconfirmed",
+            "LIST pages that did not echo the shard selector, and streaming lists",
+            m.shard_unconfirmed.clone(),
+        );
+        registry.register(
+            "reflector_shard_filtered_objects",
+            "Objects outside the shard selector the server sent, dropped by the reflector",
+            m.shard_filtered.clone(),
+        );
         m
     }
 
@@ -157,6 +173,18 @@ impl ReflectorMetrics {
         self.held_back
             .get_or_create(&Self::name(name))
             .inc_by(seconds);
+    }
+
+    pub(super) fn shard_unconfirmed(&self, name: &str) {
+        self.shard_unconfirmed
+            .get_or_create(&Self::name(name))
+            .inc();
+    }
+
+    pub(super) fn shard_filtered(&self, name: &str, objects: u64) {
+        self.shard_filtered
+            .get_or_create(&Self::name(name))
+            .inc_by(objects);
     }
 
     pub(super) fn failed(&self, name: &str, cause: String) {

@@ -57,6 +57,7 @@ mod list;
 #[cfg(feature = "metrics")]
 mod metrics;
 mod options;
+mod shards;
 mod staleness;
 mod streaming;
 mod warm;
@@ -119,6 +120,8 @@ pub struct Reflector<K, L> {
     warm: Mutex<Option<WarmStart<K>>>,
     /// The server's versions as heard, for the informer's staleness.
     heard: Arc<Heard>,
+    /// The share of the objects this reflector keeps, when sharded by hash range.
+    share: Option<shards::Share>,
     #[cfg(feature = "metrics")]
     sync_gauges: Option<metrics::SyncGauges>,
 }
@@ -184,6 +187,7 @@ where
             sink,
             #[cfg(feature = "metrics")]
             sync_gauges: options.metrics.as_ref().map(|m| m.sync_gauges(&name)),
+            share: shards::Share::new(options.selectors.shard_selector()),
             options,
             name,
             shared,

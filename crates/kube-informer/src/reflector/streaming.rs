@@ -72,6 +72,7 @@ where
                 Next::Event(event) => event,
             };
             match event {
+                WatchEvent::Added(obj) | WatchEvent::Modified(obj) if !self.in_share(&obj) => {}
                 WatchEvent::Added(obj) | WatchEvent::Modified(obj) => {
                     match meta_namespace_key(&obj) {
                         Ok(key) => {
@@ -103,6 +104,9 @@ where
                         let reason = format!("the initial-events-end bookmark had version {rv:?}");
                         return Err(self.refused(run, reason));
                     }
+                    // kube-apiserver 1.36 echoes no shard selector on watches: a streaming
+                    // list never confirms one.
+                    self.check_echo(None);
                     self.replace(initial.into_values().collect(), &rv);
                     self.synced(run, rv);
                     return Ok(Some(stream));

@@ -303,6 +303,14 @@ where
     ) {
         let resource_version = obj.meta().resource_version.clone().unwrap_or_default();
         self.heard.heard(&resource_version, false);
+        if !self.in_share(&obj) {
+            // Not this reflector's (a server that ignored the shard selector): never
+            // cached, but the watch has read past it.
+            if self.usable(&resource_version, "watch event") {
+                self.set_synced(run, resource_version);
+            }
+            return;
+        }
         if let Err(source) = push(self.sink.as_ref(), Arc::new(obj)) {
             self.report(ReflectorError::InvalidObject {
                 resource: self.name.clone(),

@@ -106,6 +106,9 @@ pub(crate) struct Identity {
     pub(crate) namespace: Option<String>,
     pub(crate) label_selector: Option<String>,
     pub(crate) field_selector: Option<String>,
+    /// The share of a sharded informer (`shardSelector`); absent in older snapshots.
+    #[serde(default)]
+    pub(crate) shard_selector: Option<String>,
 }
 
 impl Identity {
@@ -123,6 +126,10 @@ impl Identity {
             (
                 "field selector",
                 self.field_selector == expected.field_selector,
+            ),
+            (
+                "shard selector",
+                self.shard_selector == expected.shard_selector,
             ),
         ]
         .into_iter()
@@ -255,6 +262,7 @@ impl<K: Serialize + DeserializeOwned> Persistence<K> {
                 namespace: None,
                 label_selector: None,
                 field_selector: None,
+                shard_selector: None,
             },
             config,
             codec: Codec::json(),

@@ -13,6 +13,7 @@ fn identity() -> Identity {
         namespace: Some("default".into()),
         label_selector: Some("app=web".into()),
         field_selector: None,
+        shard_selector: None,
     }
 }
 
@@ -135,7 +136,7 @@ fn a_snapshot_of_another_server_kind_namespace_or_selector_is_refused() {
     let dir = tempdir();
     let path = written(dir.path(), 2);
     type Change = fn(&mut Identity);
-    let others: [(&str, Change); 6] = [
+    let others: [(&str, Change); 7] = [
         ("server", |i| i.server = "https://b:6443".into()),
         ("schema", |i| i.schema = "v2".into()),
         ("kind", |i| i.kind = "Secret".into()),
@@ -144,6 +145,9 @@ fn a_snapshot_of_another_server_kind_namespace_or_selector_is_refused() {
             i.label_selector = Some("app=db".into())
         }),
         ("field selector", |i| i.field_selector = Some("a=b".into())),
+        ("shard selector", |i| {
+            i.shard_selector = Some("shardRange(object.metadata.uid, '0x0', '0x1')".into())
+        }),
     ];
     for (field, change) in others {
         let mut other = identity();
