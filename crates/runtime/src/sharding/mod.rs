@@ -91,6 +91,7 @@ mod ring;
 mod sharded_kind;
 mod sharder;
 mod slim;
+pub(crate) mod slots;
 mod standing;
 
 pub use self::{
