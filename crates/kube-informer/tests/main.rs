@@ -16,6 +16,7 @@ mod compact;
 mod factory;
 mod informer;
 mod informer_failures;
+mod live_share;
 mod memory_source;
 mod protobuf_codegen;
 mod protobuf_replay;

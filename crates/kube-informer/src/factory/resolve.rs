@@ -117,8 +117,8 @@ impl Watch {
         if self.without_managed_fields {
             source = source.without_managed_fields();
         }
-        if let Some(shards) = self.selectors.shard_selector() {
-            source = source.shards(shards);
+        if let Some(shards) = self.selectors.share() {
+            source = source.with_shards(shards.clone());
         }
         source.protobuf(self.protobuf)
     }
@@ -237,7 +237,12 @@ where
 
     // Stripped before the spec's transform, only from objects that arrive with them.
     options.strip_managed_fields = !*keep_managed_fields;
-    options.persistence = persistence.map(|mut persistence| {
+    // A live share changes what the cache holds: a snapshot could hold another share.
+    let live = matches!(
+        watch.selectors.share(),
+        Some(crate::list_watch::Shards::Live(_))
+    );
+    options.persistence = persistence.filter(|_| !live).map(|mut persistence| {
         let identity = &mut persistence.identity;
         identity.kind = format!("{} {what}", std::any::type_name::<K>());
         if *keep_managed_fields {

@@ -6,6 +6,7 @@ mod batch;
 mod decode;
 pub(crate) mod decode_pool;
 mod decode_stream;
+mod live_share;
 mod memory;
 mod page;
 mod request;
@@ -25,14 +26,15 @@ use kube::{
 };
 use serde::de::DeserializeOwned;
 
-pub(crate) use self::page::ShardEcho;
 pub use self::{
     decode::UndecodableLine,
+    live_share::LiveShare,
     memory::MemorySource,
     page::ListPage,
     selectors::Selectors,
     shard_selector::{HASH_SPACE_END, InvalidShardSelector, ShardField, ShardSelector, shard_hash},
 };
+pub(crate) use self::{live_share::Shards, page::ShardEcho};
 
 /// The decoding threads wanted; `usize::MAX`: not set, the default.
 static DECODING_THREADS: AtomicUsize = AtomicUsize::new(usize::MAX);
@@ -179,8 +181,8 @@ pub struct ClientListerWatcher<K> {
     encoding: Option<crate::protobuf::ProtoKind>,
     protobuf: bool,
     without_managed_fields: bool,
-    /// The `shardSelector` sent with every request, if any.
-    shards: Option<String>,
+    /// The share whose `shardSelector` is sent with every request, if any.
+    shards: Option<Shards>,
     _objects: std::marker::PhantomData<fn() -> K>,
 }
 
@@ -254,18 +256,40 @@ impl<K> ClientListerWatcher<K> {
     /// given the same selector ([`Selectors::shards`]) does. Factory informers do both.
     #[must_use]
     pub fn shards(mut self, selector: &ShardSelector) -> Self {
-        self.shards = Some(selector.to_string());
+        self.shards = Some(Shards::Fixed(selector.clone()));
         self
     }
 
+    /// [`shards`](Self::shards) with a share that may be live.
+    pub(crate) fn with_shards(mut self, shards: Shards) -> Self {
+        self.shards = Some(shards);
+        self
+    }
+
+    /// The `shardSelector` to send now. An empty live share sends one range of one hash
+    /// value (the reflector asks for nothing while its share is empty, and drops whatever
+    /// comes; this covers a request made as the share emptied).
+    fn shard_query(&self) -> Option<String> {
+        let shards = self.shards.as_ref()?;
+        Some(match shards.now() {
+            Some(selector) => selector.to_string(),
+            None => "shardRange(object.metadata.uid, '0x0000000000000000', '0x0000000000000001')"
+                .to_owned(),
+        })
+    }
+
     /// How this source asks, with `protobuf` as the encoding.
-    fn asking(&self, protobuf: Option<crate::protobuf::ProtoKind>) -> Asking<'_> {
+    fn asking<'a>(
+        &'a self,
+        protobuf: Option<crate::protobuf::ProtoKind>,
+        shards: Option<&'a str>,
+    ) -> Asking<'a> {
         Asking {
             request: &self.request,
             metadata_only: self.metadata_only,
             protobuf,
             without_managed_fields: self.without_managed_fields,
-            shards: self.shards.as_deref(),
+            shards,
         }
     }
 
@@ -302,7 +326,7 @@ where
             self.request.list(params)
         };
         let mut request = request.map_err(kube::Error::BuildRequest)?;
-        request::add_query(&mut request, "shardSelector", self.shards.as_deref());
+        request::add_query(&mut request, "shardSelector", self.shard_query().as_deref());
         let text = request::text(&self.client, request).await?;
         decode::from_json(
             &text,
@@ -313,7 +337,9 @@ where
     }
 
     async fn list_page(&self, params: &ListParams) -> Result<ListPage<K>, kube::Error> {
-        raw_list_page(&self.client, &self.asking(self.encoding()), params).await
+        let shards = self.shard_query();
+        let asking = self.asking(self.encoding(), shards.as_deref());
+        raw_list_page(&self.client, &asking, params).await
     }
 
     async fn watch(
@@ -321,7 +347,8 @@ where
         params: &WatchParams,
         resource_version: &str,
     ) -> Result<WatchStream<K>, kube::Error> {
-        let asking = self.asking(self.encoding());
+        let shards = self.shard_query();
+        let asking = self.asking(self.encoding(), shards.as_deref());
         parallel_watch(&self.client, &asking, params, resource_version).await
     }
 }

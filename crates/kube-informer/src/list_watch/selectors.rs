@@ -24,7 +24,7 @@ pub struct Selectors {
     namespaces: Option<Vec<String>>,
     label: Option<String>,
     field: Option<String>,
-    shards: Option<super::ShardSelector>,
+    shards: Option<super::live_share::Shards>,
 }
 
 impl Selectors {
@@ -102,12 +102,27 @@ impl Selectors {
     /// ```
     #[must_use]
     pub fn shards(mut self, selector: super::ShardSelector) -> Self {
-        self.shards = Some(selector);
+        self.shards = Some(super::live_share::Shards::Fixed(selector));
         self
     }
 
-    /// The shard selector, if any.
+    /// Only the share `share` names, whatever it names now: see [`LiveShare`](super::LiveShare).
+    #[must_use]
+    pub fn live_shards(mut self, share: super::LiveShare) -> Self {
+        self.shards = Some(super::live_share::Shards::Live(share));
+        self
+    }
+
+    /// The shard selector, if a fixed one is set.
     pub fn shard_selector(&self) -> Option<&super::ShardSelector> {
+        match &self.shards {
+            Some(super::live_share::Shards::Fixed(selector)) => Some(selector),
+            _ => None,
+        }
+    }
+
+    /// The share, fixed or live.
+    pub(crate) fn share(&self) -> Option<&super::live_share::Shards> {
         self.shards.as_ref()
     }
 

@@ -187,7 +187,7 @@ where
             sink,
             #[cfg(feature = "metrics")]
             sync_gauges: options.metrics.as_ref().map(|m| m.sync_gauges(&name)),
-            share: shards::Share::new(options.selectors.shard_selector()),
+            share: shards::Share::new(options.selectors.share()),
             options,
             name,
             shared,
@@ -287,31 +287,61 @@ where
             None => false,
         };
         loop {
-            if std::mem::take(&mut warm_started) {
-                match self.watch_loop(cancel, &mut run, None).await {
-                    Stop::Cancelled => return,
-                    Stop::Resync => continue,
+            let (empty, mut changes) = match &self.share {
+                Some(share) => share.begin(),
+                None => (false, None),
+            };
+            if empty {
+                // A live share with nothing in it: nothing is this reflector's.
+                self.replace(Vec::new(), &run.resource_version);
+                self.shared.health.lock().synced();
+                tokio::select! {
+                    () = cancel.cancelled() => return,
+                    () = shards::changed(changes.as_mut()) => continue,
                 }
             }
-            let streaming = o.streaming_lists
-                && run
-                    .streaming_refused
-                    .is_none_or(|at| at.elapsed() >= o.streaming_retry);
-            let synced = if streaming {
-                self.streaming_sync(cancel, &mut run).await
-            } else {
-                self.list_sync(cancel, &mut run).await.map(|()| None)
+            // A live share that changes ends the sync or watch under way: the next lists
+            // the new share (the cache drops what left it and gains what joined it).
+            let done = tokio::select! {
+                done = self.sync_once(cancel, &mut run, &mut warm_started) => done,
+                () = shards::changed(changes.as_mut()) => false,
             };
-            let first_watch = match synced {
-                Ok(stream) => stream,
-                Err(Stop::Cancelled) => return,
-                Err(Stop::Resync) => continue,
-            };
-            match self.watch_loop(cancel, &mut run, first_watch).await {
-                Stop::Cancelled => return,
-                Stop::Resync => {}
+            if done {
+                return;
             }
         }
+    }
+
+    /// One sync and the watches after it, until a watch ends in a relist; `true` once
+    /// cancelled.
+    async fn sync_once(
+        &self,
+        cancel: &CancellationToken,
+        run: &mut Run,
+        warm_started: &mut bool,
+    ) -> bool {
+        let o = &self.options;
+        if std::mem::take(warm_started) {
+            return matches!(self.watch_loop(cancel, run, None).await, Stop::Cancelled);
+        }
+        let streaming = o.streaming_lists
+            && run
+                .streaming_refused
+                .is_none_or(|at| at.elapsed() >= o.streaming_retry);
+        let synced = if streaming {
+            self.streaming_sync(cancel, run).await
+        } else {
+            self.list_sync(cancel, run).await.map(|()| None)
+        };
+        let first_watch = match synced {
+            Ok(stream) => stream,
+            Err(Stop::Cancelled) => return true,
+            Err(Stop::Resync) => return false,
+        };
+        matches!(
+            self.watch_loop(cancel, run, first_watch).await,
+            Stop::Cancelled
+        )
     }
 
     fn report(&self, err: ReflectorError) {

@@ -11,26 +11,72 @@
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 use kube::Resource;
+use parking_lot::RwLock;
+use tokio::sync::watch;
 
 use super::Reflector;
-use crate::list_watch::{ListerWatcher, ShardSelector};
+use crate::list_watch::{ListerWatcher, ShardSelector, Shards};
 
-/// A reflector's share: its selector, as the server should echo it, and whether the log
-/// said yet that the server sends more.
+/// A reflector's share: where it comes from, what it is now (`None`: a live share that is
+/// empty, so nothing is this reflector's), as the server should echo it, and whether the
+/// log said yet that the server sends more.
 pub(super) struct Share {
-    selector: ShardSelector,
-    echo: String,
+    source: Shards,
+    now: RwLock<Option<(ShardSelector, String)>>,
     warned: AtomicBool,
 }
 
 impl Share {
-    pub(super) fn new(selector: Option<&ShardSelector>) -> Option<Self> {
-        selector.map(|selector| Self {
-            echo: selector.to_string(),
-            selector: selector.clone(),
-            warned: AtomicBool::new(false),
+    pub(super) fn new(source: Option<&Shards>) -> Option<Self> {
+        source.map(|source| {
+            let now = source.now().map(|s| {
+                let echo = s.to_string();
+                (s, echo)
+            });
+            Self {
+                source: source.clone(),
+                now: RwLock::new(now),
+                warned: AtomicBool::new(false),
+            }
         })
     }
+
+    /// Takes the share as it is now, for a sync about to start: whether it is empty, and,
+    /// for a live share, a receiver told of the next change.
+    pub(super) fn begin(&self) -> (bool, Option<watch::Receiver<Option<ShardSelector>>>) {
+        let changes = match &self.source {
+            Shards::Live(live) => {
+                let mut changes = live.subscribe();
+                changes.borrow_and_update();
+                Some(changes)
+            }
+            Shards::Fixed(_) => None,
+        };
+        let now = self.source.now().map(|s| {
+            let echo = s.to_string();
+            (s, echo)
+        });
+        let empty = now.is_none();
+        *self.now.write() = now;
+        (empty, changes)
+    }
+
+    fn contains(&self, meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> bool {
+        self.now
+            .read()
+            .as_ref()
+            .is_some_and(|(selector, _)| selector.contains(meta))
+    }
+}
+
+/// Resolves when `changes` (a live share's) says the share changed; never for a fixed one.
+pub(super) async fn changed(changes: Option<&mut watch::Receiver<Option<ShardSelector>>>) {
+    if let Some(changes) = changes
+        && changes.changed().await.is_ok()
+    {
+        return;
+    }
+    std::future::pending().await
 }
 
 impl<K, L> Reflector<K, L>
@@ -44,7 +90,7 @@ where
         let Some(share) = &self.share else {
             return true;
         };
-        if share.selector.contains(obj.meta()) {
+        if share.contains(obj.meta()) {
             return true;
         }
         self.filtered_here(share, 1);
@@ -57,7 +103,7 @@ where
             return objects;
         };
         let before = objects.len();
-        objects.retain(|obj| share.selector.contains(obj.meta()));
+        objects.retain(|obj| share.contains(obj.meta()));
         if objects.len() < before {
             self.filtered_here(share, (before - objects.len()) as u64);
         }
@@ -70,7 +116,12 @@ where
         let Some(share) = &self.share else {
             return;
         };
-        if echoed == Some(share.echo.as_str()) {
+        let confirmed = share
+            .now
+            .read()
+            .as_ref()
+            .is_some_and(|(_, echo)| echoed == Some(echo.as_str()));
+        if confirmed {
             return;
         }
         tracing::debug!(
@@ -86,9 +137,10 @@ where
         #[cfg(feature = "metrics")]
         self.metric(|m, name| m.shard_filtered(name, count));
         if !share.warned.swap(true, Relaxed) {
+            let selector = share.now.read().as_ref().map(|(_, echo)| echo.clone());
             tracing::warn!(
                 reflector = %self.name,
-                selector = %share.echo,
+                selector = selector.as_deref().unwrap_or("nothing"),
                 "the server sent objects outside the shard selector (it ignores shardSelector: \
                  a server without the ShardedListAndWatch gate, or before Kubernetes 1.36); \
                  they are dropped here, so the cache holds only its share, but this replica \
