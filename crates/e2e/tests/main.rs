@@ -43,6 +43,7 @@ mod runtime;
 mod scoped_relations;
 mod secure_metrics_real;
 mod server_side_apply;
+mod range_sharded_managers;
 mod shard_selector;
 mod sharded_managers;
 mod sharding;

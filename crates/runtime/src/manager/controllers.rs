@@ -83,9 +83,39 @@ impl Manager {
     pub(super) fn controller_options(&self, options: ControllerOptions) -> ControllerOptions {
         let mut options = options.metrics(&self.controller_metrics);
         if let Some(sharding) = &self.options.sharding {
-            options = options.sharded(sharding.ring.clone(), sharding.shard.clone());
+            let (ring, shard) = (sharding.ring.clone(), sharding.shard.clone());
+            options.shard = Some(match &self.range_share {
+                Some(share) => crate::sharding::Shard::in_ranges(ring, shard, share.clone()),
+                None => crate::sharding::Shard::new(ring, shard),
+            });
         }
         options
+    }
+
+    /// Range mode: the coordinator on every replica (it plans while elected) and the
+    /// replica's slots while it holds its shard Lease.
+    pub(super) fn start_ranges(&mut self) {
+        let (Some(sharding), Some(share), Some(elector), Some(leases)) = (
+            &self.options.sharding,
+            &self.range_share,
+            &self.elector,
+            &self.leases,
+        ) else {
+            return;
+        };
+        let (sharding, share, lease, leases) = (
+            sharding.clone(),
+            share.clone(),
+            elector.config().clone(),
+            leases.clone(),
+        );
+        let (coordinating, slot_leases) = (sharding.clone(), leases.clone());
+        self.add("slot coordinator", false, move |cancel| {
+            sharding::run_coordinator(coordinating, lease, leases, cancel)
+        });
+        self.add("slots", true, move |cancel| {
+            sharding::run_slots(sharding, slot_leases, share, cancel)
+        });
     }
 
     /// Runs `controller` with `reconcile`, `error_policy` and `ctx` (only while leading,

@@ -155,6 +155,8 @@ pub struct Manager {
     duplicate_controller: Option<String>,
     /// Whether the ring's sharder has been added (with the first sharded kinds).
     sharder_started: bool,
+    /// Range mode: the slots this replica serves, for every sharded controller.
+    range_share: Option<Arc<crate::sharding::slots::RangeShare>>,
     /// The writes its controllers declared (for [`rbac`](Self::rbac)).
     declared: crate::rbac::Rbac,
     /// The namespace of the Leases it holds through the API (`None`: not elected, or a
@@ -254,7 +256,12 @@ impl Manager {
             None => (None, None),
         };
         let attribution = Arc::new(crate::controller::Attribution::default());
-        Ok(Self {
+        let range_share = options
+            .sharding
+            .as_ref()
+            .and_then(|s| s.ranges)
+            .map(|field| Arc::new(crate::sharding::slots::RangeShare::new(field)));
+        let mut manager = Self {
             client: crate::controller::recording_client_attributing(
                 client.clone(),
                 attribution.clone(),
@@ -278,9 +285,12 @@ impl Manager {
             controller_names: std::collections::BTreeSet::new(),
             duplicate_controller: None,
             sharder_started: false,
+            range_share,
             declared: crate::rbac::Rbac::default(),
             lease_namespace,
-        })
+        };
+        manager.start_ranges();
+        Ok(manager)
     }
 
     /// Where the endpoints are served, once [`run`](Self::run) has bound them: `wait_for`

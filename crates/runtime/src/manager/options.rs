@@ -229,4 +229,39 @@ impl ManagerOptions {
         }
         self
     }
+
+    /// Shard by hash ranges instead of labels (after [`sharded`](Self::sharded)): nothing
+    /// is written to the sharded objects. The hash space of `field` (FNV-1a 64, KEP-5866)
+    /// is cut into 64 slots; the replica elected on `<ring>-sharder` assigns them to the
+    /// live replicas in the Lease `<ring>-slot-table`, and each replica's informers for
+    /// its controllers' kinds list and watch only its slots (`shardSelector`, filtered by
+    /// the client too, so a server without the `ShardedListAndWatch` gate costs traffic,
+    /// never correctness). A slot moves only once its holder has stopped reconciling it
+    /// (see [`sharding`](crate::sharding)).
+    ///
+    /// - [`ShardField::Namespace`](kube_informer::list_watch::ShardField::Namespace): a
+    ///   namespace's objects share a replica, so owned children are listed by the same
+    ///   slots as their owners; few namespaces spread unevenly.
+    /// - [`ShardField::Uid`](kube_informer::list_watch::ShardField::Uid): objects spread
+    ///   evenly; owned children are cached whole on every replica (their owner's uid is not
+    ///   theirs), and reconciled only where their owner is.
+    ///
+    /// RBAC: no patch on the sharded kinds; the Leases as in label mode.
+    ///
+    /// ```
+    /// use kube_informer::list_watch::ShardField;
+    /// use kube_informer_runtime::manager::ManagerOptions;
+    ///
+    /// let options = ManagerOptions::default()
+    ///     .sharded("web", "web-0")
+    ///     .hash_ranges(ShardField::Namespace);
+    /// # let _ = options;
+    /// ```
+    #[must_use]
+    pub fn hash_ranges(mut self, field: kube_informer::list_watch::ShardField) -> Self {
+        if let Some(sharding) = &mut self.sharding {
+            sharding.ranges = Some(field);
+        }
+        self
+    }
 }

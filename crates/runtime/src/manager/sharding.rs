@@ -6,10 +6,15 @@ use std::{collections::HashMap, sync::Arc, time::Duration};
 use futures_util::{StreamExt, stream::FuturesUnordered};
 use tokio_util::sync::CancellationToken;
 
+use kube_informer::list_watch::ShardField;
+
 use crate::{
     leader_election::{LeaderElectionConfig, LeaderElector},
     lease::LeaseStore,
-    sharding::{KindSets, LiveShards, Sharder, Shards, SharedReads, shard_lease},
+    sharding::{
+        KindSets, LiveShards, Sharder, Shards, SharedReads, shard_lease,
+        slots::{RangeShare, SlotServer, TableStore, coordinate_once, serve_slots},
+    },
 };
 
 /// What [`ManagerOptions::sharded`](super::ManagerOptions::sharded) asked for.
@@ -18,6 +23,9 @@ pub(crate) struct Sharding {
     pub(crate) ring: String,
     pub(crate) shard: String,
     pub(crate) every: Duration,
+    /// Range mode, hashing this field ([`ManagerOptions::hash_ranges`](super::ManagerOptions::hash_ranges));
+    /// label mode otherwise.
+    pub(crate) ranges: Option<ShardField>,
 }
 
 impl Sharding {
@@ -26,6 +34,7 @@ impl Sharding {
             ring,
             shard,
             every: Duration::from_secs(5),
+            ranges: None,
         }
     }
 
@@ -77,39 +86,93 @@ pub(crate) async fn run_sharder(
     let live = LiveShards::new(leases, sharding.ring.clone());
     let reads = SharedReads::new(&live);
     let sharder = Sharder::new(sharding.ring.clone());
-    let rounds = async {
-        let mut leading = elector.leading();
-        loop {
-            // Meanwhile the Leases are observed, so that once elected this replica knows
-            // for how long each has gone unchanged: a new observer would count a dead
-            // shard alive for one more Lease duration.
-            let observing = async {
-                loop {
-                    if let Err(error) = reads.observe().await {
-                        tracing::debug!(%error, "cannot read the shard Leases");
-                    }
-                    tokio::time::sleep(crate::sharding::OBSERVE_EVERY).await;
-                }
-            };
-            let elected = tokio::select! {
-                elected = leading.wait_for(|l| *l) => elected.is_ok(),
-                () = observing => false,
-            };
-            if !elected {
-                return;
-            }
-            let sets = place_sets(&sharder, &kind_sets, &reads, sharding.every);
-            tokio::select! {
-                () = sets => return,
-                lost = leading.wait_for(|l| !*l) => if lost.is_err() { return },
-            }
-        }
-    };
+    let rounds = while_elected(&elector, &reads, || {
+        place_sets(&sharder, &kind_sets, &reads, sharding.every)
+    });
     tokio::select! {
         () = elector.run(cancel.clone()) => {}
         () = rounds => {}
     }
     Ok(())
+}
+
+/// Range mode's coordinator ([`slots`](crate::sharding::slots)): while this replica is
+/// elected on `<ring>-sharder`, a round of the slot plan each period, until `cancel`.
+pub(crate) async fn run_coordinator(
+    sharding: Sharding,
+    shard_lease: LeaderElectionConfig,
+    leases: Arc<dyn LeaseStore>,
+    cancel: CancellationToken,
+) -> Result<(), String> {
+    let elector = LeaderElector::new(leases.clone(), sharding.election(&shard_lease))
+        .map_err(|e| e.to_string())?;
+    let live = LiveShards::new(leases.clone(), sharding.ring.clone());
+    let reads = SharedReads::new(&live);
+    let tables = TableStore::new(leases, &sharding.ring);
+    let rounds = while_elected(&elector, &reads, || async {
+        loop {
+            if let Err(error) = coordinate_once(&tables, &live).await {
+                tracing::debug!(%error, ring = %sharding.ring, "a slot plan was not written; planning again");
+            }
+            tokio::time::sleep(sharding.every).await;
+        }
+    });
+    tokio::select! {
+        () = elector.run(cancel.clone()) => {}
+        () = rounds => {}
+    }
+    Ok(())
+}
+
+/// Range mode's replica half: serves the slots the table gives this replica through
+/// `share` (its controllers' reconciles and informers) while it holds its shard Lease (a
+/// leader-only task), each period; serves nothing once stopped.
+pub(crate) async fn run_slots(
+    sharding: Sharding,
+    leases: Arc<dyn LeaseStore>,
+    share: Arc<RangeShare>,
+    cancel: CancellationToken,
+) -> Result<(), String> {
+    let tables = TableStore::new(leases, &sharding.ring);
+    tokio::select! {
+        () = serve_slots(&tables, &sharding.shard, &share, sharding.every) => {}
+        () = cancel.cancelled() => {}
+    }
+    share.halt();
+    Ok(())
+}
+
+/// Runs `work` while elected by `elector`, observing the shard Leases meanwhile (so that,
+/// once elected, this replica knows for how long each has gone unchanged: a new observer
+/// would count a dead shard alive for one more Lease duration); `work` is dropped the
+/// moment the election is lost.
+async fn while_elected<Fut: Future<Output = ()>>(
+    elector: &LeaderElector,
+    reads: &SharedReads<'_>,
+    work: impl Fn() -> Fut,
+) {
+    let mut leading = elector.leading();
+    loop {
+        let observing = async {
+            loop {
+                if let Err(error) = reads.observe().await {
+                    tracing::debug!(%error, "cannot read the shard Leases");
+                }
+                tokio::time::sleep(crate::sharding::OBSERVE_EVERY).await;
+            }
+        };
+        let elected = tokio::select! {
+            elected = leading.wait_for(|l| *l) => elected.is_ok(),
+            () = observing => false,
+        };
+        if !elected {
+            return;
+        }
+        tokio::select! {
+            () = work() => return,
+            lost = leading.wait_for(|l| !*l) => if lost.is_err() { return },
+        }
+    }
 }
 
 /// Places every set of `kind_sets` on its own until the sets can change no more (dropped

@@ -4,23 +4,62 @@
 //! the sharder to place) and reconciles through [`Shard::reconcile`] (the shard's half of
 //! the protocol around the unchanged reconcile).
 
-use kube::{Resource, api::ApiResource};
-use kube_informer::factory::{InformerSpec, SharedInformerFactory};
+use std::sync::Arc;
 
-use super::{Placement, ShardedKind, reconcile::reconcile_sharded_with, shard_selectors};
-use crate::reconcile::Reconciler;
+use futures_util::future::BoxFuture;
+use kube::{Resource, api::ApiResource};
+use kube_informer::{
+    factory::{InformerSpec, SharedInformerFactory},
+    list_watch::ShardField,
+};
+
+use super::{
+    Placement, ShardedKind,
+    reconcile::reconcile_sharded_with,
+    shard_selectors,
+    slots::{RangeShare, reconcile_in_slots},
+};
+use crate::reconcile::{Action, Cached, Reconciler};
 
 /// One shard of one ring, as a controller is sharded
 /// ([`ControllerOptions::sharded`](crate::ControllerOptions::sharded)).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub(crate) struct Shard {
     ring: String,
     shard: String,
+    /// Range mode: the replica's slots (else label mode).
+    ranges: Option<Arc<RangeShare>>,
 }
 
+impl PartialEq for Shard {
+    fn eq(&self, other: &Self) -> bool {
+        let same_ranges = match (&self.ranges, &other.ranges) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (a, b) => a.is_none() && b.is_none(),
+        };
+        self.ring == other.ring && self.shard == other.shard && same_ranges
+    }
+}
+
+impl Eq for Shard {}
+
 impl Shard {
+    /// Label mode.
     pub(crate) fn new(ring: String, shard: String) -> Self {
-        Self { ring, shard }
+        Self {
+            ring,
+            shard,
+            ranges: None,
+        }
+    }
+
+    /// Range mode, serving `ranges`' slots.
+    pub(crate) fn in_ranges(ring: String, shard: String, ranges: Arc<RangeShare>) -> Self {
+        Self {
+            ring,
+            shard,
+            ranges: Some(ranges),
+        }
     }
 
     /// A kind `T` read sharded, placed as `placement` says: `spec` also selecting the
@@ -38,6 +77,23 @@ impl Shard {
     where
         T: Resource + Clone + Send + Sync + 'static,
     {
+        if let Some(ranges) = &self.ranges {
+            // The server lists each replica's share; nothing is written, nothing placed.
+            // Children follow their owner only when namespaces are hashed (a namespace's
+            // objects share a slot); with uids they are read whole.
+            let follows = match placement {
+                Placement::Own => true,
+                Placement::Controller => ranges.field() == ShardField::Namespace,
+            };
+            let spec = match follows {
+                true => {
+                    let selectors = spec.current_selectors().clone();
+                    spec.selectors(selectors.live_shards(ranges.informers().clone()))
+                }
+                false => spec,
+            };
+            return (spec, Vec::new());
+        }
         let client = factory.client();
         let namespaces = spec
             .current_selectors()
@@ -75,13 +131,19 @@ impl Shard {
         Ctx: Send + Sync + 'static,
         R: Reconciler<K, Ctx>,
     {
-        // Already a reconcile function: the blanket impl makes it a `Reconciler`.
-        reconcile_sharded_with(
-            self.ring.clone(),
-            self.shard.clone(),
-            client,
-            dyntype,
-            reconcile,
-        )
+        type Call<K, Ctx, E> =
+            Arc<dyn Fn(Cached<K>, Arc<Ctx>) -> BoxFuture<'static, Result<Action, E>> + Send + Sync>;
+        // Already reconcile functions: the blanket impl makes them `Reconciler`s.
+        let call: Call<K, Ctx, R::Error> = match &self.ranges {
+            Some(ranges) => Arc::new(reconcile_in_slots(ranges.clone(), reconcile)),
+            None => Arc::new(reconcile_sharded_with(
+                self.ring.clone(),
+                self.shard.clone(),
+                client,
+                dyntype,
+                reconcile,
+            )),
+        };
+        move |cached: Cached<K>, ctx: Arc<Ctx>| call(cached, ctx)
     }
 }

@@ -34,12 +34,10 @@
 //! after its check-in names it holder of. So the new holder starts only once the old one
 //! has stopped, whatever the order of events, lost answers or partitions.
 
-// Not yet used outside its tests: the manager's range mode (issue #57) wires it to the
-// informers' shares and the reconciles next.
-#![allow(dead_code, unused_imports)]
-
 mod coordinator;
+mod reconcile;
 mod replica;
+mod share;
 mod table;
 #[cfg(test)]
 mod tests;
@@ -50,8 +48,10 @@ use kube_informer::list_watch::{HASH_SPACE_END, ShardField, ShardSelector};
 
 pub(crate) use self::{
     coordinator::coordinate_once,
+    reconcile::reconcile_in_slots,
     replica::{SlotServer, serve_slots},
-    table::{SlotTable, TableStore},
+    share::RangeShare,
+    table::TableStore,
 };
 
 /// The slots the hash space is cut into. 64 keeps every share of up to eight replicas

@@ -56,11 +56,13 @@ impl SlotTable {
     }
 
     /// Each slot's holder.
+    #[cfg(test)]
     pub(crate) fn holder(&self, slot: usize) -> Option<&str> {
         self.holders[slot].as_deref()
     }
 
-    /// Whether some slot is moving.
+    /// Whether every slot has a holder and none is moving.
+    #[cfg(test)]
     pub(crate) fn settled(&self) -> bool {
         self.moving.is_empty() && self.holders.iter().all(Option::is_some)
     }

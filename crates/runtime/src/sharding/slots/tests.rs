@@ -16,7 +16,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
-use super::*;
+use super::{table::SlotTable, *};
 use crate::{
     leader_election::{LeaderElectionConfig, LeaderElector},
     lease::{LeaseStore, MemoryLeases},
