@@ -106,6 +106,10 @@ enum Command {
         /// The shard Leases' duration in seconds (renew deadline 2/3, retry 1/5 of it)
         #[arg(long, default_value_t = 15)]
         lease_secs: u64,
+        /// Sharding modes to measure, back to back: `labels` (the sharder labels each pod),
+        /// `ranges` (each replica lists its hash ranges; nothing written)
+        #[arg(long, value_delimiter = ',', default_value = "labels,ranges")]
+        modes: Vec<String>,
     },
     /// One replica of `sharding` (what it runs in each child process)
     #[command(hide = true)]
@@ -116,6 +120,8 @@ enum Command {
         shard: String,
         #[arg(long)]
         lease_secs: u64,
+        #[arg(long)]
+        ranges: bool,
     },
     /// JSON against protobuf on a real kube-apiserver (needs KUBEBUILDER_ASSETS): bytes,
     /// one-core decode rates of LIST and watch, and an informer's first sync with each
@@ -263,19 +269,23 @@ fn main() {
             pods,
             replicas,
             lease_secs,
+            modes,
         }) => sharding::run(&sharding::Plan {
             pods,
             replicas,
             lease: std::time::Duration::from_secs(lease_secs),
+            modes,
         }),
         Some(Command::ShardReplica {
             url,
             shard,
             lease_secs,
+            ranges,
         }) => sharding::replica::run(&sharding::replica::Replica {
             url,
             shard,
             lease: std::time::Duration::from_secs(lease_secs),
+            ranges,
         }),
         Some(Command::Protobuf { pods, save, from }) => match from {
             Some(dir) => protobuf::measure_saved(&dir, pods),

@@ -3,7 +3,9 @@
 //! time until every pod is labelled and cached by its shard, then per replica the pods it
 //! caches, its reconciles, its memory and the bytes it read from the API server; then one
 //! replica is killed (the time until the others hold its pods) and a new one joins (the
-//! time until it holds its share).
+//! time until it holds its share). In label mode (the sharder writes each pod's shard
+//! label) and in range mode (`ManagerOptions::hash_ranges`: each replica lists and watches
+//! its hash ranges of pod uids, nothing written), back to back.
 
 pub(crate) mod replica;
 
@@ -15,6 +17,7 @@ use std::{
 };
 
 use fake_apiserver::{FakeApiServer, Gvr, ServerConfig, fixtures::realistic_pod};
+use kube_informer::list_watch::shard_hash;
 use kube_informer_runtime::sharding::Ring;
 use parking_lot::Mutex;
 use tokio::{
@@ -34,6 +37,8 @@ pub(crate) struct Plan {
     pub(crate) pods: usize,
     pub(crate) replicas: Vec<usize>,
     pub(crate) lease: Duration,
+    /// `labels`, `ranges`, or both.
+    pub(crate) modes: Vec<String>,
 }
 
 /// A replica's report of itself, one line every quarter second.
@@ -73,6 +78,7 @@ struct Replicas {
     exe: std::path::PathBuf,
     url: String,
     lease: Duration,
+    ranges: bool,
     children: BTreeMap<String, Child>,
     statuses: Statuses,
     readers: JoinSet<()>,
@@ -83,6 +89,7 @@ impl Replicas {
         let mut child = Command::new(&self.exe)
             .args(["shard-replica", "--url", &self.url, "--shard", shard])
             .args(["--lease-secs", &self.lease.as_secs().to_string()])
+            .args(self.ranges.then_some("--ranges"))
             .stdout(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
@@ -108,27 +115,26 @@ impl Replicas {
         self.statuses.lock().remove(shard);
     }
 
-    /// Waits until every replica leads its shard and caches exactly the pods the ring of
-    /// the replicas places on it.
-    async fn settled(&self, keys: &[String]) -> Result<Duration, String> {
+    /// Waits until every replica leads its shard and caches exactly the pods placed on
+    /// it: by the ring of the replicas (label mode), or by the slot table once no slot
+    /// moves (range mode).
+    async fn settled(&self, server: &FakeApiServer, pods: &Pods) -> Result<Duration, String> {
         let started = Instant::now();
         let shards: BTreeSet<&str> = self.children.keys().map(String::as_str).collect();
-        let ring = Ring::new(shards.iter().copied());
-        let mut expected: BTreeMap<&str, usize> = shards.iter().map(|s| (*s, 0)).collect();
-        for key in keys {
-            *expected
-                .entry(ring.shard_for(key).expect("a live shard"))
-                .or_default() += 1;
-        }
         loop {
-            let done = {
+            let expected = match self.ranges {
+                false => Some(pods.by_ring(&shards)),
+                true => pods.by_slots(server, &shards).await,
+            };
+            let done = expected.as_ref().is_some_and(|expected| {
                 let statuses = self.statuses.lock();
-                expected.iter().all(|(shard, n)| {
+                shards.iter().all(|shard| {
+                    let n = expected.get(*shard).copied().unwrap_or_default();
                     statuses
                         .get(*shard)
-                        .is_some_and(|s| s.leading && s.cached == *n)
+                        .is_some_and(|s| s.leading && s.cached == n)
                 })
-            };
+            });
             if done {
                 return Ok(started.elapsed());
             }
@@ -140,6 +146,79 @@ impl Replicas {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+}
+
+/// The pods, as each mode places them.
+struct Pods {
+    /// Label mode's keys.
+    keys: Vec<String>,
+    /// Range mode's slots (of the uids' hashes), one per pod.
+    slots: Vec<usize>,
+}
+
+impl Pods {
+    async fn of(server: &FakeApiServer, count: usize) -> Result<Self, String> {
+        let keys = (0..count)
+            .map(|i| format!("/Pod/{NAMESPACE}/{}", pod_name(i)))
+            .collect();
+        let client = server.client().map_err(|e| e.to_string())?;
+        let api: kube::Api<k8s_openapi::api::core::v1::Pod> =
+            kube::Api::namespaced(client, NAMESPACE);
+        let metadata = api
+            .list_metadata(&Default::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        let slots = metadata
+            .items
+            .iter()
+            .map(|pod| {
+                let hash = shard_hash(pod.metadata.uid.as_deref().unwrap_or_default());
+                (hash >> 58) as usize // 64 slots
+            })
+            .collect();
+        Ok(Self { keys, slots })
+    }
+
+    fn by_ring(&self, shards: &BTreeSet<&str>) -> BTreeMap<String, usize> {
+        let ring = Ring::new(shards.iter().copied());
+        let mut counts = BTreeMap::new();
+        for key in &self.keys {
+            let shard = ring.shard_for(key).expect("a live shard");
+            *counts.entry(shard.to_owned()).or_default() += 1;
+        }
+        counts
+    }
+
+    /// Each live replica's pods as the slot table gives them; `None` while a slot moves
+    /// or is held by a replica that is gone.
+    async fn by_slots(
+        &self,
+        server: &FakeApiServer,
+        shards: &BTreeSet<&str>,
+    ) -> Option<BTreeMap<String, usize>> {
+        let client = server.client().ok()?;
+        let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+            kube::Api::namespaced(client, NAMESPACE);
+        let lease = leases.get_opt(&format!("{RING}-slot-table")).await.ok()??;
+        let text = lease
+            .metadata
+            .annotations?
+            .remove("sharding.kube-informer.dev/slots")?;
+        let table: serde_json::Value = serde_json::from_str(&text).ok()?;
+        if table["moving"].as_object().is_some_and(|m| !m.is_empty()) {
+            return None;
+        }
+        let holders: Vec<Option<String>> = serde_json::from_value(table["holders"].clone()).ok()?;
+        let mut counts = BTreeMap::new();
+        for slot in &self.slots {
+            let holder = holders.get(*slot)?.clone()?;
+            if !shards.contains(holder.as_str()) {
+                return None;
+            }
+            *counts.entry(holder).or_default() += 1;
+        }
+        Some(counts)
     }
 }
 
@@ -155,9 +234,22 @@ pub(crate) fn run(plan: &Plan) -> Result<(), String> {
 }
 
 async fn run_plan(plan: &Plan) -> Result<(), String> {
+    for mode in &plan.modes {
+        let ranges = match mode.as_str() {
+            "labels" => false,
+            "ranges" => true,
+            other => return Err(format!("unknown mode {other:?}: labels or ranges")),
+        };
+        run_mode(plan, ranges).await?;
+    }
+    Ok(())
+}
+
+async fn run_mode(plan: &Plan, ranges: bool) -> Result<(), String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let mode = if ranges { "range mode" } else { "label mode" };
     println!(
-        "sharded controller of {} pods; lease {:?} (renew at 2/3, retry at 1/5), sharding period 5 s\n",
+        "sharded controller of {} pods, {mode}; lease {:?} (renew at 2/3, retry at 1/5), sharding period 5 s\n",
         plan.pods, plan.lease
     );
     println!(
@@ -167,13 +259,12 @@ async fn run_plan(plan: &Plan) -> Result<(), String> {
     let mut timings = Vec::new();
     for &n in &plan.replicas {
         let server = seeded(plan.pods).await?;
-        let keys: Vec<String> = (0..plan.pods)
-            .map(|i| format!("/Pod/{NAMESPACE}/{}", pod_name(i)))
-            .collect();
+        let keys = Pods::of(&server, plan.pods).await?;
         let mut replicas = Replicas {
             exe: exe.clone(),
             url: server.url().to_owned(),
             lease: plan.lease,
+            ranges,
             children: BTreeMap::new(),
             statuses: Statuses::default(),
             readers: JoinSet::new(),
@@ -181,7 +272,7 @@ async fn run_plan(plan: &Plan) -> Result<(), String> {
         for i in 0..n {
             replicas.start(&format!("r{i}"))?;
         }
-        let placed = replicas.settled(&keys).await?;
+        let placed = replicas.settled(&server, &keys).await?;
         // Let the reconciles of the last placed pods finish before reading the counts.
         tokio::time::sleep(Duration::from_secs(2)).await;
         for row in rows(&server, &replicas) {
@@ -201,13 +292,19 @@ async fn run_plan(plan: &Plan) -> Result<(), String> {
         if n >= 2 {
             let victim = format!("r{}", n - 1);
             replicas.kill(&victim).await;
-            let crash = replicas.settled(&keys).await?;
+            let crash = replicas.settled(&server, &keys).await?;
             replicas.start(&format!("r{n}"))?;
-            let join = replicas.settled(&keys).await?;
+            let join = replicas.settled(&server, &keys).await?;
             timing += &format!(
                 "; {victim} killed: its pods held by the others after {crash:.1?}; r{n} joined: its share held after {join:.1?}"
             );
         }
+        let writes = server
+            .requests()
+            .iter()
+            .filter(|r| r.resource.as_deref() == Some("pods") && r.method != "GET")
+            .count();
+        timing += &format!("; writes to pods: {writes}");
         eprintln!("{timing}");
         timings.push(timing);
         for shard in replicas.children.keys().cloned().collect::<Vec<_>>() {
@@ -243,15 +340,19 @@ async fn seeded(pods: usize) -> Result<FakeApiServer, String> {
     Ok(server)
 }
 
-/// Each replica's status and the bytes the API server sent it (its shard's LISTs and
-/// watches, told apart by their label selector), and the same for the sharder's own cache
-/// (pods listed and watched without a selector).
+/// Each replica's status and the bytes the API server sent it. Label mode tells the
+/// replicas' requests apart by their label selector, and adds the sharder's own cache (pods
+/// listed and watched without a selector); range mode's selectors change with the slots,
+/// so its replicas' bytes are one total.
 fn rows(server: &FakeApiServer, replicas: &Replicas) -> Vec<Row> {
     let requests = server.requests();
-    let read = |shard: Option<&str>| -> u64 {
+    let pods = || {
         requests
             .iter()
             .filter(|r| r.resource.as_deref() == Some("pods") && r.method == "GET")
+    };
+    let by_label = |shard: Option<&str>| -> u64 {
+        pods()
             .filter(|r| match (shard, r.param("labelSelector")) {
                 (Some(shard), Some(selector)) => selector.ends_with(&format!("={shard}")),
                 (None, None) => true,
@@ -267,13 +368,23 @@ fn rows(server: &FakeApiServer, replicas: &Replicas) -> Vec<Row> {
         .map(|shard| Row {
             shard: shard.clone(),
             status: statuses.get(shard).copied().unwrap_or_default(),
-            read_bytes: read(Some(shard)),
+            read_bytes: if replicas.ranges { 0 } else { by_label(Some(shard)) },
         })
         .collect();
-    rows.push(Row {
-        shard: "(sharder's metadata cache)".into(),
-        status: Status::default(),
-        read_bytes: read(None),
+    rows.push(match replicas.ranges {
+        false => Row {
+            shard: "(sharder's metadata cache)".into(),
+            status: Status::default(),
+            read_bytes: by_label(None),
+        },
+        true => Row {
+            shard: "(all replicas)".into(),
+            status: Status::default(),
+            read_bytes: pods()
+                .filter(|r| r.param("shardSelector").is_some())
+                .map(|r| r.bytes)
+                .sum(),
+        },
     });
     rows
 }

@@ -11,13 +11,9 @@ use std::{
 };
 
 use k8s_openapi::api::core::v1::Pod;
-use kube_informer::{
-    Selectors,
-    factory::{FactoryOptions, InformerSpec},
-};
+use kube_informer::{Selectors, factory::FactoryOptions, list_watch::ShardField};
 use kube_informer_runtime::{
     Action, Cached, ControllerOptions, LeaderElectionConfig, Manager, ManagerOptions,
-    sharding::shard_selectors,
 };
 
 use super::{NAMESPACE, RING, Status};
@@ -28,6 +24,8 @@ pub(crate) struct Replica {
     pub(crate) url: String,
     pub(crate) shard: String,
     pub(crate) lease: Duration,
+    /// Range mode (else label mode).
+    pub(crate) ranges: bool,
 }
 
 /// Runs the replica until the process is killed.
@@ -53,15 +51,16 @@ async fn serve(replica: &Replica) -> Result<(), String> {
         .factory(FactoryOptions::default().selectors(Selectors::default().in_namespace(NAMESPACE)))
         .leader_election(election)
         .sharded(RING, replica.shard.clone());
+    let options = match replica.ranges {
+        true => options.hash_ranges(ShardField::Uid),
+        false => options,
+    };
     let mut manager = Manager::new(client, options)
         .await
         .map_err(|e| e.to_string())?;
-    let cache = manager
-        .factory()
-        .informer_with::<Pod>(InformerSpec::new().selectors(shard_selectors(RING, &replica.shard)))
-        .store();
     let leading = manager.elector().cloned();
     let controller = manager.controller::<Pod>(ControllerOptions::default().name("pods"));
+    let cache = controller.informer().store();
     let reconciles = Arc::new(AtomicU64::new(0));
     let counted = reconciles.clone();
     manager.add_controller(

@@ -65,6 +65,14 @@
 //!   Objects labelled without a holder (at creation, by an older sharder) are adopted as
 //!   labelled.
 //!
+//! - **Range mode** ([`ManagerOptions::hash_ranges`](crate::ManagerOptions::hash_ranges)):
+//!   nothing is written to the sharded objects. The FNV-1a 64 hash space of each object's
+//!   uid (or namespace) is cut into 64 slots, held one replica each in the Lease
+//!   `<ring>-slot-table`; each replica's informers list and watch its slots with KEP-5866
+//!   `shardSelector` (and drop whatever a server without the gate sends outside them),
+//!   and a slot moves only after its holder has stopped reconciling it and handed it over
+//!   itself, or once its holder's Lease expired. The sharding page has the protocol and
+//!   its safety argument.
 //! - **Fleets**: a [`FleetController`](crate::fleet::FleetController) under a sharded
 //!   manager places `(cluster, object)` pairs the same way, with the labels written in each
 //!   member ([`ShardKey::in_member`], [`ShardedKind::in_member`]), or whole members on one
