@@ -1,13 +1,15 @@
 //! Sharded managers in range mode (issue #57) on both servers — kube-apiserver with the
 //! `ShardedListAndWatch` gate and without it, fake-apiserver honouring `shardSelector` and
 //! ignoring it: three replicas split ConfigMaps (each with a Secret it owns) by hash
-//! ranges of their uids with nothing written to them; a killed replica's slots move once
+//! ranges of their uids (in one namespace) or of their namespaces (forty, the Secrets
+//! listed by the same slots) with nothing written to them; a killed replica's slots move once
 //! its Lease expires, a joining one takes its share while the objects it takes are being
 //! reconciled slowly where they are, a partitioned one stops before its slots move. All
 //! along objects change, and an instrumented reconcile shows no object reconciled by two
 //! replicas at once; at each settled point every object was last reconciled by its slot's
 //! holder and each replica's cache holds exactly its slots. The only writes to the
-//! ConfigMaps are the test's own.
+//! ConfigMaps are the test's own, and no ConfigMap is ever reconciled as deleted (none is:
+//! a key whose object its replica has not listed yet is not a deleted one).
 
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
@@ -37,7 +39,25 @@ use parking_lot::Mutex;
 use serde_json::json;
 
 const OBJECTS: usize = 120;
+/// Where the Leases are, and the objects when uids are hashed.
 const NS: &str = "range-sharded";
+/// Hashing namespaces, the objects are spread over namespaces named as teams name them:
+/// by words. (Names that differ only in their last characters, `team-01` … `team-40`, all
+/// hash into one slot: FNV-1a's top bits barely depend on a name's end — docs/sharding.md.)
+const TEAMS: [&str; 40] = [
+    "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet",
+    "kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo", "sierra", "tango",
+    "uniform", "victor", "whiskey", "xray", "yankee", "zulu", "amber", "blue", "cyan", "dune",
+    "ember", "frost", "gale", "haze", "iris", "jade", "kite", "lotus", "moss", "nova",
+];
+
+/// The namespace of object `i`.
+fn namespace_of(field: ShardField, i: usize) -> String {
+    match field {
+        ShardField::Namespace => format!("{}-{NS}", TEAMS[i % TEAMS.len()]),
+        _ => NS.to_owned(),
+    }
+}
 
 /// Who reconciles what (see `sharded_managers.rs`).
 #[derive(Default)]
@@ -46,6 +66,8 @@ struct Ledger {
     overlaps: Vec<String>,
     last: BTreeMap<String, String>,
     slow: BTreeSet<String>,
+    /// Keys reconciled as deleted (none ever is).
+    gone: Vec<String>,
 }
 
 struct Running {
@@ -66,19 +88,28 @@ struct Replica {
     graceful: CancellationToken,
 }
 
-async fn replica(backend: &Backend, ledger: &Arc<Mutex<Ledger>>, name: &'static str) -> Replica {
+async fn replica(
+    backend: &Backend,
+    ledger: &Arc<Mutex<Ledger>>,
+    field: ShardField,
+    name: &'static str,
+) -> Replica {
     let short = LeaderElectionConfig::new("unused")
         .namespace(NS)
         .lease_duration(Duration::from_secs(6))
         .renew_deadline(Duration::from_secs(3))
         .retry_period(Duration::from_millis(500));
     let link = Partitionable::new(Api::<Lease>::namespaced(backend.client(), NS));
+    let factory = match field {
+        ShardField::Namespace => FactoryOptions::default(),
+        _ => FactoryOptions::default().selectors(Selectors::default().in_namespace(NS)),
+    };
     let options = ManagerOptions::for_tests()
         .lease_store(Arc::new(link.clone()))
-        .factory(FactoryOptions::default().selectors(Selectors::default().in_namespace(NS)))
+        .factory(factory)
         .leader_election(short)
         .sharded("web", name)
-        .hash_ranges(ShardField::Uid)
+        .hash_ranges(field)
         .sharding_period(Duration::from_millis(200));
     let mut manager = Manager::new(backend.client(), options).await.unwrap();
     let controller = manager
@@ -90,10 +121,18 @@ async fn replica(backend: &Backend, ledger: &Arc<Mutex<Ledger>>, name: &'static 
     let reconcile = move |cached: Cached<ConfigMap>, _ctx: Arc<()>| {
         let ledger = ledger.clone();
         async move {
-            let Cached::Present(cm) = cached else {
-                return Ok::<_, kube::Error>(Action::Done);
+            let cm = match cached {
+                Cached::Present(cm) => cm,
+                Cached::Gone(key) => {
+                    ledger.lock().gone.push(format!("{key} on {name}"));
+                    return Ok::<_, kube::Error>(Action::Done);
+                }
             };
-            let key = cm.metadata.name.clone().unwrap();
+            let key = format!(
+                "{}/{}",
+                cm.metadata.namespace.as_deref().unwrap(),
+                cm.metadata.name.as_deref().unwrap()
+            );
             {
                 let mut ledger = ledger.lock();
                 if let Some(other) = ledger.running.insert(key.clone(), name.to_owned()) {
@@ -127,23 +166,38 @@ async fn replica(backend: &Backend, ledger: &Arc<Mutex<Ledger>>, name: &'static 
     }
 }
 
-/// Each ConfigMap's holder, as the slot table names the holder of its uid's slot (`None`
-/// while some slot is moving or unheld).
-async fn holders(backend: &Backend) -> Option<BTreeMap<String, String>> {
+/// Each ConfigMap's holder (by `namespace/name`), as the slot table names the holder of
+/// its uid's or namespace's slot (`None` while some slot is moving or unheld).
+async fn holders(backend: &Backend, field: ShardField) -> Option<BTreeMap<String, String>> {
     let leases: Api<Lease> = Api::namespaced(backend.client(), NS);
     let table = leases.get_opt("web-slot-table").await.unwrap()?;
-    let text = table.metadata.annotations?.remove("sharding.kube-informer.dev/slots")?;
+    let text = table
+        .metadata
+        .annotations?
+        .remove("sharding.kube-informer.dev/slots")?;
     let table: serde_json::Value = serde_json::from_str(&text).unwrap();
     if table["moving"].as_object().is_some_and(|m| !m.is_empty()) {
         return None;
     }
     let slots: Vec<Option<String>> = serde_json::from_value(table["holders"].clone()).unwrap();
-    let api: Api<ConfigMap> = Api::namespaced(backend.client(), NS);
+    // Every ConfigMap the replicas cache: kube-apiserver keeps some of its own in
+    // kube-system, and hashing namespaces the replicas watch them all.
+    let api: Api<ConfigMap> = match field {
+        ShardField::Namespace => Api::all(backend.client()),
+        _ => Api::namespaced(backend.client(), NS),
+    };
     let mut holders = BTreeMap::new();
     for cm in api.list(&Default::default()).await.unwrap().items {
-        let hash = shard_hash(cm.metadata.uid.as_deref().unwrap());
+        let ns = cm.metadata.namespace.clone().unwrap();
+        let hash = shard_hash(match field {
+            ShardField::Namespace => &ns,
+            _ => cm.metadata.uid.as_deref().unwrap(),
+        });
         let slot = (hash >> 58) as usize; // 64 slots
-        holders.insert(cm.metadata.name.unwrap(), slots[slot].clone()?);
+        holders.insert(
+            format!("{ns}/{}", cm.metadata.name.unwrap()),
+            slots[slot].clone()?,
+        );
     }
     Some(holders)
 }
@@ -153,13 +207,14 @@ async fn holders(backend: &Backend) -> Option<BTreeMap<String, String>> {
 /// holds exactly its objects.
 async fn settled(
     backend: &Backend,
+    field: ShardField,
     ledger: &Mutex<Ledger>,
     replicas: &[(&str, &Replica)],
 ) -> BTreeMap<String, String> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
     loop {
         let names: BTreeSet<&str> = replicas.iter().map(|(n, _)| *n).collect();
-        if let Some(holders) = holders(backend).await {
+        if let Some(holders) = holders(backend, field).await {
             let placed = holders.values().all(|h| names.contains(h.as_str()))
                 && names.iter().all(|n| holders.values().any(|h| h == n));
             let reconciled = placed && {
@@ -171,7 +226,7 @@ async fn settled(
                     let mine: BTreeSet<String> = holders
                         .iter()
                         .filter(|(_, h)| h == name)
-                        .map(|(k, _)| format!("{NS}/{k}"))
+                        .map(|(k, _)| k.clone())
                         .collect();
                     let cache: BTreeSet<String> = replica
                         .cache
@@ -185,27 +240,51 @@ async fn settled(
                 return holders;
             }
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{}: never settled on {names:?}",
-            backend.name()
-        );
+        if tokio::time::Instant::now() >= deadline {
+            let holders = holders(backend, field).await;
+            let caches: Vec<(String, usize)> = replicas
+                .iter()
+                .map(|(n, r)| (n.to_string(), r.cache.list_keys().len()))
+                .collect();
+            let unreconciled: Vec<String> = holders
+                .iter()
+                .flatten()
+                .filter(|(k, h)| ledger.lock().last.get(*k) != Some(*h))
+                .map(|(k, h)| format!("{k}@{h}:{:?}", ledger.lock().last.get(k)))
+                .take(10)
+                .collect();
+            panic!(
+                "{}: never settled on {names:?}: holders {:?}, caches {caches:?}, not reconciled by their holder {unreconciled:?}",
+                backend.name(),
+                holders.map(|h| h
+                    .values()
+                    .fold(BTreeMap::<String, usize>::new(), |mut m, v| {
+                        *m.entry(v.clone()).or_default() += 1;
+                        m
+                    })),
+            );
+        }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
 async fn range_sharded_managers_split_take_over_and_never_reconcile_one_object_twice(
     backend: Backend,
+    field: ShardField,
 ) {
     let client = backend.client();
     ensure_namespace(&client, NS).await;
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
+    let namespaces: BTreeSet<String> = (0..OBJECTS).map(|i| namespace_of(field, i)).collect();
+    for ns in &namespaces {
+        ensure_namespace(&client, ns).await;
+    }
+    let api = |i: usize| Api::<ConfigMap>::namespaced(client.clone(), &namespace_of(field, i));
     let writes = Arc::new(AtomicUsize::new(0));
     for i in 0..OBJECTS {
+        let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace_of(field, i));
         let cm: ConfigMap =
             serde_json::from_value(json!({"metadata": {"name": format!("cm-{i:03}")}})).unwrap();
-        let cm = api.create(&Default::default(), &cm).await.unwrap();
+        let cm = api(i).create(&Default::default(), &cm).await.unwrap();
         writes.fetch_add(1, SeqCst);
         let child: Secret = serde_json::from_value(json!({"metadata": {
             "name": format!("cm-{i:03}"),
@@ -218,12 +297,14 @@ async fn range_sharded_managers_split_take_over_and_never_reconcile_one_object_t
     let ledger = Arc::new(Mutex::new(Ledger::default()));
     let stop_churn = CancellationToken::new();
     let churn = tokio::spawn({
-        let (api, stop, writes) = (api.clone(), stop_churn.clone(), writes.clone());
+        let (client, stop, writes) = (client.clone(), stop_churn.clone(), writes.clone());
         async move {
             let mut n = 0u64;
             while !stop.is_cancelled() {
                 n += 1;
-                let name = format!("cm-{:03}", (n * 7919) % OBJECTS as u64);
+                let i = ((n * 7919) % OBJECTS as u64) as usize;
+                let api: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace_of(field, i));
+                let name = format!("cm-{i:03}");
                 let patch = json!({"data": {"n": n.to_string()}});
                 writes.fetch_add(1, SeqCst);
                 let _ = api
@@ -233,15 +314,15 @@ async fn range_sharded_managers_split_take_over_and_never_reconcile_one_object_t
             }
         }
     });
-    let a = replica(&backend, &ledger, "a").await;
-    let mut b = replica(&backend, &ledger, "b").await;
-    let c = replica(&backend, &ledger, "c").await;
-    let three = settled(&backend, &ledger, &[("a", &a), ("b", &b), ("c", &c)]).await;
+    let a = replica(&backend, &ledger, field, "a").await;
+    let mut b = replica(&backend, &ledger, field, "b").await;
+    let c = replica(&backend, &ledger, field, "c").await;
+    let three = settled(&backend, field, &ledger, &[("a", &a), ("b", &b), ("c", &c)]).await;
 
     // Kill c: its manager's future is dropped, its Lease left to expire.
     c.task.abort();
     let _ = c.task.await;
-    let two = settled(&backend, &ledger, &[("a", &a), ("b", &b)]).await;
+    let two = settled(&backend, field, &ledger, &[("a", &a), ("b", &b)]).await;
     for (key, holder) in &three {
         if holder != "c" {
             assert_eq!(&two[key], holder, "{key} moved though its holder lives");
@@ -251,20 +332,26 @@ async fn range_sharded_managers_split_take_over_and_never_reconcile_one_object_t
     // d joins while every object is reconciled slowly where it is: d must not start on
     // one before its old holder has finished and let go.
     ledger.lock().slow = two.keys().cloned().collect();
-    let d = replica(&backend, &ledger, "d").await;
-    let with_d = settled(&backend, &ledger, &[("a", &a), ("b", &b), ("d", &d)]).await;
+    let d = replica(&backend, &ledger, field, "d").await;
+    let with_d = settled(&backend, field, &ledger, &[("a", &a), ("b", &b), ("d", &d)]).await;
     for (key, holder) in &with_d {
-        assert!(holder == "d" || holder == &two[key], "{key} moved between old holders");
+        assert!(
+            holder == "d" || holder == &two[key],
+            "{key} moved between old holders"
+        );
     }
     ledger.lock().slow.clear();
 
     // Partition b from the Leases: it stops at its renew deadline, and its slots move once
     // its Lease has expired.
     b.link.set_partitioned(true);
-    let without_b = settled(&backend, &ledger, &[("a", &a), ("d", &d)]).await;
+    let without_b = settled(&backend, field, &ledger, &[("a", &a), ("d", &d)]).await;
     for (key, holder) in &with_d {
         if holder != "b" {
-            assert_eq!(&without_b[key], holder, "{key} moved though its holder lives");
+            assert_eq!(
+                &without_b[key], holder,
+                "{key} moved though its holder lives"
+            );
         }
     }
     let _ = (&mut b.task).await; // its manager ended: leadership lost
@@ -281,27 +368,65 @@ async fn range_sharded_managers_split_take_over_and_never_reconcile_one_object_t
         "{name}: reconciled by two replicas at once: {:?}",
         ledger.lock().overlaps
     );
-    let written = backend
-        .requests_for("configmaps", NS)
-        .into_iter()
-        .filter(|r| matches!(r.verb.as_str(), "create" | "update" | "patch" | "delete"))
-        .count();
-    assert_eq!(written, writes.load(SeqCst), "{name}: a replica wrote to a ConfigMap");
+    let written: usize = namespaces
+        .iter()
+        .map(|ns| {
+            let requests = backend.requests_for("configmaps", ns);
+            let writing = ["create", "update", "patch", "delete"];
+            requests
+                .iter()
+                .filter(|r| writing.contains(&r.verb.as_str()))
+                .count()
+        })
+        .sum();
+    assert_eq!(
+        written,
+        writes.load(SeqCst),
+        "{name}: a replica wrote to a ConfigMap"
+    );
+    let gone = ledger.lock().gone.clone();
+    assert!(
+        gone.is_empty(),
+        "{name}: reconciled as deleted, yet never deleted: {gone:?}"
+    );
 }
 
-async fn range_sharded_managers_with_the_gate(backend: Backend) {
-    range_sharded_managers_split_take_over_and_never_reconcile_one_object_twice(backend).await;
+async fn by_uid_with_the_gate(backend: Backend) {
+    range_sharded_managers_split_take_over_and_never_reconcile_one_object_twice(
+        backend,
+        ShardField::Uid,
+    )
+    .await;
 }
 
-async fn range_sharded_managers_without_the_gate(backend: Backend) {
-    range_sharded_managers_split_take_over_and_never_reconcile_one_object_twice(backend).await;
+async fn by_uid_without_the_gate(backend: Backend) {
+    range_sharded_managers_split_take_over_and_never_reconcile_one_object_twice(
+        backend,
+        ShardField::Uid,
+    )
+    .await;
+}
+
+async fn by_namespace_with_the_gate(backend: Backend) {
+    range_sharded_managers_split_take_over_and_never_reconcile_one_object_twice(
+        backend,
+        ShardField::Namespace,
+    )
+    .await;
 }
 
 both!(
-    range_sharded_managers_with_the_gate,
+    by_uid_with_the_gate,
     BackendOptions {
         feature_gates: vec!["ShardedListAndWatch"],
         ..BackendOptions::default()
     }
 );
-both!(range_sharded_managers_without_the_gate);
+both!(by_uid_without_the_gate);
+both!(
+    by_namespace_with_the_gate,
+    BackendOptions {
+        feature_gates: vec!["ShardedListAndWatch"],
+        ..BackendOptions::default()
+    }
+);

@@ -190,8 +190,8 @@ impl Pods {
         counts
     }
 
-    /// Each live replica's pods as the slot table gives them; `None` while a slot moves
-    /// or is held by a replica that is gone.
+    /// Each live replica's pods as the slot table gives them; `None` while a slot moves,
+    /// is held by a replica that is gone, or a live replica holds none.
     async fn by_slots(
         &self,
         server: &FakeApiServer,
@@ -210,6 +210,11 @@ impl Pods {
             return None;
         }
         let holders: Vec<Option<String>> = serde_json::from_value(table["holders"].clone()).ok()?;
+        // A replica that joined holds slots once the coordinator has planned for it.
+        let holding = |shard: &&str| holders.iter().any(|h| h.as_deref() == Some(*shard));
+        if !shards.iter().all(holding) {
+            return None;
+        }
         let mut counts = BTreeMap::new();
         for slot in &self.slots {
             let holder = holders.get(*slot)?.clone()?;
@@ -368,7 +373,11 @@ fn rows(server: &FakeApiServer, replicas: &Replicas) -> Vec<Row> {
         .map(|shard| Row {
             shard: shard.clone(),
             status: statuses.get(shard).copied().unwrap_or_default(),
-            read_bytes: if replicas.ranges { 0 } else { by_label(Some(shard)) },
+            read_bytes: if replicas.ranges {
+                0
+            } else {
+                by_label(Some(shard))
+            },
         })
         .collect();
     rows.push(match replicas.ranges {

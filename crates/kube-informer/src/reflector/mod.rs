@@ -294,20 +294,33 @@ where
             if empty {
                 // A live share with nothing in it: nothing is this reflector's.
                 self.replace(Vec::new(), &run.resource_version);
-                self.shared.health.lock().synced();
+                {
+                    let mut health = self.shared.health.lock();
+                    health.synced();
+                    health.watching = false;
+                }
                 tokio::select! {
                     () = cancel.cancelled() => return,
-                    () = shards::changed(changes.as_mut()) => continue,
+                    () = shards::changed(changes.as_mut()) => {
+                        run.list_from = ListFrom::Consistent;
+                        continue;
+                    }
                 }
             }
             // A live share that changes ends the sync or watch under way: the next lists
-            // the new share (the cache drops what left it and gains what joined it).
+            // the new share (the cache drops what left it and gains what joined it), from
+            // etcd: a slot gained from another replica must show that replica's last writes.
             let done = tokio::select! {
-                done = self.sync_once(cancel, &mut run, &mut warm_started) => done,
-                () = shards::changed(changes.as_mut()) => false,
+                done = self.sync_once(cancel, &mut run, &mut warm_started) => Some(done),
+                () = shards::changed(changes.as_mut()) => None,
             };
-            if done {
-                return;
+            match done {
+                Some(true) => return,
+                Some(false) => {}
+                None => {
+                    run.list_from = ListFrom::Consistent;
+                    self.shared.health.lock().watching = false;
+                }
             }
         }
     }

@@ -81,10 +81,20 @@ impl Manager {
 
     /// The manager's metrics and sharding, added to a controller's options.
     pub(super) fn controller_options(&self, options: ControllerOptions) -> ControllerOptions {
+        self.sharded_options(options, true)
+    }
+
+    /// [`controller_options`](Self::controller_options), in range mode only if `ranges`
+    /// (a fleet's controllers are placed by labels, in each member, in either mode).
+    pub(super) fn sharded_options(
+        &self,
+        options: ControllerOptions,
+        ranges: bool,
+    ) -> ControllerOptions {
         let mut options = options.metrics(&self.controller_metrics);
         if let Some(sharding) = &self.options.sharding {
             let (ring, shard) = (sharding.ring.clone(), sharding.shard.clone());
-            options.shard = Some(match &self.range_share {
+            options.shard = Some(match self.range_share.as_ref().filter(|_| ranges) {
                 Some(share) => crate::sharding::Shard::in_ranges(ring, shard, share.clone()),
                 None => crate::sharding::Shard::new(ring, shard),
             });

@@ -232,7 +232,7 @@ impl ManagerOptions {
 
     /// Shard by hash ranges instead of labels (after [`sharded`](Self::sharded)): nothing
     /// is written to the sharded objects. The hash space of `field` (FNV-1a 64, KEP-5866)
-    /// is cut into 64 slots; the replica elected on `<ring>-sharder` assigns them to the
+    /// is cut into 64 slots; the replica elected on `<ring>-slot-coordinator` assigns them to the
     /// live replicas in the Lease `<ring>-slot-table`, and each replica's informers for
     /// its controllers' kinds list and watch only its slots (`shardSelector`, filtered by
     /// the client too, so a server without the `ShardedListAndWatch` gate costs traffic,
@@ -241,7 +241,8 @@ impl ManagerOptions {
     ///
     /// - [`ShardField::Namespace`](kube_informer::list_watch::ShardField::Namespace): a
     ///   namespace's objects share a replica, so owned children are listed by the same
-    ///   slots as their owners; few namespaces spread unevenly.
+    ///   slots as their owners; few namespaces spread unevenly, and names that differ only
+    ///   at the end (`team-01`, `team-02`) fall in one slot.
     /// - [`ShardField::Uid`](kube_informer::list_watch::ShardField::Uid): objects spread
     ///   evenly; owned children are cached whole on every replica (their owner's uid is not
     ///   theirs), and reconciled only where their owner is.

@@ -107,7 +107,8 @@ impl Manager {
     {
         let sharded = self.options.sharding.is_some();
         let kinds = sharded.then(|| self.sharded_kinds.clone());
-        let controller = controller.managed(|o| self.controller_options(o), kinds);
+        // Placed by labels in each member, also under a range-mode manager.
+        let controller = controller.managed(|o| self.sharded_options(o, false), kinds);
         if sharded {
             self.start_sharder();
         }

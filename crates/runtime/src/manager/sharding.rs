@@ -53,9 +53,11 @@ impl Sharding {
         config
     }
 
-    /// The sharder's election: one replica of the ring places the objects.
-    fn election(&self, shard_lease: &LeaderElectionConfig) -> LeaderElectionConfig {
-        let mut config = LeaderElectionConfig::new(format!("{}-sharder", self.ring))
+    /// The sharder's election (`<ring>-sharder`: one replica of the ring places the
+    /// objects), or range mode's coordinator's (`<ring>-slot-coordinator`: one plans the
+    /// slots; apart, since a range-mode manager's fleet controllers are placed by labels).
+    fn election(&self, shard_lease: &LeaderElectionConfig, what: &str) -> LeaderElectionConfig {
+        let mut config = LeaderElectionConfig::new(format!("{}-{what}", self.ring))
             .identity(self.shard.clone())
             .lease_duration(shard_lease.lease_duration)
             .renew_deadline(shard_lease.renew_deadline)
@@ -81,7 +83,7 @@ pub(crate) async fn run_sharder(
     kind_sets: KindSets,
     cancel: CancellationToken,
 ) -> Result<(), String> {
-    let elector = LeaderElector::new(leases.clone(), sharding.election(&shard_lease))
+    let elector = LeaderElector::new(leases.clone(), sharding.election(&shard_lease, "sharder"))
         .map_err(|e| e.to_string())?;
     let live = LiveShards::new(leases, sharding.ring.clone());
     let reads = SharedReads::new(&live);
@@ -97,15 +99,16 @@ pub(crate) async fn run_sharder(
 }
 
 /// Range mode's coordinator ([`slots`](crate::sharding::slots)): while this replica is
-/// elected on `<ring>-sharder`, a round of the slot plan each period, until `cancel`.
+/// elected on `<ring>-slot-coordinator`, a round of the slot plan each period, until
+/// `cancel`.
 pub(crate) async fn run_coordinator(
     sharding: Sharding,
     shard_lease: LeaderElectionConfig,
     leases: Arc<dyn LeaseStore>,
     cancel: CancellationToken,
 ) -> Result<(), String> {
-    let elector = LeaderElector::new(leases.clone(), sharding.election(&shard_lease))
-        .map_err(|e| e.to_string())?;
+    let election = sharding.election(&shard_lease, "slot-coordinator");
+    let elector = LeaderElector::new(leases.clone(), election).map_err(|e| e.to_string())?;
     let live = LiveShards::new(leases.clone(), sharding.ring.clone());
     let reads = SharedReads::new(&live);
     let tables = TableStore::new(leases, &sharding.ring);
@@ -126,7 +129,8 @@ pub(crate) async fn run_coordinator(
 
 /// Range mode's replica half: serves the slots the table gives this replica through
 /// `share` (its controllers' reconciles and informers) while it holds its shard Lease (a
-/// leader-only task), each period; serves nothing once stopped.
+/// leader-only task), each period. Once stopped no reconcile starts (the running ones
+/// drain with the controllers; the informers stop with the factory).
 pub(crate) async fn run_slots(
     sharding: Sharding,
     leases: Arc<dyn LeaseStore>,

@@ -135,7 +135,15 @@ impl Shard {
             Arc<dyn Fn(Cached<K>, Arc<Ctx>) -> BoxFuture<'static, Result<Action, E>> + Send + Sync>;
         // Already reconcile functions: the blanket impl makes them `Reconciler`s.
         let call: Call<K, Ctx, R::Error> = match &self.ranges {
-            Some(ranges) => Arc::new(reconcile_in_slots(ranges.clone(), reconcile)),
+            Some(ranges) => {
+                let resource = ApiResource::erase::<K>(&dyntype);
+                Arc::new(reconcile_in_slots(
+                    ranges.clone(),
+                    client,
+                    resource,
+                    reconcile,
+                ))
+            }
             None => Arc::new(reconcile_sharded_with(
                 self.ring.clone(),
                 self.shard.clone(),

@@ -166,7 +166,7 @@ where
 }
 
 /// Whether the object `key` still exists on the server (labelled for whichever shard).
-async fn still_there(
+pub(super) async fn still_there(
     client: &kube::Client,
     resource: &ApiResource,
     key: &ObjectKey,

@@ -9,7 +9,7 @@
 //! replica that may serve it) and, while it moves, its **next** holder, with each replica's
 //! check-in count. Every write to it is a compare-and-swap on its resourceVersion.
 //!
-//! - The **coordinator** (the replica elected on `<ring>-sharder`) reads the table, *then*
+//! - The **coordinator** (the replica elected on `<ring>-slot-coordinator`) reads the table, *then*
 //!   reads the shard Leases ([`LiveShards`](super::LiveShards)), then writes its plan
 //!   ([`SlotTable::plan`]) against the version it read: a dead holder's slots get a live
 //!   holder at once; a live holder's slot that must move for balance gets a `next`; a move

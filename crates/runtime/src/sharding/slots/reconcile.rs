@@ -4,19 +4,25 @@
 use std::{collections::HashMap, sync::Arc};
 
 use futures_util::future::BoxFuture;
-use kube::Resource;
+use kube::{Resource, api::ApiResource};
 use kube_informer::ObjectKey;
 use parking_lot::Mutex;
 
 use super::RangeShare;
 use crate::reconcile::{Action, Cached, Reconciler};
+use crate::sharding::reconcile::still_there;
 
 /// Wraps `reconcile` for `share`: an object present in the cache is reconciled if its slot
-/// is served here; a key reported gone only if this replica reconciled it in a slot it
-/// still serves (with uids hashed, a deleted object's slot is known only from when it
-/// was here; with namespaces, from its key). Anything else is another replica's: done.
+/// is served here; a key reported gone only if its slot is served here (with uids hashed,
+/// a deleted object's slot is known only from when it was reconciled here; with
+/// namespaces, from its key) and the server says it is gone: a slot just gained is served
+/// before its informers have listed it, so "not in the cache" is not yet "deleted" (its
+/// object arrives with the list, and is reconciled then). Anything else is another
+/// replica's: done.
 pub(crate) fn reconcile_in_slots<K, Ctx, R>(
     share: Arc<RangeShare>,
+    client: kube::Client,
+    resource: ApiResource,
     reconcile: R,
 ) -> impl Fn(Cached<K>, Arc<Ctx>) -> BoxFuture<'static, Result<Action, R::Error>> + Send + Sync + 'static
 where
@@ -29,6 +35,7 @@ where
     let slots: Arc<Mutex<HashMap<ObjectKey, usize>>> = Arc::default();
     move |cached: Cached<K>, ctx: Arc<Ctx>| {
         let (share, reconcile, slots) = (share.clone(), reconcile.clone(), slots.clone());
+        let (client, resource) = (client.clone(), resource.clone());
         Box::pin(async move {
             let (key, slot) = match &cached {
                 Cached::Present(object) => {
@@ -48,6 +55,17 @@ where
                 return Ok(Action::Done);
             };
             let gone = matches!(cached, Cached::Gone(_));
+            if gone {
+                match still_there(&client, &resource, &key).await {
+                    Ok(false) => {}
+                    // Not deleted: its informer has not listed it yet, and will.
+                    Ok(true) => return Ok(Action::Done),
+                    Err(error) => {
+                        tracing::warn!(%key, %error, "cannot tell a deletion from a slot not listed yet; retrying");
+                        return Ok(Action::Retry);
+                    }
+                }
+            }
             if let Some(slot) = slot.filter(|_| !gone) {
                 slots.lock().insert(key.clone(), slot);
             }

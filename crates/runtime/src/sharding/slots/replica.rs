@@ -7,6 +7,9 @@ use futures_util::future::BoxFuture;
 
 use super::{SlotSet, TableStore};
 
+/// How long a round waits for the reconciles of slots moving away before it goes on.
+const NARROW_WAIT: Duration = Duration::from_secs(10);
+
 /// What serving slots means to a replica: its sharded informers select them, its reconciles
 /// run for their keys.
 pub(crate) trait SlotServer: Send + Sync {
@@ -56,20 +59,32 @@ async fn round(
     }
     let read = tables.read().await?;
     let mine = read.table.serving(replica);
-    let away = serving.minus(mine);
-    if !away.is_empty() {
-        server.narrow(away).await;
-        *serving = serving.minus(away);
-    }
-    let leaving = read.table.leaving(replica);
-    if !leaving.is_empty() {
-        // Not served (narrowed above, or never widened): given to their next holders.
-        tables.hand_over(&read, replica, leaving).await?;
-    }
+    // Gained slots first: a reconcile that hangs where a slot leaves must not keep a dead
+    // replica's slots unserved.
     let new = mine.minus(*serving);
     if !new.is_empty() {
         server.widen(new).await;
         *serving = serving.union(new);
+    }
+    let away = serving.minus(mine);
+    if !away.is_empty() {
+        // Bounded: the rest of the round goes on, and the next round waits again.
+        if tokio::time::timeout(NARROW_WAIT, server.narrow(away))
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                replica,
+                "reconciles of slots moving away still run; handing over later"
+            );
+            return Ok(());
+        }
+        *serving = serving.minus(away);
+    }
+    let leaving = read.table.leaving(replica).minus(*serving);
+    if !leaving.is_empty() {
+        // Not served (narrowed above, or never widened): given to their next holders.
+        tables.hand_over(&read, replica, leaving).await?;
     }
     Ok(())
 }

@@ -133,8 +133,9 @@ impl SlotServer for Arc<RangeShare> {
         })
     }
 
+    /// No reconcile starts any more. The informers are left as they are: reconciles
+    /// draining on a graceful stop still read them, and they stop with the factory.
     fn halt(&self) {
         self.state.lock().slots = SlotSet::EMPTY;
-        self.set_informers(SlotSet::EMPTY);
     }
 }
