@@ -4,7 +4,8 @@
 //! ranges of their uids (in one namespace) or of their namespaces (forty, the Secrets
 //! listed by the same slots) with nothing written to them; a killed replica's slots move once
 //! its Lease expires, a joining one takes its share while the objects it takes are being
-//! reconciled slowly where they are, a partitioned one stops before its slots move. All
+//! reconciled slowly where they are, a partitioned one stops before its slots move, and a
+//! gracefully stopped one drains before its slots move at once. All
 //! along objects change, and an instrumented reconcile shows no object reconciled by two
 //! replicas at once; at each settled point every object was last reconciled by its slot's
 //! holder and each replica's cache holds exactly its slots. The only writes to the
@@ -12,7 +13,7 @@
 //! a key whose object its replica has not listed yet is not a deleted one).
 
 use std::{
-    collections::{BTreeMap, BTreeSet, HashMap},
+    collections::{BTreeMap, BTreeSet},
     sync::{
         Arc,
         atomic::{AtomicUsize, Ordering::SeqCst},
@@ -20,7 +21,7 @@ use std::{
     time::Duration,
 };
 
-use e2e::{Backend, BackendOptions, both, ensure_namespace};
+use e2e::{Backend, BackendOptions, Ledger, both, ensure_namespace};
 use k8s_openapi::api::{
     coordination::v1::Lease,
     core::v1::{ConfigMap, Secret},
@@ -56,28 +57,6 @@ fn namespace_of(field: ShardField, i: usize) -> String {
     match field {
         ShardField::Namespace => format!("{}-{NS}", TEAMS[i % TEAMS.len()]),
         _ => NS.to_owned(),
-    }
-}
-
-/// Who reconciles what (see `sharded_managers.rs`).
-#[derive(Default)]
-struct Ledger {
-    running: HashMap<String, String>,
-    overlaps: Vec<String>,
-    last: BTreeMap<String, String>,
-    slow: BTreeSet<String>,
-    /// Keys reconciled as deleted (none ever is).
-    gone: Vec<String>,
-}
-
-struct Running {
-    ledger: Arc<Mutex<Ledger>>,
-    key: String,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.ledger.lock().running.remove(&self.key);
     }
 }
 
@@ -133,20 +112,7 @@ async fn replica(
                 cm.metadata.namespace.as_deref().unwrap(),
                 cm.metadata.name.as_deref().unwrap()
             );
-            {
-                let mut ledger = ledger.lock();
-                if let Some(other) = ledger.running.insert(key.clone(), name.to_owned()) {
-                    ledger.overlaps.push(format!("{key}: {other} and {name}"));
-                }
-            }
-            let running = Running {
-                ledger: ledger.clone(),
-                key: key.clone(),
-            };
-            let slow = name != "d" && ledger.lock().slow.contains(&key);
-            tokio::time::sleep(Duration::from_millis(if slow { 300 } else { 20 })).await;
-            drop(running);
-            ledger.lock().last.insert(key, name.to_owned());
+            Ledger::reconcile(&ledger, key, name, "d").await;
             Ok(Action::Done)
         }
     };
@@ -356,12 +322,23 @@ async fn range_sharded_managers_split_take_over_and_never_reconcile_one_object_t
     }
     let _ = (&mut b.task).await; // its manager ended: leadership lost
 
+    // Stop a gracefully while its objects are reconciled slowly: its reconciles drain, its
+    // Lease is released, and d takes its slots at once (no Lease to wait out) — never
+    // while a reconcile of a's runs.
+    ledger.lock().slow = without_b
+        .iter()
+        .filter(|(_, h)| *h == "a")
+        .map(|(k, _)| k.clone())
+        .collect();
+    a.graceful.cancel();
+    a.task.await.unwrap();
+    let only_d = settled(&backend, field, &ledger, &[("d", &d)]).await;
+    assert!(only_d.values().all(|h| h == "d"));
+
     stop_churn.cancel();
     churn.await.unwrap();
-    for replica in [a, d] {
-        replica.graceful.cancel();
-        replica.task.await.unwrap();
-    }
+    d.graceful.cancel();
+    d.task.await.unwrap();
     let name = backend.name();
     assert!(
         ledger.lock().overlaps.is_empty(),

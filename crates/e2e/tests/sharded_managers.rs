@@ -8,7 +8,7 @@
 //! when someone else moves an object's label to another live shard mid-reconcile.
 
 use std::{
-    collections::{BTreeMap, BTreeSet, HashMap},
+    collections::{BTreeMap, BTreeSet},
     sync::Arc,
     time::Duration,
 };
@@ -16,7 +16,7 @@ use std::{
 use k8s_openapi::api::coordination::v1::Lease;
 use kube_informer_runtime::lease::Partitionable;
 
-use e2e::{Backend, both, ensure_namespace};
+use e2e::{Backend, Ledger, both, ensure_namespace};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube_informer::{
@@ -33,28 +33,6 @@ use serde_json::json;
 
 const OBJECTS: usize = 90;
 const NS: &str = "sharded-managers";
-
-/// Who reconciles what: each key's replica while a reconcile runs, every overlap seen, and
-/// who reconciled each key last.
-#[derive(Default)]
-struct Ledger {
-    running: HashMap<String, String>,
-    overlaps: Vec<String>,
-    last: BTreeMap<String, String>,
-    /// Keys whose reconciles take long (so they run when their object moves).
-    slow: BTreeSet<String>,
-}
-
-struct Running {
-    ledger: Arc<Mutex<Ledger>>,
-    key: String,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.ledger.lock().running.remove(&self.key);
-    }
-}
 
 struct Replica {
     factory: SharedInformerFactory,
@@ -91,23 +69,7 @@ async fn replica(backend: &Backend, ledger: &Arc<Mutex<Ledger>>, name: &'static 
                 return Ok::<_, kube::Error>(Action::Done);
             };
             let key = cm.metadata.name.clone().unwrap();
-            {
-                let mut ledger = ledger.lock();
-                if let Some(other) = ledger.running.insert(key.clone(), name.to_owned()) {
-                    ledger.overlaps.push(format!("{key}: {other} and {name}"));
-                }
-            }
-            // Out of the ledger when the reconcile ends or is dropped (a killed replica).
-            let running = Running {
-                ledger: ledger.clone(),
-                key: key.clone(),
-            };
-            // Slow on the shards it leaves, quick on the one it joins: without the handover
-            // the newcomer would start on it while the old shard still runs.
-            let slow = name != "d" && ledger.lock().slow.contains(&key);
-            tokio::time::sleep(Duration::from_millis(if slow { 300 } else { 20 })).await;
-            drop(running);
-            ledger.lock().last.insert(key, name.to_owned());
+            Ledger::reconcile(&ledger, key, name, "d").await;
             Ok(Action::Done)
         }
     };

@@ -376,6 +376,18 @@ impl<'a> Asking<'a> {
             shards: None,
         }
     }
+
+    /// The request `make` builds from the URL, with the `shardSelector` added.
+    fn build(
+        &self,
+        make: impl FnOnce(
+            &kube::core::Request,
+        ) -> Result<http::Request<Vec<u8>>, kube::core::request::Error>,
+    ) -> Result<http::Request<Vec<u8>>, kube::Error> {
+        let mut request = make(self.request).map_err(kube::Error::BuildRequest)?;
+        request::add_query(&mut request, "shardSelector", self.shards);
+        Ok(request)
+    }
 }
 
 /// One LIST request whose body is kept undecoded (but for its list metadata). With
@@ -385,21 +397,13 @@ async fn raw_list_page<K: DeserializeOwned + Clone + 'static>(
     asking: &Asking<'_>,
     params: &ListParams,
 ) -> Result<ListPage<K>, kube::Error> {
-    let Asking {
-        request,
-        metadata_only,
-        protobuf,
-        without_managed_fields,
-        shards,
-    } = *asking;
-    let request = if metadata_only {
-        request.list_metadata(params)
-    } else {
-        request.list(params)
-    };
-    let mut request = request.map_err(kube::Error::BuildRequest)?;
-    request::add_query(&mut request, "shardSelector", shards);
-    let Some(kind) = protobuf else {
+    let (metadata_only, without_managed_fields) =
+        (asking.metadata_only, asking.without_managed_fields);
+    let mut request = asking.build(|r| match metadata_only {
+        true => r.list_metadata(params),
+        false => r.list(params),
+    })?;
+    let Some(kind) = asking.protobuf else {
         let body = request::text(client, request).await?;
         return ListPage::from_json(body, without_managed_fields);
     };
@@ -426,20 +430,11 @@ async fn parallel_watch<K: DeserializeOwned + Send + 'static>(
     params: &WatchParams,
     resource_version: &str,
 ) -> Result<WatchStream<K>, kube::Error> {
-    let Asking {
-        request,
-        metadata_only,
-        protobuf,
-        without_managed_fields,
-        shards,
-    } = *asking;
-    let request = if metadata_only {
-        request.watch_metadata(params, resource_version)
-    } else {
-        request.watch(params, resource_version)
-    };
-    let mut request = request.map_err(kube::Error::BuildRequest)?;
-    request::add_query(&mut request, "shardSelector", shards);
+    let (metadata_only, protobuf) = (asking.metadata_only, asking.protobuf);
+    let mut request = asking.build(|r| match metadata_only {
+        true => r.watch_metadata(params, resource_version),
+        false => r.watch(params, resource_version),
+    })?;
     // As kube does for watches: compressed watch bodies are not decoded reliably.
     request.headers_mut().insert(
         http::header::ACCEPT_ENCODING,
@@ -457,7 +452,7 @@ async fn parallel_watch<K: DeserializeOwned + Send + 'static>(
     let (framed, body) = request::stream(client, request).await?;
     let format = match protobuf {
         Some(kind) if framed => decode::Format::Protobuf(kind),
-        _ => decode::Format::Json(without_managed_fields),
+        _ => decode::Format::Json(asking.without_managed_fields),
     };
     Ok(decode::decode_in_parallel(body, format))
 }
