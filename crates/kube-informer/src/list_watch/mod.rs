@@ -26,6 +26,7 @@ use kube::{
 };
 use serde::de::DeserializeOwned;
 
+pub(crate) use self::live_share::Shards;
 pub use self::{
     decode::UndecodableLine,
     live_share::LiveShare,
@@ -34,7 +35,6 @@ pub use self::{
     selectors::Selectors,
     shard_selector::{HASH_SPACE_END, InvalidShardSelector, ShardField, ShardSelector, shard_hash},
 };
-pub(crate) use self::{live_share::Shards, page::ShardEcho};
 
 /// The decoding threads wanted; `usize::MAX`: not set, the default.
 static DECODING_THREADS: AtomicUsize = AtomicUsize::new(usize::MAX);

@@ -8,6 +8,7 @@ use serde_json::value::RawValue;
 
 use super::{decode::from_json, skip_managed_fields::Shape};
 use crate::protobuf::ProtoKind;
+use crate::protobuf::ShardEcho;
 
 /// One LIST page: its metadata (resourceVersion, continue token) at once, its items when
 /// [`ListPage::into_items`] is called.
@@ -21,27 +22,6 @@ pub struct ListPage<K> {
     /// `metadata.shardInfo.selector`: the shard selector the server applied.
     shard_selector: Option<String>,
     items: Items<K>,
-}
-
-/// What a list's metadata says of sharding (`shardInfo`, KEP-5866), which k8s-openapi's
-/// `ListMeta` has no field for.
-#[derive(Deserialize, Default)]
-pub(crate) struct ShardEcho {
-    #[serde(rename = "shardInfo", default)]
-    shard_info: Option<ShardInfo>,
-}
-
-#[derive(Deserialize)]
-struct ShardInfo {
-    #[serde(default)]
-    selector: String,
-}
-
-impl ShardEcho {
-    /// The selector echoed, if any.
-    pub(crate) fn selector(self) -> Option<String> {
-        self.shard_info.map(|info| info.selector)
-    }
 }
 
 enum Items<K> {

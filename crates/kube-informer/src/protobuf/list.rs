@@ -45,8 +45,7 @@ impl<'a> ListBody<'a> {
                 (1, RawValue::Len(meta)) => {
                     let at = reader.offset_of(meta);
                     metadata = de::decode(meta, at, list_meta, de::Skip::default())?;
-                    let echo: crate::list_watch::ShardEcho =
-                        de::decode(meta, at, list_meta, de::Skip::default())?;
+                    let echo: ShardEcho = de::decode(meta, at, list_meta, de::Skip::default())?;
                     shard_selector = echo.selector();
                 }
                 (2, RawValue::Len(object)) => items.push((reader.offset_of(object), object)),
@@ -92,5 +91,26 @@ impl<'a> ListBody<'a> {
     /// The first item that does not decode.
     pub fn items<K: DeserializeOwned + 'static>(&self) -> Result<Vec<K>, DecodeError> {
         self.items_in(0..self.len())
+    }
+}
+
+/// What a list's metadata says of sharding (`shardInfo`, KEP-5866), which k8s-openapi's
+/// `ListMeta` has no field for.
+#[derive(serde::Deserialize, Default)]
+pub(crate) struct ShardEcho {
+    #[serde(rename = "shardInfo", default)]
+    shard_info: Option<ShardInfo>,
+}
+
+#[derive(serde::Deserialize)]
+struct ShardInfo {
+    #[serde(default)]
+    selector: String,
+}
+
+impl ShardEcho {
+    /// The selector echoed, if any.
+    pub(crate) fn selector(self) -> Option<String> {
+        self.shard_info.map(|info| info.selector)
     }
 }

@@ -49,6 +49,7 @@ use kube_protobuf_schema as schema;
 
 pub(crate) use self::{
     de::RAW_MESSAGE,
+    list::ShardEcho,
     message::{check_message, decode_message, decode_metadata, without_managed_fields},
 };
 pub use self::{
