@@ -178,9 +178,10 @@ async fn settled(
     replicas: &[(&str, &Replica)],
 ) -> BTreeMap<String, String> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
+    let names: BTreeSet<&str> = replicas.iter().map(|(n, _)| *n).collect();
     loop {
-        let names: BTreeSet<&str> = replicas.iter().map(|(n, _)| *n).collect();
-        if let Some(holders) = holders(backend, field).await {
+        let read = holders(backend, field).await;
+        if let Some(holders) = &read {
             let placed = holders.values().all(|h| names.contains(h.as_str()))
                 && names.iter().all(|n| holders.values().any(|h| h == n));
             let reconciled = placed && {
@@ -203,16 +204,15 @@ async fn settled(
                     cache == mine
                 });
             if cached {
-                return holders;
+                return holders.clone();
             }
         }
         if tokio::time::Instant::now() >= deadline {
-            let holders = holders(backend, field).await;
             let caches: Vec<(String, usize)> = replicas
                 .iter()
                 .map(|(n, r)| (n.to_string(), r.cache.list_keys().len()))
                 .collect();
-            let unreconciled: Vec<String> = holders
+            let unreconciled: Vec<String> = read
                 .iter()
                 .flatten()
                 .filter(|(k, h)| ledger.lock().last.get(*k) != Some(*h))
@@ -222,7 +222,7 @@ async fn settled(
             panic!(
                 "{}: never settled on {names:?}: holders {:?}, caches {caches:?}, not reconciled by their holder {unreconciled:?}",
                 backend.name(),
-                holders.map(|h| h
+                read.map(|h| h
                     .values()
                     .fold(BTreeMap::<String, usize>::new(), |mut m, v| {
                         *m.entry(v.clone()).or_default() += 1;

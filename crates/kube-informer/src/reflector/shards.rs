@@ -28,34 +28,26 @@ pub(super) struct Share {
 
 impl Share {
     pub(super) fn new(source: Option<&Shards>) -> Option<Self> {
-        source.map(|source| {
-            let now = source.now().map(|s| {
-                let echo = s.to_string();
-                (s, echo)
-            });
-            Self {
-                source: source.clone(),
-                now: RwLock::new(now),
-                warned: AtomicBool::new(false),
-            }
+        source.map(|source| Self {
+            source: source.clone(),
+            now: RwLock::new(with_echo(source.now())),
+            warned: AtomicBool::new(false),
         })
     }
 
     /// Takes the share as it is now, for a sync about to start: whether it is empty, and,
-    /// for a live share, a receiver told of the next change.
+    /// for a live share, a receiver told of the next change (the share taken is the value
+    /// it marked seen).
     pub(super) fn begin(&self) -> (bool, Option<watch::Receiver<Option<ShardSelector>>>) {
-        let changes = match &self.source {
+        let (now, changes) = match &self.source {
             Shards::Live(live) => {
                 let mut changes = live.subscribe();
-                changes.borrow_and_update();
-                Some(changes)
+                let now = changes.borrow_and_update().clone();
+                (now, Some(changes))
             }
-            Shards::Fixed(_) => None,
+            Shards::Fixed(selector) => (Some(selector.clone()), None),
         };
-        let now = self.source.now().map(|s| {
-            let echo = s.to_string();
-            (s, echo)
-        });
+        let now = with_echo(now);
         let empty = now.is_none();
         *self.now.write() = now;
         (empty, changes)
@@ -67,6 +59,14 @@ impl Share {
             .as_ref()
             .is_some_and(|(selector, _)| selector.contains(meta))
     }
+}
+
+/// A share with its text as the server echoes it.
+fn with_echo(selector: Option<ShardSelector>) -> Option<(ShardSelector, String)> {
+    selector.map(|s| {
+        let echo = s.to_string();
+        (s, echo)
+    })
 }
 
 /// Resolves when `changes` (a live share's) says the share changed; never for a fixed one.

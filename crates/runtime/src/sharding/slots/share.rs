@@ -124,7 +124,8 @@ impl SlotServer for Arc<RangeShare> {
             // No reconcile of these slots starts any more; the running ones finish.
             loop {
                 let ended = self.ended.notified();
-                if slots.iter().all(|s| self.state.lock().running[s] == 0) {
+                let running = self.state.lock().running;
+                if slots.iter().all(|s| running[s] == 0) {
                     break;
                 }
                 ended.await;
