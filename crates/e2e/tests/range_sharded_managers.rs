@@ -10,7 +10,8 @@
 //! replicas at once; at each settled point every object was last reconciled by its slot's
 //! holder and each replica's cache holds exactly its slots. The only writes to the
 //! ConfigMaps are the test's own, and no ConfigMap is ever reconciled as deleted (none is:
-//! a key whose object its replica has not listed yet is not a deleted one).
+//! a key whose object its replica has not listed yet is not a deleted one). A replica whose
+//! share changes lists only the slots it gained (`reflector_shard_changes_total`).
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -22,6 +23,7 @@ use std::{
 };
 
 use e2e::{Backend, BackendOptions, Ledger, both, ensure_namespace};
+use futures_util::{StreamExt, stream};
 use k8s_openapi::api::{
     coordination::v1::Lease,
     core::v1::{ConfigMap, Secret},
@@ -37,9 +39,10 @@ use kube_informer_runtime::{
     ManagerOptions, lease::Partitionable,
 };
 use parking_lot::Mutex;
+use prometheus_client::{encoding::text::encode, registry::Registry};
 use serde_json::json;
 
-const OBJECTS: usize = 120;
+const OBJECTS: usize = 3000;
 /// Where the Leases are, and the objects when uids are hashed.
 const NS: &str = "range-sharded";
 /// Hashing namespaces, the objects are spread over namespaces named as teams name them:
@@ -62,6 +65,7 @@ fn namespace_of(field: ShardField, i: usize) -> String {
 
 struct Replica {
     cache: ReadOnlyStore<ConfigMap>,
+    registry: Arc<Mutex<Registry>>,
     link: Partitionable,
     task: tokio::task::JoinHandle<()>,
     graceful: CancellationToken,
@@ -95,6 +99,7 @@ async fn replica(
         .controller::<ConfigMap>(ControllerOptions::default().name("web"))
         .owns::<Secret>();
     let cache = controller.informer().store();
+    let registry = manager.registry();
     let ledger = ledger.clone();
     // The reconcile knows nothing of sharding.
     let reconcile = move |cached: Cached<ConfigMap>, _ctx: Arc<()>| {
@@ -126,10 +131,44 @@ async fn replica(
     });
     Replica {
         cache,
+        registry,
         link,
         task,
         graceful,
     }
+}
+
+/// How many times `replica`'s informers took in a change of their share by listing only the
+/// slots gained (`moved`) or their whole share (`all`).
+fn shard_changes(replica: &Replica) -> (f64, f64) {
+    let mut text = String::new();
+    encode(&mut text, &replica.registry.lock()).unwrap();
+    let count = |listed: &str| -> f64 {
+        text.lines()
+            .filter(|l| l.starts_with("reflector_shard_changes_total{"))
+            .filter(|l| l.contains(&format!("listed=\"{listed}\"")))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    (count("moved"), count("all"))
+}
+
+/// Asserts that each replica took in the share changes since `before` (its counts then)
+/// by listing only the slots it gained, and that some changed.
+fn only_moved_listed(name: &str, replicas: &[&Replica], before: &[(f64, f64)]) {
+    let after: Vec<(f64, f64)> = replicas.iter().map(|r| shard_changes(r)).collect();
+    for (was, now) in before.iter().zip(&after) {
+        assert_eq!(was.1, now.1, "{name}: a share change relisted everything");
+    }
+    let moved: f64 = after
+        .iter()
+        .zip(before)
+        .map(|(now, was)| now.0 - was.0)
+        .sum();
+    assert!(
+        moved > 0.0,
+        "{name}: no share change seen ({before:?} -> {after:?})"
+    );
 }
 
 /// Each ConfigMap's holder (by `namespace/name`), as the slot table names the holder of
@@ -246,20 +285,26 @@ async fn range_sharded_managers_split_take_over_and_never_reconcile_one_object_t
     }
     let api = |i: usize| Api::<ConfigMap>::namespaced(client.clone(), &namespace_of(field, i));
     let writes = Arc::new(AtomicUsize::new(0));
-    for i in 0..OBJECTS {
-        let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace_of(field, i));
-        let cm: ConfigMap =
-            serde_json::from_value(json!({"metadata": {"name": format!("cm-{i:03}")}})).unwrap();
-        let cm = api(i).create(&Default::default(), &cm).await.unwrap();
-        writes.fetch_add(1, SeqCst);
-        let child: Secret = serde_json::from_value(json!({"metadata": {
-            "name": format!("cm-{i:03}"),
-            "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": cm.metadata.name,
-                "uid": cm.metadata.uid, "controller": true}],
-        }}))
-        .unwrap();
-        secrets.create(&Default::default(), &child).await.unwrap();
-    }
+    stream::iter(0..OBJECTS)
+        .for_each_concurrent(16, |i| {
+            let (client, api, writes) = (client.clone(), api(i), writes.clone());
+            async move {
+                let secrets: Api<Secret> = Api::namespaced(client, &namespace_of(field, i));
+                let name = format!("cm-{i:04}");
+                let cm: ConfigMap =
+                    serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
+                let cm = api.create(&Default::default(), &cm).await.unwrap();
+                writes.fetch_add(1, SeqCst);
+                let child: Secret = serde_json::from_value(json!({"metadata": {
+                    "name": name,
+                    "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap",
+                        "name": cm.metadata.name, "uid": cm.metadata.uid, "controller": true}],
+                }}))
+                .unwrap();
+                secrets.create(&Default::default(), &child).await.unwrap();
+            }
+        })
+        .await;
     let ledger = Arc::new(Mutex::new(Ledger::default()));
     let stop_churn = CancellationToken::new();
     let churn = tokio::spawn({
@@ -270,7 +315,7 @@ async fn range_sharded_managers_split_take_over_and_never_reconcile_one_object_t
                 n += 1;
                 let i = ((n * 7919) % OBJECTS as u64) as usize;
                 let api: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace_of(field, i));
-                let name = format!("cm-{i:03}");
+                let name = format!("cm-{i:04}");
                 let patch = json!({"data": {"n": n.to_string()}});
                 writes.fetch_add(1, SeqCst);
                 let _ = api
@@ -286,9 +331,11 @@ async fn range_sharded_managers_split_take_over_and_never_reconcile_one_object_t
     let three = settled(&backend, field, &ledger, &[("a", &a), ("b", &b), ("c", &c)]).await;
 
     // Kill c: its manager's future is dropped, its Lease left to expire.
+    let before = [shard_changes(&a), shard_changes(&b)];
     c.task.abort();
     let _ = c.task.await;
     let two = settled(&backend, field, &ledger, &[("a", &a), ("b", &b)]).await;
+    only_moved_listed(backend.name(), &[&a, &b], &before);
     for (key, holder) in &three {
         if holder != "c" {
             assert_eq!(&two[key], holder, "{key} moved though its holder lives");
@@ -298,8 +345,10 @@ async fn range_sharded_managers_split_take_over_and_never_reconcile_one_object_t
     // d joins while every object is reconciled slowly where it is: d must not start on
     // one before its old holder has finished and let go.
     ledger.lock().slow = two.keys().cloned().collect();
+    let before = [shard_changes(&a), shard_changes(&b)];
     let d = replica(&backend, &ledger, field, "d").await;
     let with_d = settled(&backend, field, &ledger, &[("a", &a), ("b", &b), ("d", &d)]).await;
+    only_moved_listed(backend.name(), &[&a, &b], &before);
     for (key, holder) in &with_d {
         assert!(
             holder == "d" || holder == &two[key],

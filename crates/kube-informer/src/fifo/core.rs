@@ -13,7 +13,7 @@ use futures_util::future::BoxFuture;
 
 use kube::Resource;
 
-use super::{Delta, Deltas, KnownObjects, PopError, ProcessError};
+use super::{Delta, Deltas, KnownObjects, PopError, ProcessError, Scope};
 use crate::{KeyError, ObjectKey, meta_namespace_key};
 
 /// Tracks the first relist: `has_synced` is true once everything it queued was popped, or
@@ -97,13 +97,13 @@ pub(super) trait Entries<K> {
     fn deltas(&self) -> usize {
         self.len()
     }
-    /// A relist of `scope` (a namespace; `None`: everything): queues `listed`, and
-    /// deletions for what `known` (the store's objects in scope) has that `listed` lacks.
+    /// A relist of `scope`: queues `listed`, and deletions for what `known` (the store's
+    /// objects in scope) has that `listed` lacks.
     fn replace(
         state: &mut State<Self>,
         listed: Vec<(ObjectKey, Arc<K>)>,
         known: Vec<(ObjectKey, Arc<K>)>,
-        scope: Option<&str>,
+        scope: &Scope<'_, K>,
     ) where
         Self: Sized;
 }
@@ -139,12 +139,12 @@ impl<S> Core<S> {
         }
     }
 
-    /// A relist of `scope` (a namespace; `None`: everything) into a queue feeding `known`.
+    /// A relist of `scope` into a queue feeding `known`.
     pub(super) fn replace<K: Resource>(
         &self,
         list: Vec<Arc<K>>,
         resource_version: &str,
-        scope: Option<&str>,
+        scope: Scope<'_, K>,
         known: Option<&dyn KnownObjects<K>>,
     ) -> Result<(), KeyError>
     where
@@ -156,9 +156,9 @@ impl<S> Core<S> {
             // under this lock too, so nothing popped can slip between this read and the
             // deletions (lock order: FIFO, then store, as in `pop`).
             let mut in_store = known.map(|k| k.entries()).unwrap_or_default();
-            in_store.retain(|(key, _)| super::in_scope(key.as_str(), scope));
-            S::replace(state, listed, in_store, scope);
-            mark_reached(state, resource_version, scope, known);
+            in_store.retain(|(key, obj)| scope.holds(key.as_str(), obj));
+            S::replace(state, listed, in_store, &scope);
+            mark_reached(state, resource_version, scope.namespace(), known);
         });
         Ok(())
     }

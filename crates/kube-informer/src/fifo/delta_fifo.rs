@@ -7,6 +7,7 @@ use kube::Resource;
 
 use super::{
     DeletedObject, Delta, DeltaQueue, DeltaSink, Deltas, KnownObjects, PopError, ProcessError,
+    Scope,
     core::{Core, Entries, State},
 };
 use crate::{FastMap, FastSet, KeyError, ObjectKey, meta_namespace_key};
@@ -123,7 +124,7 @@ impl<K> Entries<K> for KeyedEntries<K> {
         state: &mut State<Self>,
         keyed: Vec<(ObjectKey, Arc<K>)>,
         known: Vec<(ObjectKey, Arc<K>)>,
-        scope: Option<&str>,
+        scope: &Scope<'_, K>,
     ) {
         let entries = &mut state.entries;
         let mut listed = FastSet::with_capacity_and_hasher(keyed.len(), Default::default());
@@ -135,8 +136,9 @@ impl<K> Entries<K> for KeyedEntries<K> {
         let queued_missing: Vec<(ObjectKey, Arc<K>)> = entries
             .items
             .iter()
-            .filter(|(key, _)| {
-                !listed.contains(key.as_str()) && super::in_scope(key.as_str(), scope)
+            .filter(|(key, deltas)| {
+                !listed.contains(key.as_str())
+                    && scope.holds(key.as_str(), deltas.newest().object())
             })
             .map(|(key, deltas)| (key.clone(), deltas.newest().object().clone()))
             .collect();
@@ -241,7 +243,22 @@ impl<K: Resource + Send + Sync> DeltaSink<K> for DeltaFifo<K> {
 
     fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> Result<(), KeyError> {
         self.core
-            .replace(list, resource_version, None, self.known.as_deref())
+            .replace(list, resource_version, Scope::All, self.known.as_deref())
+    }
+
+    fn replace_part(
+        &self,
+        part: &dyn Fn(&K) -> bool,
+        list: Vec<Arc<K>>,
+        resource_version: &str,
+    ) -> Result<bool, KeyError> {
+        self.core.replace(
+            list,
+            resource_version,
+            Scope::Part(part),
+            self.known.as_deref(),
+        )?;
+        Ok(true)
     }
 
     fn replace_in_namespace(
@@ -253,7 +270,7 @@ impl<K: Resource + Send + Sync> DeltaSink<K> for DeltaFifo<K> {
         self.core.replace(
             list,
             resource_version,
-            Some(namespace),
+            Scope::Namespace(namespace),
             self.known.as_deref(),
         )
     }

@@ -144,6 +144,20 @@ pub trait DeltaSink<K>: Send + Sync {
         let _ = namespace;
         self.replace(list, resource_version)
     }
+    /// A relist of part of the collection (a sharded informer's share changed): like
+    /// [`replace`](Self::replace), but tombstones are made only for the known or queued
+    /// objects that `part` holds and `list` lacks; objects outside `part` are left as they
+    /// are. Returns `false`, queuing nothing, if this sink cannot (the default): the
+    /// reflector then relists the whole share.
+    fn replace_part(
+        &self,
+        part: &dyn Fn(&K) -> bool,
+        list: Vec<Arc<K>>,
+        resource_version: &str,
+    ) -> Result<bool, KeyError> {
+        let _ = (part, list, resource_version);
+        Ok(false)
+    }
     /// Queues a [`Delta::Sync`] for every known object that has nothing queued.
     fn resync(&self);
     /// A watch bookmark: the server has sent everything up to `resource_version`. The
@@ -226,12 +240,35 @@ pub trait DeltaQueue<K>: DeltaSink<K> {
     }
 }
 
-/// Whether `key` belongs to `namespace` (every key does when `namespace` is `None`).
-pub(crate) fn in_scope(key: &str, namespace: Option<&str>) -> bool {
-    namespace.is_none_or(|ns| {
-        key.strip_prefix(ns)
-            .is_some_and(|rest| rest.starts_with('/'))
-    })
+/// What a relist covers: tombstones are made only for known or queued objects inside it.
+pub(crate) enum Scope<'a, K> {
+    /// The whole collection.
+    All,
+    /// One namespace (of several watched into the same cache).
+    Namespace(&'a str),
+    /// The objects `part` holds (a share of a sharded collection that changed).
+    Part(&'a dyn Fn(&K) -> bool),
+}
+
+impl<K> Scope<'_, K> {
+    /// Whether the object `obj`, under `key`, is inside.
+    pub(crate) fn holds(&self, key: &str, obj: &K) -> bool {
+        match self {
+            Self::All => true,
+            Self::Namespace(ns) => key
+                .strip_prefix(ns)
+                .is_some_and(|rest| rest.starts_with('/')),
+            Self::Part(part) => part(obj),
+        }
+    }
+
+    /// The namespace whose watch the relist's version is from (`None`: the only watch).
+    pub(crate) fn namespace(&self) -> Option<&str> {
+        match self {
+            Self::Namespace(ns) => Some(ns),
+            Self::All | Self::Part(_) => None,
+        }
+    }
 }
 
 /// How a `process` closure given to [`DeltaQueue::pop`] can fail.

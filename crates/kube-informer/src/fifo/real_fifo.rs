@@ -7,6 +7,7 @@ use kube::Resource;
 
 use super::{
     DeletedObject, Delta, DeltaQueue, DeltaSink, Deltas, KnownObjects, PopError, ProcessError,
+    Scope,
     core::{Core, Entries, State},
 };
 use crate::{FastMap, FastSet, KeyError, ObjectKey};
@@ -123,7 +124,7 @@ impl<K> Entries<K> for OrderedEntries<K> {
         state: &mut State<Self>,
         keyed: Vec<(ObjectKey, Arc<K>)>,
         known: Vec<(ObjectKey, Arc<K>)>,
-        scope: Option<&str>,
+        scope: &Scope<'_, K>,
     ) {
         let queued_before = state.entries.queue.len();
         let tombstones = {
@@ -136,7 +137,7 @@ impl<K> Entries<K> for OrderedEntries<K> {
                 .filter(|(key, newest)| {
                     !listed.contains(key.as_str())
                         && !matches!(newest, Delta::Deleted(_))
-                        && super::in_scope(key.as_str(), scope)
+                        && scope.holds(key.as_str(), newest.object())
                 })
                 .map(|(key, newest)| (key.clone(), newest.object().clone()));
             // ...then known keys missing from the list with nothing queued.
@@ -231,8 +232,27 @@ impl<K: Resource + Send + Sync> DeltaSink<K> for RealFifo<K> {
     }
 
     fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> Result<(), KeyError> {
-        self.core
-            .replace(list, resource_version, None, Some(self.known.as_ref()))
+        self.core.replace(
+            list,
+            resource_version,
+            Scope::All,
+            Some(self.known.as_ref()),
+        )
+    }
+
+    fn replace_part(
+        &self,
+        part: &dyn Fn(&K) -> bool,
+        list: Vec<Arc<K>>,
+        resource_version: &str,
+    ) -> Result<bool, KeyError> {
+        self.core.replace(
+            list,
+            resource_version,
+            Scope::Part(part),
+            Some(self.known.as_ref()),
+        )?;
+        Ok(true)
     }
 
     fn replace_in_namespace(
@@ -244,7 +264,7 @@ impl<K: Resource + Send + Sync> DeltaSink<K> for RealFifo<K> {
         self.core.replace(
             list,
             resource_version,
-            Some(namespace),
+            Scope::Namespace(namespace),
             Some(self.known.as_ref()),
         )
     }

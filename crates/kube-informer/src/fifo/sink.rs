@@ -114,6 +114,17 @@ impl<K: Resource + Clone + Send + Sync> DeltaSink<K> for TransformSink<K> {
         self.progress.notify_waiters();
         replaced
     }
+    fn replace_part(
+        &self,
+        part: &dyn Fn(&K) -> bool,
+        list: Vec<Arc<K>>,
+        resource_version: &str,
+    ) -> Result<bool, KeyError> {
+        let list = self.transformed(list);
+        let replaced = self.inner.replace_part(part, list, resource_version);
+        self.progress.notify_waiters();
+        replaced
+    }
     fn resync(&self) {
         self.inner.resync();
     }
@@ -135,7 +146,8 @@ impl<K: Resource + Clone + Send + Sync> DeltaSink<K> for TransformSink<K> {
 /// The sink of one namespace's reflector when several namespaces feed one informer: its
 /// relists replace only that namespace's objects, and its relists' and bookmarks' versions
 /// are marked as that namespace's (a version of one namespace says nothing of the
-/// others': the cache keeps one per namespace, see `Store::track_namespaces`).
+/// others': the cache keeps one per namespace, see `Store::track_namespaces`). It has no
+/// `replace_part`: a sharded namespace's share that changes is relisted whole.
 pub(crate) struct NamespaceSink<K> {
     pub(crate) inner: Arc<dyn DeltaSink<K>>,
     pub(crate) namespace: String,

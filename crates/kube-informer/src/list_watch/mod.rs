@@ -120,6 +120,20 @@ pub trait ListerWatcher<K: Clone>: Send + Sync + 'static {
         async move { self.list(params).await.map(ListPage::from) }
     }
 
+    /// One LIST page of `share` only, when a sharded informer's share grew and it lists
+    /// just the ranges it gained. A source that sends a `shardSelector`
+    /// ([`ClientListerWatcher`]) sends this one instead of its own; the default asks as
+    /// [`list_page`](Self::list_page) does. The reflector drops whatever comes from outside
+    /// `share` either way.
+    fn list_page_of(
+        &self,
+        params: &ListParams,
+        share: &ShardSelector,
+    ) -> impl Future<Output = Result<ListPage<K>, kube::Error>> + Send {
+        let _ = share;
+        self.list_page(params)
+    }
+
     /// One WATCH request, from `resource_version`.
     fn watch(
         &self,
@@ -339,6 +353,16 @@ where
     async fn list_page(&self, params: &ListParams) -> Result<ListPage<K>, kube::Error> {
         let shards = self.shard_query();
         let asking = self.asking(self.encoding(), shards.as_deref());
+        raw_list_page(&self.client, &asking, params).await
+    }
+
+    async fn list_page_of(
+        &self,
+        params: &ListParams,
+        share: &ShardSelector,
+    ) -> Result<ListPage<K>, kube::Error> {
+        let shards = share.to_string();
+        let asking = self.asking(self.encoding(), Some(&shards));
         raw_list_page(&self.client, &asking, params).await
     }
 

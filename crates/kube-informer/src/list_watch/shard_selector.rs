@@ -138,6 +138,38 @@ impl ShardSelector {
     pub fn contains(&self, meta: &ObjectMeta) -> bool {
         self.contains_hash(shard_hash(self.field.value(meta)))
     }
+
+    /// The part of this share that `other` lacks (the ranges gained when a share changes
+    /// from `other` to this), sorted and merged; `None` when `other` covers all of it. A
+    /// share over another field is all lacking.
+    pub(crate) fn without(&self, other: &ShardSelector) -> Option<ShardSelector> {
+        if other.field != self.field {
+            return Some(self.clone());
+        }
+        let mut left: Vec<Range<u128>> = self.ranges.clone();
+        for cut in &other.ranges {
+            left = left
+                .into_iter()
+                .flat_map(|r| {
+                    let below = r.start..r.end.min(cut.start);
+                    let above = r.start.max(cut.end)..r.end;
+                    [below, above].into_iter().filter(|p| p.start < p.end)
+                })
+                .collect();
+        }
+        left.sort_by_key(|r| r.start);
+        let mut merged: Vec<Range<u128>> = Vec::with_capacity(left.len());
+        for r in left {
+            match merged.last_mut() {
+                Some(last) if r.start <= last.end => last.end = last.end.max(r.end),
+                _ => merged.push(r),
+            }
+        }
+        (!merged.is_empty()).then_some(Self {
+            field: self.field,
+            ranges: merged,
+        })
+    }
 }
 
 /// The selector as kube-apiserver writes it back in `shardInfo.selector`:
@@ -222,6 +254,48 @@ mod tests {
         let empty = u128::from(shard_hash(""));
         let cluster = ShardSelector::new(ShardField::Namespace, empty..empty + 1).unwrap();
         assert!(cluster.contains(&meta(None, "u2")));
+    }
+
+    #[test]
+    fn what_a_share_gains_is_its_ranges_less_the_old_ones() {
+        // `[start, end)` pairs.
+        let s = |ranges: &[(u128, u128)]| {
+            ShardSelector::with_ranges(ShardField::Uid, ranges.iter().map(|&(a, b)| a..b)).unwrap()
+        };
+        // Narrowed: nothing gained.
+        assert_eq!(s(&[(0, 10)]).without(&s(&[(0, 20)])), None);
+        assert_eq!(
+            s(&[(0, 10), (30, 40)]).without(&s(&[(30, 40), (0, 10)])),
+            None
+        );
+        // Widened on both sides, and split by a hole.
+        assert_eq!(
+            s(&[(0, 40)]).without(&s(&[(10, 20)])),
+            Some(s(&[(0, 10), (20, 40)]))
+        );
+        assert_eq!(
+            s(&[(0, 10), (20, 30)]).without(&s(&[(5, 25)])),
+            Some(s(&[(0, 5), (25, 30)]))
+        );
+        // Overlapping and adjacent pieces merge; order does not matter.
+        assert_eq!(
+            s(&[(20, 30), (0, 10), (10, 20)]).without(&s(&[(25, 26)])),
+            Some(s(&[(0, 25), (26, 30)]))
+        );
+        // Another field: everything is new.
+        let ns = ShardSelector::new(ShardField::Namespace, 0..10).unwrap();
+        assert_eq!(s(&[(0, 10)]).without(&ns), Some(s(&[(0, 10)])));
+        // An object is gained iff it is in the new share and not in the old one.
+        let new = s(&[(0, 1 << 62), (3 << 62, HASH_SPACE_END)]);
+        let old = s(&[(1 << 61, 1 << 63)]);
+        let gained = new.without(&old).unwrap();
+        for i in 0..2000u64 {
+            let h = shard_hash(&format!("uid-{i}"));
+            assert_eq!(
+                gained.contains_hash(h),
+                new.contains_hash(h) && !old.contains_hash(h)
+            );
+        }
     }
 
     #[test]

@@ -3,7 +3,10 @@
 use std::{collections::VecDeque, sync::Arc, time::Duration};
 
 use futures_util::{FutureExt, future::BoxFuture};
-use kube::{Resource, api::ListParams};
+use kube::{
+    Resource,
+    api::{ListParams, VersionMatch},
+};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -12,7 +15,7 @@ use super::{
     error::{Reaction, react},
 };
 use crate::list_watch::{
-    ListerWatcher,
+    ListerWatcher, ShardSelector,
     decode_pool::{DecodeFailed, DecodePool},
 };
 
@@ -70,7 +73,7 @@ where
         let started = Instant::now();
         let listed = tokio::select! {
             () = cancel.cancelled() => return Err(Stop::Cancelled),
-            listed = self.list_all(&resource_version) => listed,
+            listed = self.list_all(&resource_version, None) => listed,
         };
         match listed {
             Ok((objects, list_rv)) => {
@@ -118,25 +121,38 @@ where
         }
     }
 
-    /// One LIST page, within the LIST timeout.
+    /// One LIST page (of `part` only, when given), within the LIST timeout.
     pub(super) async fn list_page(
         &self,
         params: &ListParams,
+        part: Option<&ShardSelector>,
     ) -> Result<crate::list_watch::ListPage<K>, ListFailure> {
         let limit = self.options.list_timeout;
-        match tokio::time::timeout(limit, self.lw.list_page(params)).await {
+        let page = async {
+            match part {
+                Some(part) => self.lw.list_page_of(params, part).await,
+                None => self.lw.list_page(params).await,
+            }
+        };
+        match tokio::time::timeout(limit, page).await {
             Ok(page) => Ok(page?),
             Err(_) => Err(ListFailure::TimedOut(limit)),
         }
     }
 
-    /// Every page of a LIST at `resource_version` (keyed), and the list's version.
+    /// Every page of a LIST at `resource_version` (keyed), and the list's version. With
+    /// `part`, a LIST of that share only, exactly at `resource_version` (the ranges a
+    /// sharded cache gained, read at the version it is at).
     ///
     /// Pages are fetched one after the other (each needs the previous one's continue
     /// token) but decoded on the decoding threads, up to one page per thread at a time,
     /// so fetching and decoding overlap and pages decode in parallel; an unpaged list's one
     /// page is decoded in shares, one per thread.
-    async fn list_all(&self, resource_version: &str) -> Result<(Vec<Arc<K>>, String), ListFailure> {
+    pub(super) async fn list_all(
+        &self,
+        resource_version: &str,
+        part: Option<&ShardSelector>,
+    ) -> Result<(Vec<Arc<K>>, String), ListFailure> {
         // Only a consistent ("") list is paged. A list at "0" or at a version is served
         // whole from the API server's cache (which ignores a limit), and kube drops
         // `resourceVersion=0` when a limit is set, which would turn the cheap cache read
@@ -145,6 +161,7 @@ where
         let first = ListParams {
             limit: paged.then_some(self.options.page_size),
             resource_version: (!resource_version.is_empty()).then(|| resource_version.to_owned()),
+            version_match: part.map(|_| VersionMatch::Exact),
             ..self.selectors_list()
         };
         let parallel = crate::list_watch::decoders();
@@ -154,7 +171,7 @@ where
         let mut decoding = VecDeque::new();
         let mut list_rv = None;
         loop {
-            match self.list_page(&params).await {
+            match self.list_page(&params, part).await {
                 Ok(page) => {
                     list_rv
                         .get_or_insert(page.metadata.resource_version.clone().unwrap_or_default());
@@ -189,6 +206,7 @@ where
                         Some(token) => {
                             params.continue_token = Some(token);
                             params.resource_version = None;
+                            params.version_match = None;
                         }
                         None => return Ok((objects, list_rv.unwrap_or_default())),
                     }

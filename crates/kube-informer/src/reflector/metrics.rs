@@ -12,6 +12,7 @@
 //! | `reflector_held_back_seconds_total` | counter | name | time spent not reading the watch because the informer's queue was full (backpressure) |
 //! | `reflector_shard_unconfirmed_total` | counter | name | LIST pages that did not echo the shard selector (`shardInfo`), and streaming lists (which never do): a server without the `ShardedListAndWatch` gate, or kube-apiserver 1.36 answering for a custom resource or metadata only, which it filters without saying so; the reflector filters either way |
 //! | `reflector_shard_filtered_objects_total` | counter | name | objects the server sent outside the shard selector, dropped by the reflector: above zero, the server ignores `shardSelector` and each replica receives the whole collection |
+//! | `reflector_shard_changes_total` | counter | name, listed | changes of a live share, by what was listed for them: `moved` (only the ranges gained, at the version the cache was at; `moved` also when nothing was gained and nothing listed), `all` (the whole new share: a share that was empty or over another field, a cache not yet synced, a sink or a server that could not do the part) |
 //! | `reflector_failures_total` | counter | name, cause | every failure reported to the error handler: the server's status code (`429`, `503`, ...) or `connection`, `timeout`, `idle`, `early_end`, ... |
 
 use std::sync::atomic::AtomicU64;
@@ -39,6 +40,12 @@ struct NameReason {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NameListed {
+    name: String,
+    listed: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct NameCause {
     name: String,
     cause: String,
@@ -61,6 +68,7 @@ pub struct ReflectorMetrics {
     held_back: Family<Name, Counter<f64, AtomicU64>>,
     shard_unconfirmed: Family<Name, Counter>,
     shard_filtered: Family<Name, Counter>,
+    shard_changes: Family<NameListed, Counter>,
 }
 
 impl std::fmt::Debug for ReflectorMetrics {
@@ -90,6 +98,7 @@ impl ReflectorMetrics {
             held_back: Family::default(),
             shard_unconfirmed: Family::default(),
             shard_filtered: Family::default(),
+            shard_changes: Family::default(),
         };
         registry.register("reflector_lists", "LIST syncs attempted", m.lists.clone());
         registry.register(
@@ -138,6 +147,11 @@ impl ReflectorMetrics {
             "Objects outside the shard selector the server sent, dropped by the reflector",
             m.shard_filtered.clone(),
         );
+        registry.register(
+            "reflector_shard_changes",
+            "Changes of a live shard share, by what was listed: only the moved ranges, or all",
+            m.shard_changes.clone(),
+        );
         m
     }
 
@@ -185,6 +199,14 @@ impl ReflectorMetrics {
         self.shard_filtered
             .get_or_create(&Self::name(name))
             .inc_by(objects);
+    }
+
+    pub(super) fn shard_changed(&self, name: &str, listed: &'static str) {
+        let label = NameListed {
+            name: name.to_owned(),
+            listed,
+        };
+        self.shard_changes.get_or_create(&label).inc();
     }
 
     pub(super) fn failed(&self, name: &str, cause: String) {

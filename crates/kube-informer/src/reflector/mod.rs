@@ -286,9 +286,21 @@ where
             },
             None => false,
         };
+        // Whether the share changed under the last sync or watch.
+        let mut share_changed = false;
         loop {
             let (empty, mut changes) = match &self.share {
-                Some(share) => share.begin(),
+                Some(share) => {
+                    let begun = share.begin();
+                    if let (true, Some(now)) = (std::mem::take(&mut share_changed), &begun.now) {
+                        match self.reshard(cancel, &run, begun.previous, now).await {
+                            shards::Resharded::Moved => warm_started = true,
+                            shards::Resharded::Relist => {}
+                            shards::Resharded::Cancelled => return,
+                        }
+                    }
+                    (begun.now.is_none(), begun.changes)
+                }
                 None => (false, None),
             };
             if empty {
@@ -307,9 +319,11 @@ where
                     }
                 }
             }
-            // A live share that changes ends the sync or watch under way: the next lists
-            // the new share (the cache drops what left it and gains what joined it), from
-            // etcd: a slot gained from another replica must show that replica's last writes.
+            // A live share that changes ends the sync or watch under way. The cache drops
+            // what left the share and lists only what joined it, at the version it is at,
+            // then watches on from there (`reshard`); failing that, the whole new share is
+            // listed from etcd (a slot gained from another replica must show that
+            // replica's last writes).
             let done = tokio::select! {
                 done = self.sync_once(cancel, &mut run, &mut warm_started) => Some(done),
                 () = shards::changed(changes.as_mut()) => None,
@@ -318,6 +332,7 @@ where
                 Some(true) => return,
                 Some(false) => {}
                 None => {
+                    share_changed = true;
                     run.list_from = ListFrom::Consistent;
                     self.shared.health.lock().watching = false;
                 }

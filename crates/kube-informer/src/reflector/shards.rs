@@ -4,7 +4,12 @@
 //! (alpha, off by default), as does any older server, and 1.36 does not filter watches of
 //! resources without a watch cache; trusting it would put one object in two replicas'
 //! caches. A LIST page that does not echo the selector (`shardInfo`), and a streaming list
-//! (1.36 echoes nothing on watches), is counted as unconfirmed; an object found outside is counted as filtered here, and logged once.
+//! (1.36 echoes nothing on watches), is counted as unconfirmed; an object found outside is
+//! counted as filtered here, and logged once.
+//!
+//! A live share that changes is taken in by `reshard`: the ranges gained are listed exactly
+//! at the version the cache is at, the objects of the ranges lost are deleted, and the watch
+//! resumes from that version (see `docs/sharding.md`, "Only the moved slots are listed").
 //!
 //! [`Selectors::shards`]: crate::list_watch::Selectors::shards
 
@@ -14,7 +19,9 @@ use kube::Resource;
 use parking_lot::RwLock;
 use tokio::sync::watch;
 
-use super::Reflector;
+use tokio_util::sync::CancellationToken;
+
+use super::{Reflector, ReflectorError, Run};
 use crate::list_watch::{ListerWatcher, ShardSelector, Shards};
 
 /// A reflector's share: where it comes from, what it is now (`None`: a live share that is
@@ -35,10 +42,10 @@ impl Share {
         })
     }
 
-    /// Takes the share as it is now, for a sync about to start: whether it is empty, and,
-    /// for a live share, a receiver told of the next change (the share taken is the value
-    /// it marked seen).
-    pub(super) fn begin(&self) -> (bool, Option<watch::Receiver<Option<ShardSelector>>>) {
+    /// Takes the share as it is now, for a sync about to start: the share taken before it,
+    /// this one (`None`: empty), and, for a live share, a receiver told of the next change
+    /// (the share taken is the value it marked seen).
+    pub(super) fn begin(&self) -> Begun {
         let (now, changes) = match &self.source {
             Shards::Live(live) => {
                 let mut changes = live.subscribe();
@@ -47,10 +54,13 @@ impl Share {
             }
             Shards::Fixed(selector) => (Some(selector.clone()), None),
         };
-        let now = with_echo(now);
-        let empty = now.is_none();
-        *self.now.write() = now;
-        (empty, changes)
+        let taken = now.clone();
+        let previous = std::mem::replace(&mut *self.now.write(), with_echo(now));
+        Begun {
+            previous: previous.map(|(selector, _)| selector),
+            now: taken,
+            changes,
+        }
     }
 
     fn contains(&self, meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> bool {
@@ -59,6 +69,22 @@ impl Share {
             .as_ref()
             .is_some_and(|(selector, _)| selector.contains(meta))
     }
+}
+
+/// A share taken for a sync (see [`Share::begin`]).
+pub(super) struct Begun {
+    pub(super) previous: Option<ShardSelector>,
+    pub(super) now: Option<ShardSelector>,
+    pub(super) changes: Option<watch::Receiver<Option<ShardSelector>>>,
+}
+
+/// How a share change was taken in (see `Reflector::reshard`).
+pub(super) enum Resharded {
+    /// The cache holds the new share at the version it was at: watch on from there.
+    Moved,
+    /// List the new share whole.
+    Relist,
+    Cancelled,
 }
 
 /// A share with its text as the server echoes it.
@@ -84,6 +110,83 @@ where
     K: Resource + Clone + Send + Sync + 'static,
     L: ListerWatcher<K>,
 {
+    /// Takes in a change of the share from `previous` to `now` without relisting what the
+    /// cache keeps: the ranges gained are listed exactly at the version the cache is at
+    /// (`run.resource_version`, so the watch resumes from there over the new share and
+    /// misses nothing), and the objects that left the share are deleted from the cache. A
+    /// narrowed share lists nothing. `Relist` (the whole new share, as before) when that
+    /// cannot be done: no share before, another field, a cache not yet synced, a sink
+    /// without [`replace_part`](crate::fifo::DeltaSink::replace_part), or a failed LIST
+    /// (reported; a version already compacted away gets 410).
+    pub(super) async fn reshard(
+        &self,
+        cancel: &CancellationToken,
+        run: &Run,
+        previous: Option<ShardSelector>,
+        now: &ShardSelector,
+    ) -> Resharded {
+        let resource_version = run.resource_version.as_str();
+        let Some(previous) = previous.filter(|p| p.field() == now.field()) else {
+            return self.resharded(Resharded::Relist);
+        };
+        if resource_version.is_empty() {
+            return self.resharded(Resharded::Relist);
+        }
+        let gained = now.without(&previous);
+        let listed = match &gained {
+            None => Vec::new(),
+            Some(gained) => {
+                let listed = tokio::select! {
+                    () = cancel.cancelled() => return Resharded::Cancelled,
+                    listed = self.list_all(resource_version, Some(gained)) => listed,
+                };
+                match listed {
+                    Ok((mut objects, _)) => {
+                        objects.retain(|obj| gained.contains(obj.meta()));
+                        objects
+                    }
+                    Err(failure) => {
+                        self.report_list_failure(failure);
+                        return self.resharded(Resharded::Relist);
+                    }
+                }
+            }
+        };
+        // The part replaced: everything but what both shares hold.
+        let kept = |obj: &K| previous.contains(obj.meta()) && now.contains(obj.meta());
+        let part = |obj: &K| !kept(obj);
+        match self.sink.replace_part(&part, listed, resource_version) {
+            Ok(true) => {
+                tracing::debug!(
+                    reflector = %self.name,
+                    gained = gained.map(|g| g.to_string()),
+                    "the share changed: the cache keeps what stayed in it"
+                );
+                self.resharded(Resharded::Moved)
+            }
+            Ok(false) => self.resharded(Resharded::Relist),
+            Err(source) => {
+                self.report(ReflectorError::InvalidObject {
+                    resource: self.name.clone(),
+                    source,
+                });
+                self.resharded(Resharded::Relist)
+            }
+        }
+    }
+
+    fn resharded(&self, how: Resharded) -> Resharded {
+        #[cfg(feature = "metrics")]
+        self.metric(|m, name| {
+            let listed = match how {
+                Resharded::Moved => "moved",
+                Resharded::Relist | Resharded::Cancelled => "all",
+            };
+            m.shard_changed(name, listed);
+        });
+        how
+    }
+
     /// Whether `obj` is in the reflector's share (always, without a selector); an object
     /// outside it is counted and, the first time, logged.
     pub(super) fn in_share(&self, obj: &K) -> bool {

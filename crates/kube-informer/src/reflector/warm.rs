@@ -220,7 +220,7 @@ where
             limit: Some(1),
             ..self.selectors_list()
         };
-        let page = self.list_page(&params).await?;
+        let page = self.list_page(&params, None).await?;
         Ok(page.metadata.resource_version.unwrap_or_default())
     }
 }

@@ -186,3 +186,42 @@ async fn has_synced_at_once_when_an_event_comes_before_any_list() {
     assert!(q.has_synced());
     assert!(!pop_one(&q, &store).await.2);
 }
+
+/// A relist of part of the collection (a sharded cache whose share changed): what the part
+/// holds and the list lacks is deleted, known or queued; everything outside the part is
+/// left as it is, known or queued.
+async fn a_part_relist_leaves_the_rest_alone<Q>(q: Q, store: &Store<ConfigMap>)
+where
+    Q: DeltaQueue<ConfigMap> + DeltaSink<ConfigMap>,
+{
+    store.add(cm("a-known", "1")).unwrap();
+    store.add(cm("a-kept", "1")).unwrap();
+    store.add(cm("b-known", "1")).unwrap();
+    q.add(cm("a-queued", "2")).unwrap();
+    q.add(cm("b-queued", "2")).unwrap();
+    let in_a = |obj: &ConfigMap| obj.metadata.name.as_deref().unwrap().starts_with("a-");
+    let listed = vec![cm("a-kept", "3"), cm("a-new", "3")];
+    assert!(q.replace_part(&in_a, listed, "3").unwrap());
+    drain(&q, store).await;
+    let mut held: Vec<(String, String)> = store
+        .list()
+        .iter()
+        .map(|o| (o.metadata.name.clone().unwrap(), version(o)))
+        .collect();
+    held.sort();
+    let expected = [
+        ("a-kept", "3"),
+        ("a-new", "3"),
+        ("b-known", "1"),
+        ("b-queued", "2"),
+    ];
+    assert_eq!(held, expected.map(|(n, v)| (n.to_owned(), v.to_owned())));
+}
+
+#[tokio::test]
+async fn a_part_relist_replaces_only_its_part() {
+    let store = Store::default();
+    a_part_relist_leaves_the_rest_alone(real_fifo(&store), &store).await;
+    let store = Store::default();
+    a_part_relist_leaves_the_rest_alone(delta_fifo(&store), &store).await;
+}
