@@ -176,7 +176,7 @@ where
                     list_rv
                         .get_or_insert(page.metadata.resource_version.clone().unwrap_or_default());
                     let next = page.metadata.continue_.clone().filter(|c| !c.is_empty());
-                    self.check_echo(page.shard_selector());
+                    self.check_echo(page.shard_selector(), part);
                     if page.is_decoded() {
                         decoding.push_back(Decoding::Ready(page.into_items()));
                     } else if params.limit.is_none() {

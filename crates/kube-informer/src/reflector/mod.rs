@@ -155,6 +155,9 @@ struct Run {
     jitter: Jitter,
     /// A warm start's watch, until it has caught up with the server.
     catching_up: Option<CatchingUp>,
+    /// The share the sink holds at `resource_version` (`None`: none, or not known), which
+    /// a change of the share starts from.
+    cached_share: Option<crate::list_watch::ShardSelector>,
 }
 
 /// Why a phase stopped.
@@ -277,6 +280,7 @@ where
             backoff: Backoff::new(o.backoff_initial, o.backoff_max, o.backoff_reset, seed),
             jitter: Jitter::new(seed, WATCH_STREAM),
             catching_up: None,
+            cached_share: None,
         };
         let warm = self.warm.lock().take();
         let mut warm_started = match warm {
@@ -293,7 +297,7 @@ where
                 Some(share) => {
                     let begun = share.begin();
                     if let (true, Some(now)) = (std::mem::take(&mut share_changed), &begun.now) {
-                        match self.reshard(cancel, &run, begun.previous, now).await {
+                        match self.reshard(cancel, &mut run, now).await {
                             shards::Resharded::Moved => warm_started = true,
                             shards::Resharded::Relist => {}
                             shards::Resharded::Cancelled => return,
@@ -306,6 +310,7 @@ where
             if empty {
                 // A live share with nothing in it: nothing is this reflector's.
                 self.replace(Vec::new(), &run.resource_version);
+                run.cached_share = None;
                 {
                     let mut health = self.shared.health.lock();
                     health.synced();
@@ -432,6 +437,8 @@ where
 
     /// The cache was brought in step with the server at `resource_version`.
     fn synced(&self, run: &mut Run, resource_version: String) {
+        // A sync lists the share taken when it began, which is the share now.
+        run.cached_share = self.share.as_ref().and_then(shards::Share::selector);
         self.heard.heard(&resource_version, true);
         self.set_synced(run, resource_version);
         run.list_from = ListFrom::LastSynced;

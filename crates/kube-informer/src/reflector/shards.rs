@@ -42,9 +42,9 @@ impl Share {
         })
     }
 
-    /// Takes the share as it is now, for a sync about to start: the share taken before it,
-    /// this one (`None`: empty), and, for a live share, a receiver told of the next change
-    /// (the share taken is the value it marked seen).
+    /// Takes the share as it is now, for a sync about to start: the share (`None`: empty),
+    /// and, for a live share, a receiver told of the next change (the share taken is the
+    /// value it marked seen).
     pub(super) fn begin(&self) -> Begun {
         let (now, changes) = match &self.source {
             Shards::Live(live) => {
@@ -55,12 +55,19 @@ impl Share {
             Shards::Fixed(selector) => (Some(selector.clone()), None),
         };
         let taken = now.clone();
-        let previous = std::mem::replace(&mut *self.now.write(), with_echo(now));
+        *self.now.write() = with_echo(now);
         Begun {
-            previous: previous.map(|(selector, _)| selector),
             now: taken,
             changes,
         }
+    }
+
+    /// The share taken by the last [`begin`](Self::begin).
+    pub(super) fn selector(&self) -> Option<ShardSelector> {
+        self.now
+            .read()
+            .as_ref()
+            .map(|(selector, _)| selector.clone())
     }
 
     fn contains(&self, meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> bool {
@@ -73,7 +80,6 @@ impl Share {
 
 /// A share taken for a sync (see [`Share::begin`]).
 pub(super) struct Begun {
-    pub(super) previous: Option<ShardSelector>,
     pub(super) now: Option<ShardSelector>,
     pub(super) changes: Option<watch::Receiver<Option<ShardSelector>>>,
 }
@@ -110,26 +116,27 @@ where
     K: Resource + Clone + Send + Sync + 'static,
     L: ListerWatcher<K>,
 {
-    /// Takes in a change of the share from `previous` to `now` without relisting what the
-    /// cache keeps: the ranges gained are listed exactly at the version the cache is at
+    /// Takes in a change of the share to `now`, from the share the cache holds
+    /// (`run.cached_share`), without relisting what the cache keeps: the ranges gained are listed exactly at the version the cache is at
     /// (`run.resource_version`, so the watch resumes from there over the new share and
     /// misses nothing), and the objects that left the share are deleted from the cache. A
     /// narrowed share lists nothing. `Relist` (the whole new share, as before) when that
-    /// cannot be done: no share before, another field, a cache not yet synced, a sink
+    /// cannot be done: no share held (a cache not synced since its last fallback), another
+    /// field, a sink
     /// without [`replace_part`](crate::fifo::DeltaSink::replace_part), or a failed LIST
     /// (reported; a version already compacted away gets 410).
     pub(super) async fn reshard(
         &self,
         cancel: &CancellationToken,
-        run: &Run,
-        previous: Option<ShardSelector>,
+        run: &mut Run,
         now: &ShardSelector,
     ) -> Resharded {
-        let resource_version = run.resource_version.as_str();
-        let Some(previous) = previous.filter(|p| p.field() == now.field()) else {
+        // Until a reshard or a sync says otherwise, the cache holds no share known here.
+        let Some(previous) = run.cached_share.take() else {
             return self.resharded(Resharded::Relist);
         };
-        if resource_version.is_empty() {
+        let resource_version = run.resource_version.as_str();
+        if previous.field() != now.field() || resource_version.is_empty() {
             return self.resharded(Resharded::Relist);
         }
         let gained = now.without(&previous);
@@ -142,7 +149,13 @@ where
                 };
                 match listed {
                     Ok((mut objects, _)) => {
+                        let before = objects.len();
                         objects.retain(|obj| gained.contains(obj.meta()));
+                        if objects.len() < before
+                            && let Some(share) = &self.share
+                        {
+                            self.filtered_here(share, (before - objects.len()) as u64);
+                        }
                         objects
                     }
                     Err(failure) => {
@@ -162,6 +175,7 @@ where
                     gained = gained.map(|g| g.to_string()),
                     "the share changed: the cache keeps what stayed in it"
                 );
+                run.cached_share = Some(now.clone());
                 self.resharded(Resharded::Moved)
             }
             Ok(false) => self.resharded(Resharded::Relist),
@@ -177,12 +191,10 @@ where
 
     fn resharded(&self, how: Resharded) -> Resharded {
         #[cfg(feature = "metrics")]
-        self.metric(|m, name| {
-            let listed = match how {
-                Resharded::Moved => "moved",
-                Resharded::Relist | Resharded::Cancelled => "all",
-            };
-            m.shard_changed(name, listed);
+        self.metric(|m, name| match how {
+            Resharded::Moved => m.shard_changed(name, "moved"),
+            Resharded::Relist => m.shard_changed(name, "all"),
+            Resharded::Cancelled => {}
         });
         how
     }
@@ -213,17 +225,20 @@ where
         objects
     }
 
-    /// Checks that a LIST page says the server applied the selector (`None`: an answer
-    /// that cannot say, a streaming list).
-    pub(super) fn check_echo(&self, echoed: Option<&str>) {
+    /// Checks that a LIST page says the server applied the selector it was sent: the share,
+    /// or `part` of it (`echoed` `None`: an answer that cannot say, a streaming list).
+    pub(super) fn check_echo(&self, echoed: Option<&str>, part: Option<&ShardSelector>) {
         let Some(share) = &self.share else {
             return;
         };
-        let confirmed = share
-            .now
-            .read()
-            .as_ref()
-            .is_some_and(|(_, echo)| echoed == Some(echo.as_str()));
+        let confirmed = match part {
+            Some(part) => echoed.is_some_and(|e| e == part.to_string()),
+            None => share
+                .now
+                .read()
+                .as_ref()
+                .is_some_and(|(_, echo)| echoed == Some(echo.as_str())),
+        };
         if confirmed {
             return;
         }

@@ -106,7 +106,7 @@ where
                     }
                     // kube-apiserver 1.36 echoes no shard selector on watches: a streaming
                     // list never confirms one.
-                    self.check_echo(None);
+                    self.check_echo(None, None);
                     self.replace(initial.into_values().collect(), &rv);
                     self.synced(run, rv);
                     return Ok(Some(stream));
