@@ -296,12 +296,17 @@ async fn run_mode(plan: &Plan, ranges: bool) -> Result<(), String> {
         let mut timing = format!("{n} replica(s): all pods placed and cached in {placed:.1?}");
         if n >= 2 {
             let victim = format!("r{}", n - 1);
+            let before = pod_bytes(&server);
             replicas.kill(&victim).await;
             let crash = replicas.settled(&server, &keys).await?;
+            let after_crash = pod_bytes(&server);
             replicas.start(&format!("r{n}"))?;
             let join = replicas.settled(&server, &keys).await?;
+            let mib = |bytes: u64| bytes as f64 / (1024.0 * 1024.0);
             timing += &format!(
-                "; {victim} killed: its pods held by the others after {crash:.1?}; r{n} joined: its share held after {join:.1?}"
+                "; {victim} killed: its pods held by the others after {crash:.1?}, {:.0} MiB of pods read meanwhile; r{n} joined: its share held after {join:.1?}, {:.0} MiB read meanwhile",
+                mib(after_crash - before),
+                mib(pod_bytes(&server) - after_crash),
             );
         }
         let writes = server
@@ -323,6 +328,16 @@ async fn run_mode(plan: &Plan, ranges: bool) -> Result<(), String> {
         println!("- {timing}");
     }
     Ok(())
+}
+
+/// The bytes of pods the server has sent so far (LISTs and watches, to every client).
+fn pod_bytes(server: &FakeApiServer) -> u64 {
+    server
+        .requests()
+        .iter()
+        .filter(|r| r.resource.as_deref() == Some("pods") && r.method == "GET")
+        .map(|r| r.bytes)
+        .sum()
 }
 
 fn pod_name(i: usize) -> String {
