@@ -241,6 +241,12 @@ async fn a_hub_and_two_members(hub: Backend, a: Backend, b: Backend) {
     a.heal();
 
     until_color("a follows the template after healing", &a, "red").await;
+    // The cache is compared once it has seen the last write to a: the copier's, made after
+    // the healing and so after the direct ones (waiting for those alone compared a cache
+    // that had not yet seen the copier's write).
+    let copied = a_api.get("settings").await.unwrap();
+    let copied: u64 = copied.resource_version().unwrap().parse().unwrap();
+    let fence = copied.max(fence.parse().unwrap()).to_string();
     let store = fleet
         .cluster("a")
         .expect("a is engaged")
