@@ -16,7 +16,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use fake_apiserver::{FakeApiServer, Gvr, ServerConfig, fixtures::realistic_pod};
+use fake_apiserver::{FakeApiServer, Gvr, RequestRecord, ServerConfig, fixtures::realistic_pod};
 use kube_informer::list_watch::shard_hash;
 use kube_informer_runtime::sharding::Ring;
 use parking_lot::Mutex;
@@ -332,12 +332,14 @@ async fn run_mode(plan: &Plan, ranges: bool) -> Result<(), String> {
 
 /// The bytes of pods the server has sent so far (LISTs and watches, to every client).
 fn pod_bytes(server: &FakeApiServer) -> u64 {
-    server
-        .requests()
+    pod_reads(&server.requests()).map(|r| r.bytes).sum()
+}
+
+/// The reads of pods (LISTs and watches) among `requests`.
+fn pod_reads(requests: &[RequestRecord]) -> impl Iterator<Item = &RequestRecord> {
+    requests
         .iter()
         .filter(|r| r.resource.as_deref() == Some("pods") && r.method == "GET")
-        .map(|r| r.bytes)
-        .sum()
 }
 
 fn pod_name(i: usize) -> String {
@@ -366,11 +368,7 @@ async fn seeded(pods: usize) -> Result<FakeApiServer, String> {
 /// so its replicas' bytes are one total.
 fn rows(server: &FakeApiServer, replicas: &Replicas) -> Vec<Row> {
     let requests = server.requests();
-    let pods = || {
-        requests
-            .iter()
-            .filter(|r| r.resource.as_deref() == Some("pods") && r.method == "GET")
-    };
+    let pods = || pod_reads(&requests);
     let by_label = |shard: Option<&str>| -> u64 {
         pods()
             .filter(|r| match (shard, r.param("labelSelector")) {

@@ -200,7 +200,7 @@ where
                     .then(|| decoding.pop_front())
                     .flatten()
                     {
-                        objects.extend(self.keyed(self.only_share(front.finish().await?)));
+                        objects.extend(self.keyed(self.only_share(front.finish().await?, part)));
                     }
                     match next {
                         Some(token) => {

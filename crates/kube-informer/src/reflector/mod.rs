@@ -283,7 +283,9 @@ where
             cached_share: None,
         };
         let warm = self.warm.lock().take();
-        let mut warm_started = match warm {
+        // Whether the next round watches on from `run.resource_version` without a sync: the
+        // cache is there already (a warm start, a share change taken in by `reshard`).
+        let mut resume_watch = match warm {
             Some(warm) => match self.warm_start(cancel, &mut run, warm).await {
                 Ok(started) => started,
                 Err(_) => return,
@@ -298,7 +300,7 @@ where
                     let begun = share.begin();
                     if let (true, Some(now)) = (std::mem::take(&mut share_changed), &begun.now) {
                         match self.reshard(cancel, &mut run, now).await {
-                            shards::Resharded::Moved => warm_started = true,
+                            shards::Resharded::Moved => resume_watch = true,
                             shards::Resharded::Relist => {}
                             shards::Resharded::Cancelled => return,
                         }
@@ -330,7 +332,7 @@ where
             // listed from etcd (a slot gained from another replica must show that
             // replica's last writes).
             let done = tokio::select! {
-                done = self.sync_once(cancel, &mut run, &mut warm_started) => Some(done),
+                done = self.sync_once(cancel, &mut run, &mut resume_watch) => Some(done),
                 () = shards::changed(changes.as_mut()) => None,
             };
             match done {
@@ -345,16 +347,16 @@ where
         }
     }
 
-    /// One sync and the watches after it, until a watch ends in a relist; `true` once
-    /// cancelled.
+    /// One sync (none when `resume_watch` was set) and the watches after it, until a watch
+    /// ends in a relist; `true` once cancelled.
     async fn sync_once(
         &self,
         cancel: &CancellationToken,
         run: &mut Run,
-        warm_started: &mut bool,
+        resume_watch: &mut bool,
     ) -> bool {
         let o = &self.options;
-        if std::mem::take(warm_started) {
+        if std::mem::take(resume_watch) {
             return matches!(self.watch_loop(cancel, run, None).await, Stop::Cancelled);
         }
         let streaming = o.streaming_lists

@@ -117,14 +117,14 @@ where
     L: ListerWatcher<K>,
 {
     /// Takes in a change of the share to `now`, from the share the cache holds
-    /// (`run.cached_share`), without relisting what the cache keeps: the ranges gained are listed exactly at the version the cache is at
-    /// (`run.resource_version`, so the watch resumes from there over the new share and
-    /// misses nothing), and the objects that left the share are deleted from the cache. A
-    /// narrowed share lists nothing. `Relist` (the whole new share, as before) when that
-    /// cannot be done: no share held (a cache not synced since its last fallback), another
-    /// field, a sink
-    /// without [`replace_part`](crate::fifo::DeltaSink::replace_part), or a failed LIST
-    /// (reported; a version already compacted away gets 410).
+    /// (`run.cached_share`), without relisting what the cache keeps: the ranges gained are
+    /// listed exactly at the version the cache is at (`run.resource_version`, so the watch
+    /// resumes from there over the new share and misses nothing), and the objects that left
+    /// the share are deleted from the cache. A narrowed share lists nothing. `Relist` (the
+    /// whole new share) when that cannot be done: no share held (a cache not synced since
+    /// its last fallback), another field, a sink without
+    /// [`replace_part`](crate::fifo::DeltaSink::replace_part), or a failed LIST (reported;
+    /// a version already compacted away gets 410).
     pub(super) async fn reshard(
         &self,
         cancel: &CancellationToken,
@@ -148,16 +148,8 @@ where
                     listed = self.list_all(resource_version, Some(gained)) => listed,
                 };
                 match listed {
-                    Ok((mut objects, _)) => {
-                        let before = objects.len();
-                        objects.retain(|obj| gained.contains(obj.meta()));
-                        if objects.len() < before
-                            && let Some(share) = &self.share
-                        {
-                            self.filtered_here(share, (before - objects.len()) as u64);
-                        }
-                        objects
-                    }
+                    // (Only objects in `gained`: `list_all` filtered them.)
+                    Ok((objects, _)) => objects,
                     Err(failure) => {
                         self.report_list_failure(failure);
                         return self.resharded(Resharded::Relist);
@@ -212,13 +204,17 @@ where
         false
     }
 
-    /// `objects` without those outside the share (counted and logged as one).
-    pub(super) fn only_share(&self, mut objects: Vec<K>) -> Vec<K> {
+    /// `objects` without those outside the share, or outside `part` of it when a LIST
+    /// asked for that part only (counted and logged as one).
+    pub(super) fn only_share(&self, mut objects: Vec<K>, part: Option<&ShardSelector>) -> Vec<K> {
         let Some(share) = &self.share else {
             return objects;
         };
         let before = objects.len();
-        objects.retain(|obj| share.contains(obj.meta()));
+        match part {
+            Some(part) => objects.retain(|obj| part.contains(obj.meta())),
+            None => objects.retain(|obj| share.contains(obj.meta())),
+        }
         if objects.len() < before {
             self.filtered_here(share, (before - objects.len()) as u64);
         }
