@@ -80,13 +80,14 @@ fn the_listing_sees_what_is_public() {
         impl Clone for S { fn clone(&self) -> Self { todo!() } }
         #[cfg(test)] mod tests { pub fn in_test() {} }
         pub use a::f as g;
+        #[cfg(feature = "y")] pub mod c { pub fn h() {} }
     "#;
     let file: syn::File = syn::parse_str(code).unwrap();
     let mut lister = Lister::default();
     lister.items("k", &file.items, None);
     lister.finish_impls();
     let lines: Vec<&str> = lister.lines.iter().map(String::as_str).collect();
-    assert_eq!(lines.iter().filter(|l| is_function(l)).count(), 3);
+    assert_eq!(lines.iter().filter(|l| is_function(l)).count(), 4);
     assert_eq!(
         lines,
         [
@@ -97,6 +98,8 @@ fn the_listing_sees_what_is_public() {
             "#[cfg(feature = \"x\")] field k::S::field: u8",
             "fn k::S::new() -> Self",
             "use k::a::f as g",
+            "#[cfg(feature = \"y\")] mod k::c",
+            "#[cfg(feature = \"y\")] fn k::c::h()",
             "impl Clone for S",
         ]
     );
@@ -172,6 +175,9 @@ struct Lister {
     code_lines: usize,
     public_types: BTreeSet<String>,
     trait_impls: Vec<(String, String)>,
+    /// The markers of the modules around the items being read (a `#[cfg(feature = ..)]`
+    /// module gates everything in it), put before each of their lines.
+    gate: String,
 }
 
 impl Lister {
@@ -193,13 +199,31 @@ impl Lister {
     }
 
     fn item(&mut self, module: &str, item: &Item, dir: Option<&Path>) {
+        let (lines, impls) = (self.lines.len(), self.trait_impls.len());
+        self.item_ungated(module, item, dir);
+        if matches!(item, Item::Mod(_)) || self.gate.is_empty() {
+            return;
+        }
+        for line in &mut self.lines[lines..] {
+            line.insert_str(0, &self.gate);
+        }
+        for (_, text) in &mut self.trait_impls[impls..] {
+            text.insert_str(0, &self.gate);
+        }
+    }
+
+    /// An item's lines, without the markers of the modules around it.
+    fn item_ungated(&mut self, module: &str, item: &Item, dir: Option<&Path>) {
         let line = |attrs: &[Attribute], text: String| format!("{}{text}", markers(attrs));
         match item {
             Item::Mod(m) if !is_test(&m.attrs) => {
                 let name = format!("{module}::{}", m.ident);
                 if is_pub(&m.vis) {
-                    self.lines.push(line(&m.attrs, format!("mod {name}")));
+                    let text = line(&m.attrs, format!("mod {name}"));
+                    self.lines.push(format!("{}{text}", self.gate));
                 }
+                let outer = self.gate.clone();
+                self.gate.push_str(&markers(&m.attrs));
                 match (&m.content, dir) {
                     (Some((_, items)), _) => {
                         let child = dir.map(|d| d.join(m.ident.to_string()));
@@ -211,6 +235,7 @@ impl Lister {
                     }
                     (None, None) => {}
                 }
+                self.gate = outer;
             }
             Item::Fn(f) if is_pub(&f.vis) && !is_test(&f.attrs) => {
                 self.lines.push(line(&f.attrs, function(module, &f.sig)));

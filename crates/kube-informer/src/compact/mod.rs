@@ -114,7 +114,7 @@ enum Encoding {
 
 impl<K, S: JsonStorage> Compact<K, S> {
     /// Keeps `json` (one JSON object) and parses its metadata.
-    pub fn from_json(json: Box<RawValue>) -> serde_json::Result<Self> {
+    pub(crate) fn from_json(json: Box<RawValue>) -> serde_json::Result<Self> {
         Ok(Self {
             meta: meta::parse_metadata(json.get())?,
             stored: S::store(json),

@@ -71,7 +71,7 @@ impl<K> ListPage<K> {
     /// (`metadata.shardInfo.selector`): `None` from a server that ignored the
     /// `shardSelector` parameter, and from kube-apiserver 1.36 for custom resources and
     /// metadata-only lists, which it filters without saying so.
-    pub fn shard_selector(&self) -> Option<&str> {
+    pub(crate) fn shard_selector(&self) -> Option<&str> {
         self.shard_selector.as_deref()
     }
 

@@ -114,7 +114,7 @@ impl Selectors {
     }
 
     /// The shard selector, if a fixed one is set.
-    pub fn shard_selector(&self) -> Option<&super::ShardSelector> {
+    pub(crate) fn shard_selector(&self) -> Option<&super::ShardSelector> {
         match &self.shards {
             Some(super::live_share::Shards::Fixed(selector)) => Some(selector),
             _ => None,

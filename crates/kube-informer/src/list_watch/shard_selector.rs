@@ -24,7 +24,7 @@ pub enum ShardField {
 
 impl ShardField {
     /// The field path the server takes (`object.metadata.uid`).
-    pub fn path(self) -> &'static str {
+    pub(crate) fn path(self) -> &'static str {
         match self {
             Self::Uid => "object.metadata.uid",
             Self::Namespace => "object.metadata.namespace",

@@ -1,8 +1,6 @@
 //! What a reflector has recently achieved: the signal behind liveness and readiness
 //! probes.
 
-use std::time::Duration;
-
 use tokio::time::Instant;
 
 /// A reflector's recent history, as [`Reflector::health`](super::Reflector::health) reports
@@ -42,12 +40,6 @@ impl ReflectorHealth {
     /// fail for good (expired credentials, a removed resource), not one riding out a blip.
     pub fn is_recovering(&self, max_failures: u32) -> bool {
         self.consecutive_failures < max_failures
-    }
-
-    /// How long since the server was last heard from (a sync or a watch event), if ever.
-    pub fn silent_for(&self) -> Option<Duration> {
-        let last = self.last_sync.max(self.last_watch_event)?;
-        Some(Instant::now().saturating_duration_since(last))
     }
 
     pub(super) fn synced(&mut self) {

@@ -31,7 +31,7 @@
 //!   watch silent beyond the idle limit is resumed. No request can hang the reflector.
 //! - **No hot loops**: every failure backs off (800 ms doubling to 30 s, jittered, reset
 //!   after 2 min without failures), and so does a watch that ends early, with or without
-//!   events ([`ReflectorOptions::short_watch`]): a server closing each watch after one event
+//!   events (within 10 s, or half the timeout it asked for): a server closing each watch after one event
 //!   gets a reconnect per backoff step, not a thousand a second.
 //! - **Every answer reaches the reflector**, whatever client it is given: kube's default
 //!   retry layer (`Config::default_retry`, which replays 429/503/504 out of sight) cannot

@@ -29,6 +29,10 @@ pub struct ReflectorOptions {
     pub(crate) idle_timeout: Duration,
     pub(crate) list_timeout: Duration,
     pub(crate) watch_open_timeout: Duration,
+    /// A watch that ends sooner than this (or than half of the timeout it asked the server
+    /// for, if that is shorter), with or without events, counts as a failure: the next one
+    /// waits for the backoff. Watches that last reset the backoff after its quiet period,
+    /// so a healthy reflector resumes at once.
     pub(crate) short_watch: Duration,
     pub(crate) streaming_retry: Duration,
     pub(crate) opaque_resource_versions: bool,
@@ -138,16 +142,6 @@ impl ReflectorOptions {
     #[must_use]
     pub fn watch_open_timeout(mut self, limit: Duration) -> Self {
         self.watch_open_timeout = limit;
-        self
-    }
-
-    /// A watch that ends sooner than this (or than half of the timeout it asked the server
-    /// for, if that is shorter), with or without events, counts as a failure: the next one
-    /// waits for the backoff (default 10 s). Watches that last reset the backoff after its
-    /// quiet period, so a healthy reflector resumes at once.
-    #[must_use]
-    pub fn short_watch(mut self, limit: Duration) -> Self {
-        self.short_watch = limit;
         self
     }
 

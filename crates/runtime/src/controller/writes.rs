@@ -79,7 +79,7 @@ where
     }
 
     /// What it declared with [`writes`](Self::writes) and the `writes_own` methods.
-    pub fn declared_writes(&self) -> &Rbac {
+    pub(crate) fn declared_writes(&self) -> &Rbac {
         &self.writes
     }
 }

@@ -41,7 +41,7 @@ pub struct ClusterHealth {
 
 impl ClusterHealth {
     /// `Ok` when it is engaged and ready; otherwise why not, as `/readyz` lists it.
-    pub fn verdict(&self) -> Result<(), String> {
+    pub(crate) fn verdict(&self) -> Result<(), String> {
         if let Some(error) = &self.error {
             return Err(format!("its kubeconfig cannot be used: {error}"));
         }

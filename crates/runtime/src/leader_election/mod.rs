@@ -170,7 +170,7 @@ impl LeaderElector {
     }
 
     /// The configuration.
-    pub fn config(&self) -> &LeaderElectionConfig {
+    pub(crate) fn config(&self) -> &LeaderElectionConfig {
         &self.inner.config
     }
 

@@ -70,7 +70,7 @@ impl ShardedKind {
 
     /// The fleet member its objects are in, and whether pinned (see
     /// [`in_member`](Self::in_member)).
-    pub fn member(&self) -> Option<(&str, bool)> {
+    pub(crate) fn member(&self) -> Option<(&str, bool)> {
         self.member.as_ref().map(|(c, p)| (c.as_str(), *p))
     }
 

@@ -99,7 +99,7 @@ impl Sharder {
     }
 
     /// The ring's name.
-    pub fn ring(&self) -> &str {
+    pub(crate) fn ring(&self) -> &str {
         &self.ring
     }
 

@@ -77,16 +77,6 @@ impl ServingCert {
         self
     }
 
-    /// The certificate file.
-    pub fn cert_path(&self) -> &Path {
-        &self.cert
-    }
-
-    /// The key file.
-    pub fn key_path(&self) -> &Path {
-        &self.key
-    }
-
     /// Reads the pair now: the watcher a server presents from.
     ///
     /// # Errors

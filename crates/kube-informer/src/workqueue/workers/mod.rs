@@ -144,7 +144,8 @@ impl<T: QueueItem> Workers<T> {
 
     /// How many worker tasks are still running (with [scaling](Self::spawn_scaled): every
     /// worker up to the ceiling, and the supervisor).
-    pub fn running(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn running(&self) -> usize {
         self.tasks.len()
     }
 
