@@ -81,13 +81,16 @@ fn the_listing_sees_what_is_public() {
         #[cfg(test)] mod tests { pub fn in_test() {} }
         pub use a::f as g;
         #[cfg(feature = "y")] pub mod c { pub fn h() {} }
+        mod d { pub struct T; impl T { pub fn m(&self) {} } pub fn e() {} }
+        #[cfg(feature = "z")] pub use self::d::T;
+        pub use d::e;
     "#;
     let file: syn::File = syn::parse_str(code).unwrap();
     let mut lister = Lister::default();
     lister.items("k", &file.items, None);
     lister.finish_impls();
     let lines: Vec<&str> = lister.lines.iter().map(String::as_str).collect();
-    assert_eq!(lines.iter().filter(|l| is_function(l)).count(), 4);
+    assert_eq!(lines.iter().filter(|l| is_function(l)).count(), 6);
     assert_eq!(
         lines,
         [
@@ -100,6 +103,11 @@ fn the_listing_sees_what_is_public() {
             "use k::a::f as g",
             "#[cfg(feature = \"y\")] mod k::c",
             "#[cfg(feature = \"y\")] fn k::c::h()",
+            "#[cfg(feature = \"z\")] struct k::d::T",
+            "#[cfg(feature = \"z\")] fn k::d::T::m(&self)",
+            "fn k::d::e()",
+            "#[cfg(feature = \"z\")] use k::d::T",
+            "use k::d::e",
             "impl Clone for S",
         ]
     );
@@ -114,17 +122,28 @@ fn listing(package: &str, src: &Path) -> String {
     let mut lines = lister.lines;
     lines.sort();
     lines.dedup();
-    let functions = lines.iter().filter(|l| is_function(l)).count();
+    // Test support (the feature `testing`: in-memory doubles, hooks for this workspace's
+    // benchmarks and fuzzers) is listed, but is not what a controller is written against.
+    let testing = |l: &&String| l.contains("feature = \"testing\"");
+    let functions = lines
+        .iter()
+        .filter(|l| is_function(l) && !testing(l))
+        .count();
+    let for_tests = lines
+        .iter()
+        .filter(|l| is_function(l) && testing(l))
+        .count();
     // The density changes with every line of code, so it is printed, not committed.
     let code = lister.code_lines;
     println!(
-        "{package}: {functions} public functions and methods in {code} lines of code (src/ \
-         without generated files and test modules): {:.1} per 1,000",
+        "{package}: {functions} public functions and methods (and {for_tests} behind the \
+         feature `testing`) in {code} lines of code (src/ without generated files and test \
+         modules): {:.1} per 1,000",
         functions as f64 * 1000.0 / code.max(1) as f64
     );
     let mut out = format!(
         "# The public surface of {package}, as written in src/ (crates/e2e/tests/public_api.rs).\n\
-         # {functions} public functions and methods.\n"
+         # {functions} public functions and methods, and {for_tests} behind the feature `testing`.\n"
     );
     for line in lines {
         out.push_str(&line);
@@ -178,6 +197,11 @@ struct Lister {
     /// The markers of the modules around the items being read (a `#[cfg(feature = ..)]`
     /// module gates everything in it), put before each of their lines.
     gate: String,
+    /// The modules declared without `pub`: what is in them is public only where a
+    /// `pub use` re-exports it.
+    private_modules: BTreeSet<String>,
+    /// Each `pub use`'s target paths (`a::b::C`; `a::b` for a glob), with its markers.
+    reexports: Vec<(String, String)>,
 }
 
 impl Lister {
@@ -221,6 +245,9 @@ impl Lister {
                 if is_pub(&m.vis) {
                     let text = line(&m.attrs, format!("mod {name}"));
                     self.lines.push(format!("{}{text}", self.gate));
+                }
+                if !is_pub(&m.vis) {
+                    self.private_modules.insert(name.clone());
                 }
                 let outer = self.gate.clone();
                 self.gate.push_str(&markers(&m.attrs));
@@ -295,6 +322,10 @@ impl Lister {
                 self.lines.push(line(&s.attrs, text));
             }
             Item::Use(u) if is_pub(&u.vis) => {
+                let gate = format!("{}{}", self.gate, markers(&u.attrs));
+                for target in use_targets(module, &u.tree) {
+                    self.reexports.push((target, gate.clone()));
+                }
                 self.lines.push(line(
                     &u.attrs,
                     format!(
@@ -358,14 +389,100 @@ impl Lister {
         name
     }
 
-    /// Keeps the trait implementations of public types.
+    /// Keeps the trait implementations of public types, and gives an item of a private
+    /// module the markers of the re-exports that make it public, when every one has some
+    /// (a `#[cfg(feature = "testing")] pub use` of an item the crate uses inside).
     fn finish_impls(&mut self) {
+        for line in &mut self.lines {
+            let Some(path) = item_path(line) else {
+                continue;
+            };
+            let behind_private = self
+                .private_modules
+                .iter()
+                .any(|m| path.starts_with(&format!("{m}::")));
+            if !behind_private {
+                continue;
+            }
+            let mut gates = self
+                .reexports
+                .iter()
+                .filter(|(target, _)| &path == target || path.starts_with(&format!("{target}::")));
+            let first = gates.next();
+            if let Some((_, gate)) = first.filter(|(_, g)| !g.is_empty())
+                && gates.all(|(_, g)| !g.is_empty())
+                && !line.starts_with(gate.as_str())
+            {
+                line.insert_str(0, gate);
+            }
+        }
         for (ty, text) in std::mem::take(&mut self.trait_impls) {
             if self.public_types.contains(&ty) {
                 self.lines.push(text);
             }
         }
     }
+}
+
+/// The paths a `use` tree in `module` names, resolved from `self`, `super` and `crate`
+/// (a glob's is its module's path); renames keep the path of what they rename.
+fn use_targets(module: &str, tree: &syn::UseTree) -> Vec<String> {
+    fn walk(prefix: Vec<String>, tree: &syn::UseTree, out: &mut Vec<Vec<String>>) {
+        let with = |name: String| {
+            let mut p = prefix.clone();
+            p.push(name);
+            p
+        };
+        match tree {
+            syn::UseTree::Path(p) => walk(with(p.ident.to_string()), &p.tree, out),
+            syn::UseTree::Name(n) => out.push(with(n.ident.to_string())),
+            syn::UseTree::Rename(r) => out.push(with(r.ident.to_string())),
+            syn::UseTree::Glob(_) => out.push(prefix),
+            syn::UseTree::Group(g) => g.items.iter().for_each(|t| walk(prefix.clone(), t, out)),
+        }
+    }
+    let mut paths = Vec::new();
+    walk(Vec::new(), tree, &mut paths);
+    let root = module.split("::").next().unwrap_or(module);
+    paths
+        .into_iter()
+        .map(|segments| {
+            let mut here: Vec<&str> = module.split("::").collect();
+            let mut rest = segments.as_slice();
+            while let Some((first, tail)) = rest.split_first() {
+                match first.as_str() {
+                    "self" => {}
+                    "super" => {
+                        here.pop();
+                    }
+                    "crate" => here = vec![root],
+                    _ => break,
+                }
+                rest = tail;
+            }
+            here.into_iter()
+                .map(str::to_owned)
+                .chain(rest.iter().cloned())
+                .collect::<Vec<_>>()
+                .join("::")
+        })
+        .collect()
+}
+
+/// The path of the item a listing line is about (`k::a::f` of `fn k::a::f(x: u32)`), past
+/// its markers and qualifiers; `None` for `use`, `impl` and `mod` lines.
+fn item_path(line: &str) -> Option<String> {
+    let line = line.rsplit("] ").next().unwrap_or(line);
+    let mut words = line.split_whitespace();
+    let kind = words.find(|w| !["async", "const", "unsafe"].contains(w))?;
+    if ["use", "impl", "mod"].contains(&kind) || kind.starts_with("impl") {
+        return None;
+    }
+    let rest = words.next()?;
+    let end = rest
+        .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
+        .unwrap_or(rest.len());
+    Some(rest[..end].trim_end_matches(':').to_owned())
 }
 
 /// The file of module `name` declared in a file whose children live in `dir` (src/ has no

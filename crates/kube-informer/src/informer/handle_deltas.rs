@@ -47,7 +47,9 @@ pub(crate) struct StaleEvent {
 /// change, is marked as a resync. An add, update or relist older than the cached object is
 /// skipped and returned.
 ///
-/// The informer's processing step.
+/// One element of what the informer applies by [`handle_batch`], on its own: for the unit
+/// tests and [`apply_deltas`].
+#[cfg(any(test, feature = "testing"))]
 pub(crate) fn handle_deltas<K: Resource>(
     store: &Store<K>,
     deltas: &Deltas<K>,
@@ -78,17 +80,19 @@ pub(crate) fn handle_deltas<K: Resource>(
 /// apply_deltas(&store, &Deltas::new(ObjectKey::new(Some("ns"), "a"), Delta::Added(cm)), false);
 /// assert_eq!(store.len(), 1);
 /// ```
-// Public for the reflector tests and benchmarks, which drain a FIFO into a store as an
-// informer does; not part of the supported API (an informer is).
+// For the reflector tests and benchmarks, which drain a FIFO into a store as an informer
+// does; not part of the supported API (an informer is).
+#[cfg(feature = "testing")]
 #[doc(hidden)]
 pub fn apply_deltas<K: Resource>(store: &Store<K>, deltas: &Deltas<K>, is_in_initial_list: bool) {
     handle_deltas(store, deltas, is_in_initial_list, &mut Vec::new());
 }
 
-/// [`handle_deltas`] for a whole batch, under one write lock of the store: readers see the
-/// batch applied entirely or not at all. `ordered` says whether the batch is in event order
-/// (a [`RealFifo`](crate::fifo::RealFifo)), so that each event's resourceVersion can become the
-/// store's; otherwise only the queue's marks (relist ends, bookmarks) move it.
+/// The informer's processing step: a whole batch of deltas applied under one write lock of
+/// the store, so readers see the batch applied entirely or not at all. `ordered` says
+/// whether the batch is in event order (a [`RealFifo`](crate::fifo::RealFifo)), so that each
+/// event's resourceVersion can become the store's; otherwise only the queue's marks (relist
+/// ends, bookmarks) move it.
 pub(crate) fn handle_batch<K: Resource>(
     store: &Store<K>,
     batch: &[(Deltas<K>, bool)],

@@ -46,12 +46,13 @@ mod staleness;
 
 use kube::Resource;
 
+#[cfg(feature = "testing")]
+pub use self::handle_deltas::apply_deltas;
 #[cfg(feature = "metrics")]
 pub use self::metrics::InformerMetrics;
 pub use self::{
     enqueue::enqueue_keys,
     failure::Failure,
-    handle_deltas::apply_deltas,
     handlers::handler::{FilteringHandler, HandlerFuncs, Notification, ResourceEventHandler},
     handlers::registration::HandlerRegistration,
     handlers::stream::NotificationStream,

@@ -243,6 +243,7 @@ where
     }
 
     /// How many handlers (and streams) are registered.
+    #[cfg(feature = "testing")]
     pub fn handler_count(&self) -> usize {
         self.inner.processor.lock().listeners().count()
     }

@@ -7,6 +7,7 @@ mod decode;
 pub(crate) mod decode_pool;
 mod decode_stream;
 mod live_share;
+#[cfg(feature = "testing")]
 mod memory;
 mod page;
 mod request;
@@ -27,10 +28,11 @@ use kube::{
 use serde::de::DeserializeOwned;
 
 pub(crate) use self::live_share::Shards;
+#[cfg(feature = "testing")]
+pub use self::memory::MemorySource;
 pub use self::{
     decode::UndecodableLine,
     live_share::LiveShare,
-    memory::MemorySource,
     page::ListPage,
     selectors::Selectors,
     shard_selector::{HASH_SPACE_END, InvalidShardSelector, ShardField, ShardSelector, shard_hash},

@@ -96,8 +96,8 @@ impl Selectors {
     /// use kube_informer::list_watch::{HASH_SPACE_END, Selectors, ShardField, ShardSelector};
     ///
     /// let first_half = ShardSelector::new(ShardField::Uid, 0..HASH_SPACE_END / 2)?;
-    /// let mine = Selectors::default().shards(first_half.clone());
-    /// assert_eq!(mine.shard_selector(), Some(&first_half));
+    /// let mine = Selectors::default().shards(first_half);
+    /// # let _ = mine;
     /// # Ok::<(), kube_informer::list_watch::InvalidShardSelector>(())
     /// ```
     #[must_use]

@@ -54,6 +54,7 @@ impl ProtoKind {
     /// Decode with the serde path even where a generated decoder reads this kind's type:
     /// what the tests compare the generated decoders with.
     // For the protobuf tests and informer-bench; not part of the supported API.
+    #[cfg(feature = "testing")]
     #[doc(hidden)]
     #[must_use]
     pub fn without_generated_decoder(mut self) -> Self {
@@ -63,12 +64,14 @@ impl ProtoKind {
 
     /// Whether a generated decoder reads this kind's k8s-openapi type.
     // For the protobuf tests and informer-bench; not part of the supported API.
+    #[cfg(feature = "testing")]
     #[doc(hidden)]
     pub fn has_generated_decoder(&self) -> bool {
         self.direct.is_some()
     }
 
     /// `K`'s, if it has one.
+    #[cfg(any(test, feature = "testing"))]
     pub fn of_type<K: k8s_openapi::Resource>() -> Option<ProtoKind> {
         Self::of(K::API_VERSION, K::KIND)
     }

@@ -66,6 +66,7 @@ impl<'a> ListBody<'a> {
     }
 
     /// Whether it holds none.
+    #[cfg(any(test, feature = "testing"))]
     pub fn is_empty(&self) -> bool {
         self.items.is_empty()
     }

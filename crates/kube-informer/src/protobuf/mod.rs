@@ -36,24 +36,39 @@
 
 mod de;
 mod error;
+// Without the feature `testing`, the entry points below are the crate's own.
+#[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
 mod kind;
+#[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
 mod list;
 mod message;
+#[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
 mod object;
 mod typed;
+#[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
 mod watch;
 #[rustfmt::skip]
 mod wire;
 
 use kube_protobuf_schema as schema;
 
+pub use self::error::DecodeError;
 pub(crate) use self::{
     de::RAW_MESSAGE,
     list::ShardEcho,
     message::{check_message, decode_message, decode_metadata, without_managed_fields},
 };
+// The decoders' own entry points, which informers reach through the list and watch path:
+// public for this workspace's tests, benchmarks and fuzzers (feature `testing`).
+#[cfg(not(feature = "testing"))]
+pub(crate) use self::{
+    kind::ProtoKind,
+    list::ListBody,
+    object::decode_status,
+    watch::{decode_watch_event, split_frames},
+};
+#[cfg(feature = "testing")]
 pub use self::{
-    error::DecodeError,
     kind::ProtoKind,
     list::ListBody,
     object::{decode_object, decode_object_of, decode_status},

@@ -2,12 +2,15 @@
 //! ([`decode_object`]) and a `metav1.Status` ([`decode_status`]).
 
 use kube::core::Status;
+#[cfg(feature = "testing")]
 use serde::de::DeserializeOwned;
 
 use kube_protobuf_schema::{self as schema, MAGIC};
 
+#[cfg(feature = "testing")]
+use super::ProtoKind;
 use super::{
-    DecodeError, ProtoKind, de,
+    DecodeError, de,
     wire::{RawValue, Reader},
 };
 
@@ -73,7 +76,8 @@ pub(super) fn text(bytes: &[u8], offset: usize) -> Result<&str, DecodeError> {
 ///
 /// # Errors
 /// A body that is not a protobuf object of `K`'s kind, or does not decode.
-// Public for the protobuf tests, fuzzing and e2e; not part of the supported API.
+// For the protobuf tests, fuzzing and e2e (feature `testing`); not part of the supported API.
+#[cfg(feature = "testing")]
 #[doc(hidden)]
 pub fn decode_object<K>(body: &[u8]) -> Result<K, DecodeError>
 where
@@ -92,7 +96,9 @@ where
 ///
 /// # Errors
 /// As [`decode_object`].
-// Public for the protobuf and compact tests and fuzzing; not part of the supported API.
+// For the protobuf and compact tests and fuzzing (feature `testing`); not part of the
+// supported API.
+#[cfg(feature = "testing")]
 #[doc(hidden)]
 pub fn decode_object_of<K: DeserializeOwned + 'static>(
     body: &[u8],

@@ -180,6 +180,7 @@ impl ReflectorOptions {
     /// only for a reflector used on its own.
     ///
     /// [`HandlerOptions::resync`]: crate::HandlerOptions::resync
+    #[cfg(feature = "testing")]
     #[doc(hidden)]
     #[must_use]
     pub fn resync_period(mut self, period: Duration) -> Self {
@@ -207,6 +208,7 @@ impl ReflectorOptions {
     /// Seeds the jitter of watch timeouts and backoff, for repeatable schedules in tests.
     /// By default each reflector draws its own seed from the operating system, so that a
     /// fleet restarted together does not reconnect together.
+    #[cfg(feature = "testing")]
     #[must_use]
     pub fn seed(mut self, seed: u64) -> Self {
         self.seed = Some(seed);

@@ -250,6 +250,8 @@ where
     fn filtered_here(&self, share: &Share, count: u64) {
         #[cfg(feature = "metrics")]
         self.metric(|m, name| m.shard_filtered(name, count));
+        #[cfg(not(feature = "metrics"))]
+        let _ = count;
         if !share.warned.swap(true, Relaxed) {
             let selector = share.now.read().as_ref().map(|(_, echo)| echo.clone());
             tracing::warn!(

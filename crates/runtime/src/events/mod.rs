@@ -20,6 +20,8 @@
 //! # }
 //! ```
 
+#[cfg(feature = "testing")]
+mod memory;
 mod series;
 mod sink;
 
@@ -38,8 +40,10 @@ use parking_lot::Mutex;
 use tokio::{sync::mpsc, task::JoinHandle, time::Instant};
 use tokio_util::sync::CancellationToken;
 
+#[cfg(feature = "testing")]
+pub use self::memory::{MemoryEvents, Written};
 use self::series::{Aggregator, Observed, SeriesKey};
-pub use self::sink::{EventSink, MemoryEvents, Written};
+pub use self::sink::EventSink;
 
 /// Events waiting to be written, at most (client-go's `maxQueuedEvents`).
 const QUEUE: usize = 1000;

@@ -8,6 +8,9 @@
 //! once, one gets a 409). The Lease's timestamps are written for people and other tools but
 //! never trusted for decisions, so clock skew between machines cannot make two holders.
 
+#[cfg(feature = "testing")]
+mod memory;
+#[cfg(feature = "testing")]
 mod partitionable;
 mod record;
 mod store;
@@ -22,10 +25,9 @@ use parking_lot::Mutex;
 use tokio::time::Instant;
 
 use self::record::LeaseRecord;
-pub use self::{
-    partitionable::Partitionable,
-    store::{LeaseStore, MemoryLeases},
-};
+pub use self::store::LeaseStore;
+#[cfg(feature = "testing")]
+pub use self::{memory::MemoryLeases, partitionable::Partitionable};
 
 /// A Lease this process competes for (or holds), with what it last observed of it.
 ///

@@ -80,6 +80,7 @@ impl ManagerOptions {
     /// let options = ManagerOptions::for_tests();
     /// # let _ = options;
     /// ```
+    #[cfg(feature = "testing")]
     pub fn for_tests() -> Self {
         Self::default()
             .bind(SocketAddr::from(([127, 0, 0, 1], 0)))
