@@ -211,15 +211,6 @@ impl Fleet {
         self.inner.applied.subscribe()
     }
 
-    /// Applies one event; a member it disengages has its informers stopped and awaited
-    /// before this returns.
-    pub async fn apply(&self, event: ClusterEvent) {
-        if let Some(factory) = self.apply_event(event).await.stopping {
-            factory.shutdown().await;
-        }
-        self.inner.applied.send_modify(|n| *n += 1);
-    }
-
     /// Applies `event`: the factory of a member it disengaged, to stop, and whether to
     /// try it again later.
     async fn apply_event(&self, event: ClusterEvent) -> Applied {
