@@ -141,7 +141,7 @@ impl<K: kube::Resource + Clone + Send + Sync + 'static> InformerSpec<K> {
     }
 
     /// List and watch with `source` instead of the factory's client (e.g. a
-    /// [`MemorySource`](crate::list_watch::MemorySource) in tests, or any other
+    /// `MemorySource` (feature `testing`) in tests, or any other
     /// [`ListerWatcher`]); the spec's namespaces and selectors then only identify the
     /// informer, the source decides what it lists.
     #[must_use]

@@ -41,7 +41,7 @@
 //!   server's 429 is plain text) or `details.retryAfterSeconds`, with jitter and growth on
 //!   repeated throttling; without one, the backoff.
 //! - **Jitter that differs per reflector**: seeded from the operating system unless
-//!   [`ReflectorOptions::seed`] asks for a repeatable schedule.
+//!   `ReflectorOptions::seed` (feature `testing`) asks for a repeatable schedule.
 //! - Decoding is kept off this task: LIST pages are decoded on the decoding threads while the
 //!   next page is fetched, and watch lines in parallel batches, order kept (see
 //!   `ListerWatcher::list_page`); the reflector itself only moves decoded objects into the

@@ -218,7 +218,7 @@ impl std::fmt::Debug for Recorder {
 
 impl Recorder {
     /// A recorder writing to `sink`: a `kube::Client` (events.k8s.io/v1), or
-    /// [`MemoryEvents`] in tests. Needs a tokio runtime: it starts the writer task, which
+    /// `MemoryEvents` (feature `testing`) in tests. Needs a tokio runtime: it starts the writer task, which
     /// [`close`](Self::close) stops and awaits (a [`Manager`](crate::Manager) closes its
     /// recorder before [`run`](crate::Manager::run) returns), and which otherwise ends when
     /// every clone of the recorder is dropped.

@@ -6,7 +6,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 /// Writes events. Implemented for `kube::Client` (events.k8s.io/v1, in the event's
-/// namespace) and [`MemoryEvents`].
+/// namespace) and, with the feature `testing`, `MemoryEvents`.
 pub trait EventSink: Send + Sync + 'static {
     /// Creates `event`.
     fn create<'a>(&'a self, event: &'a Event) -> BoxFuture<'a, Result<(), kube::Error>>;
@@ -22,7 +22,7 @@ fn namespace(event: &Event) -> &str {
     event.metadata.namespace.as_deref().unwrap_or("default")
 }
 
-/// A shared sink (e.g. a [`MemoryEvents`] the test reads back).
+/// A shared sink (e.g. a `MemoryEvents` the test reads back).
 impl<T: EventSink + ?Sized> EventSink for std::sync::Arc<T> {
     fn create<'a>(&'a self, event: &'a Event) -> BoxFuture<'a, Result<(), kube::Error>> {
         (**self).create(event)

@@ -108,7 +108,7 @@ impl LeaderElector {
     /// A candidate for the Lease of `config`, reading and writing it in `store`: a
     /// `kube::Api<Lease>` of the Lease's namespace (the [`Manager`](crate::Manager)
     /// makes it from its client and [`LeaderElectionConfig::namespace`]), or
-    /// [`MemoryLeases`](crate::lease::MemoryLeases) in tests.
+    /// `MemoryLeases` (feature `testing`) in tests.
     pub fn new(
         store: impl crate::lease::LeaseStore,
         config: LeaderElectionConfig,

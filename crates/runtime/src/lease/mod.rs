@@ -79,8 +79,9 @@ impl std::fmt::Debug for LeaseLock {
 }
 
 impl LeaseLock {
-    /// The Lease `name` in `store` (a `kube::Api<Lease>` of a namespace, or
-    /// [`MemoryLeases`]), competed for as `identity`, held for `duration` after each renewal.
+    /// The Lease `name` in `store` (a `kube::Api<Lease>` of a namespace, or `MemoryLeases`
+    /// with the feature `testing`), competed for as `identity`, held for `duration` after
+    /// each renewal.
     pub fn new(store: Arc<dyn LeaseStore>, name: &str, identity: &str, duration: Duration) -> Self {
         Self {
             store,

@@ -26,7 +26,7 @@ pub trait LeaseStore: Send + Sync + 'static {
     ) -> BoxFuture<'a, Result<Vec<Lease>, kube::Error>>;
 }
 
-/// A shared store (e.g. one [`MemoryLeases`] behind several candidates in a test).
+/// A shared store (e.g. one `MemoryLeases` behind several candidates in a test).
 impl<T: LeaseStore + ?Sized> LeaseStore for std::sync::Arc<T> {
     fn get<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<Lease>, kube::Error>> {
         (**self).get(name)

@@ -157,7 +157,7 @@ impl ManagerOptions {
     }
 
     /// Where the Lease lives (default: the API server, through the manager's client);
-    /// e.g. [`MemoryLeases`](crate::lease::MemoryLeases) to test leader-elected managers
+    /// e.g. `MemoryLeases` (feature `testing`) to test leader-elected managers
     /// on a paused clock.
     #[must_use]
     pub fn lease_store(mut self, store: Arc<dyn LeaseStore>) -> Self {

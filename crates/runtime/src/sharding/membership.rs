@@ -99,7 +99,7 @@ impl std::fmt::Debug for LiveShards {
 
 impl LiveShards {
     /// Observes the shard Leases of `ring` in `store` (the namespace's `kube::Api<Lease>`,
-    /// or [`MemoryLeases`](crate::lease::MemoryLeases)).
+    /// or `MemoryLeases`, feature `testing`).
     pub fn new(store: impl LeaseStore, ring: impl Into<String>) -> Self {
         Self {
             store: Arc::new(store),
