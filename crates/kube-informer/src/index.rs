@@ -26,8 +26,7 @@ pub const NAMESPACE_INDEX: &str = "namespace";
 
 /// The built-in index function: an object's namespace, or no value for a cluster-scoped
 /// object.
-#[doc(alias = "MetaNamespaceIndexFunc")]
-pub fn namespace_index<K: Resource>(obj: &K) -> Vec<String> {
+pub(crate) fn namespace_index<K: Resource>(obj: &K) -> Vec<String> {
     match obj.meta().namespace.as_deref() {
         Some(ns) if !ns.is_empty() => vec![ns.to_owned()],
         _ => Vec::new(),
@@ -104,6 +103,7 @@ impl<K> Indexers<K> {
 impl<K: Resource + 'static> Indexers<K> {
     /// Adds the built-in namespace index under [`NAMESPACE_INDEX`]. Adding it to a store
     /// that already has it is not a conflict (factory informers always have it).
+    #[doc(alias = "MetaNamespaceIndexFunc")]
     #[must_use]
     pub fn namespace(self) -> Self {
         let mut with = self.index(NAMESPACE_INDEX, namespace_index::<K>);
@@ -282,6 +282,7 @@ impl<K> Indices<K> {
     }
 
     /// The values index `name` gives `obj` (none if the function panics).
+    #[cfg(feature = "client-go-caches")]
     pub(crate) fn values_of(&self, name: &str, obj: &K) -> Result<Vec<String>, IndexError> {
         let (_, func) = self
             .indexers

@@ -51,11 +51,6 @@ impl<K> Cached<K> {
             Self::Gone(_) => None,
         }
     }
-
-    /// Whether the object is gone.
-    pub fn is_gone(&self) -> bool {
-        matches!(self, Self::Gone(_))
-    }
 }
 
 /// What to do with a key after a reconcile (or, from an error policy, after an error).

@@ -229,14 +229,13 @@ impl<K> Deltas<K> {
         self.deltas.iter()
     }
 
-    /// How many deltas (at least one).
+    /// How many deltas (at least one: a `Deltas` is never empty).
+    #[allow(
+        clippy::len_without_is_empty,
+        reason = "never empty: it is made with its first delta"
+    )]
     pub fn len(&self) -> usize {
         self.deltas.len()
-    }
-
-    /// Always false: a `Deltas` holds at least one delta. Present for API convention.
-    pub fn is_empty(&self) -> bool {
-        self.deltas.is_empty()
     }
 
     /// Appends `delta` as it is.

@@ -134,7 +134,12 @@ impl<K> ReadOnlyStore<K> {
 
     /// The values the index function `index_name` gives for `obj` (which need not be
     /// cached); a panicking function gives none.
-    pub fn index_values(&self, index_name: &str, obj: &K) -> Result<Vec<String>, IndexError> {
+    #[cfg(feature = "client-go-caches")]
+    pub(crate) fn index_values(
+        &self,
+        index_name: &str,
+        obj: &K,
+    ) -> Result<Vec<String>, IndexError> {
         self.inner.state.read().indices.values_of(index_name, obj)
     }
 }

@@ -433,7 +433,7 @@ impl<T: QueueItem> Queue<T> {
     }
 
     /// The queue's name, if it has one.
-    pub fn name(&self) -> Option<&str> {
+    pub(crate) fn name(&self) -> Option<&str> {
         self.shared.name.as_deref()
     }
 }

@@ -72,7 +72,8 @@ impl Expectations {
         self.pending.lock().insert(owner.clone(), pending);
     }
 
-    /// A creation of one of `owner`'s children was observed.
+    /// A creation of one of `owner`'s children was observed, or one that was expected
+    /// will not happen (its create failed): expect one creation less.
     pub fn creation_observed(&self, owner: &ObjectKey) {
         if let Some(p) = self.pending.lock().get_mut(owner.as_str()) {
             p.creations -= 1;
@@ -84,11 +85,6 @@ impl Expectations {
         if let Some(p) = self.pending.lock().get_mut(owner.as_str()) {
             p.deletions -= 1;
         }
-    }
-
-    /// A write that was expected will not happen (it failed): expect one creation less.
-    pub fn creation_failed(&self, owner: &ObjectKey) {
-        self.creation_observed(owner);
     }
 
     /// Whether the cache can be trusted for `owner`: nothing is expected, everything

@@ -155,7 +155,7 @@ impl ControllerMetrics {
     }
 
     /// The bundle the controllers' work queues record into.
-    pub fn core(&self) -> &kube_informer::metrics::Metrics {
+    pub(crate) fn core(&self) -> &kube_informer::metrics::Metrics {
         &self.core
     }
 

@@ -382,7 +382,7 @@ where
 
     /// Whether it runs on every replica, not only the leader
     /// ([`ControllerOptions::runs_on_every_replica`]).
-    pub fn runs_on_every_replica(&self) -> bool {
+    pub(crate) fn runs_on_every_replica(&self) -> bool {
         self.options.every_replica
     }
 

@@ -205,8 +205,9 @@ impl Fleet {
         guard.fleet = None;
     }
 
-    /// How many source events have been applied, as it grows: a test (or a health check)
-    /// waits on it to know an event took effect.
+    /// How many source events have been applied, as it grows: a test waits on it to know
+    /// an event took effect (feature `testing`).
+    #[cfg(feature = "testing")]
     pub fn applied(&self) -> tokio::sync::watch::Receiver<u64> {
         self.inner.applied.subscribe()
     }

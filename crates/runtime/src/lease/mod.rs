@@ -100,16 +100,6 @@ impl LeaseLock {
         self
     }
 
-    /// This candidate's identity.
-    pub fn identity(&self) -> &str {
-        &self.identity
-    }
-
-    /// The Lease's name.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
     /// The holder last observed (empty: none).
     pub fn observed_holder(&self) -> Option<String> {
         let observed = self.observed.lock();

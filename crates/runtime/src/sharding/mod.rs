@@ -75,7 +75,7 @@
 //!   its safety argument.
 //! - **Fleets**: a [`FleetController`](crate::fleet::FleetController) under a sharded
 //!   manager places `(cluster, object)` pairs the same way, with the labels written in each
-//!   member ([`ShardKey::in_member`], [`ShardedKind::in_member`]), or whole members on one
+//!   member ([`ShardKey::in_member`]), or whole members on one
 //!   shard ([`pin_clusters`](crate::fleet::FleetController::pin_clusters)); see
 //!   [`Manager::add_fleet_controller`](crate::Manager::add_fleet_controller).
 //!

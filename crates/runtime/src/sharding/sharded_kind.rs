@@ -63,7 +63,7 @@ impl ShardedKind {
     /// fleet's `(cluster, object)` pairs, or with `pinned` gives each member whole to one
     /// shard.
     #[must_use]
-    pub fn in_member(mut self, cluster: &str, pinned: bool) -> Self {
+    pub(crate) fn in_member(mut self, cluster: &str, pinned: bool) -> Self {
         self.member = Some((cluster.to_owned(), pinned));
         self
     }

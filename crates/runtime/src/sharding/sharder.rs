@@ -122,7 +122,7 @@ impl Sharder {
 
     /// [`plan`](Self::plan) for objects of fleet member `member` (its name, and whether it is
     /// pinned to one shard): keys by [`ShardKey::in_member`].
-    pub fn plan_in<'a, K, I>(
+    pub(crate) fn plan_in<'a, K, I>(
         &self,
         ring: &Ring,
         objects: I,
