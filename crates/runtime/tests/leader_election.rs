@@ -117,6 +117,15 @@ async fn one_leader_among_three_and_a_crash_hands_over_after_the_lease_duration(
     tokio::time::sleep(Duration::from_secs(30)).await;
     let first = leaders(&candidates);
     assert_eq!(first.len(), 1, "{first:?}");
+    for c in &candidates {
+        let leader = c.elector.leader().borrow().clone();
+        assert_eq!(
+            leader.as_deref(),
+            Some(first[0].as_str()),
+            "as {} sees it",
+            c.name
+        );
+    }
     // The leader crashes: it stops renewing without releasing.
     let crashed = candidates.iter().position(|c| c.name == first[0]).unwrap();
     crash(&terms, &candidates[crashed]).await;
@@ -129,6 +138,15 @@ async fn one_leader_among_three_and_a_crash_hands_over_after_the_lease_duration(
         "a new leader, and the aborted one no longer says it leads: {next:?}"
     );
     assert_ne!(next[0], first[0]);
+    for c in candidates.iter().filter(|c| c.name != first[0]) {
+        let leader = c.elector.leader().borrow().clone();
+        assert_eq!(
+            leader.as_deref(),
+            Some(next[0].as_str()),
+            "as {} sees it",
+            c.name
+        );
+    }
     let (_, from, _) = terms
         .lock()
         .iter()

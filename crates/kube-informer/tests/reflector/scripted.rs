@@ -213,6 +213,32 @@ async fn a_version_past_64_bits_is_resumed_from_and_one_with_a_leading_zero_is_n
     assert_eq!(store.resource_version(), HUGE);
 }
 
+/// An aggregated API server's opaque resourceVersions: refused by default (resuming from a
+/// version the reflector cannot compare would risk a watch "from now"), resumed from when
+/// the options accept them.
+#[tokio::test(start_paused = true)]
+async fn opaque_versions_are_resumed_from_only_when_accepted() {
+    let source = || {
+        Scripted::new(
+            |_| ListReply::Items(vec![cm("a", "x7f")], "x7f"),
+            |_, _| WatchReply::Stay(vec![]),
+        )
+    };
+    let (_, calls, errors) = run_for(source(), lists(), 60).await;
+    assert!(watch_versions(&calls).is_empty(), "{calls:?}");
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("unusable resourceVersion \"x7f\"")),
+        "{errors:?}"
+    );
+    let accepting = lists().opaque_resource_versions(true);
+    let (store, calls, errors) = run_for(source(), accepting, 60).await;
+    assert_eq!(watch_versions(&calls), ["x7f"], "{calls:?}");
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(store.len(), 1);
+}
+
 /// A 403 while RBAC propagates is a permission problem: reported as such, retried, and the
 /// next sync is a streaming list again.
 #[tokio::test(start_paused = true)]
