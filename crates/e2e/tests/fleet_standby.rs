@@ -118,18 +118,25 @@ async fn standby_is_warm_and_takes_over_without_a_relist(hub: Backend, a: Backen
     })
     .await;
     let leader = ledger.lock()[0].0;
-    // Both ready: the standby's members are synced too.
+    // Both ready: the standby's members are synced too. A replica is ready as soon as one
+    // member it reads is (a member nothing reads from yet is idle, not down), so each
+    // member's own line is waited for, not only the 200.
+    let members_ok = |text: &str| {
+        ["a", "b"]
+            .iter()
+            .all(|c| text.contains(&format!("[+]fleet cluster {c} ok")))
+    };
     for addr in &endpoints {
         let mut answer = (0, String::new());
         for _ in 0..600 {
             answer = e2e::probe(*addr, "/readyz?verbose").await;
-            if answer.0 == 200 {
+            if answer.0 == 200 && members_ok(&answer.1) {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         assert_eq!(answer.0, 200, "a replica is not ready: {}", answer.1);
-        assert!(answer.1.contains("[+]fleet cluster a ok"), "{}", answer.1);
+        assert!(members_ok(&answer.1), "{}", answer.1);
     }
     let before = [syncs(&a), syncs(&b)];
     assert!(
