@@ -25,12 +25,21 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 struct Ctx {
+    scale: Scale,
     pods: MemorySource<Pod>,
     cached_pods: kube_informer::ReadOnlyStore<Pod>,
     expectations: Option<Expectations>,
     created: AtomicUsize,
     deletes: AtomicUsize,
     reconciles: AtomicUsize,
+}
+
+/// Which way a run scales: the reconcile only creates, or only deletes, so that what it
+/// did twice is not undone before it is counted.
+#[derive(Clone, Copy, PartialEq)]
+enum Scale {
+    Up,
+    Down,
 }
 
 fn replica_set(replicas: i32) -> ReplicaSet {
@@ -47,32 +56,9 @@ fn pod(n: usize) -> Pod {
     .unwrap()
 }
 
+/// Scales the ReplicaSet's pods towards its replicas from what the cache shows: creates
+/// the missing ones (scaling up), or deletes the surplus, newest name first (scaling down).
 async fn reconcile(rs: Cached<ReplicaSet>, ctx: Arc<Ctx>) -> Result<Action, kube::Error> {
-    ctx.reconciles.fetch_add(1, Ordering::SeqCst);
-    let Cached::Present(rs) = rs else {
-        return Ok(Action::Done);
-    };
-    let key = ObjectKey::new(rs.namespace().as_deref(), &rs.name_any());
-    if let Some(expectations) = &ctx.expectations
-        && !expectations.satisfied(&key)
-    {
-        return Ok(Action::RequeueAfter(Duration::from_millis(50))); // the cache is behind
-    }
-    let have = ctx.cached_pods.list().len();
-    let want = rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(0) as usize;
-    let missing = want.saturating_sub(have);
-    if let Some(expectations) = &ctx.expectations {
-        expectations.expect_creations(&key, missing);
-    }
-    for _ in 0..missing {
-        let n = ctx.created.fetch_add(1, Ordering::SeqCst);
-        ctx.pods.add(pod(n));
-    }
-    Ok(Action::RequeueAfter(Duration::from_millis(50)))
-}
-
-/// Deletes the surplus pods the cache shows, newest name first.
-async fn scale_down(rs: Cached<ReplicaSet>, ctx: Arc<Ctx>) -> Result<Action, kube::Error> {
     ctx.reconciles.fetch_add(1, Ordering::SeqCst);
     let Cached::Present(rs) = rs else {
         return Ok(Action::Done);
@@ -86,86 +72,49 @@ async fn scale_down(rs: Cached<ReplicaSet>, ctx: Arc<Ctx>) -> Result<Action, kub
     let mut have = ctx.cached_pods.list();
     have.sort_by_key(|p| p.name_any());
     let want = rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(0) as usize;
-    let surplus = have.len().saturating_sub(want);
-    if let Some(expectations) = &ctx.expectations {
-        expectations.expect_deletions(&key, surplus);
-    }
-    for pod in have.iter().rev().take(surplus) {
-        ctx.deletes.fetch_add(1, Ordering::SeqCst);
-        ctx.pods.delete(Pod::clone(pod));
+    if ctx.scale == Scale::Up {
+        let missing = want.saturating_sub(have.len());
+        if let Some(expectations) = &ctx.expectations {
+            expectations.expect_creations(&key, missing);
+        }
+        for _ in 0..missing {
+            let n = ctx.created.fetch_add(1, Ordering::SeqCst);
+            ctx.pods.add(pod(n));
+        }
+    } else {
+        let surplus = have.len().saturating_sub(want);
+        if let Some(expectations) = &ctx.expectations {
+            expectations.expect_deletions(&key, surplus);
+        }
+        for pod in have.iter().rev().take(surplus) {
+            ctx.deletes.fetch_add(1, Ordering::SeqCst);
+            ctx.pods.delete(Pod::clone(pod));
+        }
     }
     Ok(Action::RequeueAfter(Duration::from_millis(50)))
 }
 
-/// Runs the controller while the pod watch lags, then lets it catch up; returns the pods
-/// created.
-async fn run(with_expectations: bool) -> usize {
+/// What one run did.
+struct Outcome {
+    created: usize,
+    deletes: usize,
+    /// Pods in the cache once it caught up.
+    cached: usize,
+    /// Whether the expectations were met again once the cache caught up (the owned-object
+    /// handlers marked each change observed), long before they expire.
+    met: bool,
+}
+
+/// Runs the controller, scaling `scale`, over a ReplicaSet of `replicas` and `existing`
+/// pods while the pod watch lags (writes land, the cache does not see them yet), then lets
+/// it catch up.
+async fn run(scale: Scale, replicas: i32, existing: usize, with_expectations: bool) -> Outcome {
     let (sets, pods) = (
         MemorySource::<ReplicaSet>::default(),
         MemorySource::<Pod>::default(),
     );
-    sets.add(replica_set(3));
-    let nowhere = kube::Config::new("http://127.0.0.1:1".parse().unwrap());
-    let factory = SharedInformerFactory::new(
-        kube::Client::try_from(nowhere).unwrap(),
-        FactoryOptions::default(),
-    );
-    factory.informer_with::<ReplicaSet>(InformerSpec::new().list_watcher(sets.clone()));
-    let cached = factory.informer_with::<Pod>(InformerSpec::new().list_watcher(pods.clone()));
-    let controller =
-        Controller::<ReplicaSet>::new(&factory, ControllerOptions::default().name("rs"))
-            .owns::<Pod>();
-    let ctx = Arc::new(Ctx {
-        pods: pods.clone(),
-        cached_pods: cached.store(),
-        expectations: with_expectations.then(|| controller.expectations().clone()),
-        created: AtomicUsize::new(0),
-        deletes: AtomicUsize::new(0),
-        reconciles: AtomicUsize::new(0),
-    });
-    pods.hold(); // the pod watch lags: writes land, the cache does not see them yet
-    let cancel = CancellationToken::new();
-    let running = tokio::spawn(controller.run(
-        reconcile,
-        |_, _, _| Action::Retry,
-        ctx.clone(),
-        cancel.clone(),
-    ));
-    while ctx.reconciles.load(Ordering::SeqCst) < 5 {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    pods.release();
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(
-        cached.store().len(),
-        ctx.created.load(Ordering::SeqCst),
-        "the cache caught up"
-    );
-    cancel.cancel();
-    running.await.unwrap().unwrap();
-    factory.shutdown().await;
-    ctx.created.load(Ordering::SeqCst)
-}
-
-#[tokio::test(start_paused = true)]
-async fn expectations_prevent_duplicate_creates_under_a_lagging_watch() {
-    assert_eq!(run(true).await, 3, "exactly the three pods needed");
-    assert!(
-        run(false).await > 3,
-        "without expectations, the lagging cache causes duplicates"
-    );
-}
-
-/// Scales four pods down to one while the pod watch lags, then lets it catch up; returns
-/// the deletes sent, and whether the expectations were met again once the cache caught up
-/// (the owned-object handler marked each deletion observed), long before they expire.
-async fn run_scale_down(with_expectations: bool) -> (usize, bool) {
-    let (sets, pods) = (
-        MemorySource::<ReplicaSet>::default(),
-        MemorySource::<Pod>::default(),
-    );
-    sets.add(replica_set(1));
-    for n in 0..4 {
+    sets.add(replica_set(replicas));
+    for n in 0..existing {
         pods.add(pod(n));
     }
     let nowhere = kube::Config::new("http://127.0.0.1:1".parse().unwrap());
@@ -180,6 +129,7 @@ async fn run_scale_down(with_expectations: bool) -> (usize, bool) {
             .owns::<Pod>();
     let expectations = controller.expectations().clone();
     let ctx = Arc::new(Ctx {
+        scale,
         pods: pods.clone(),
         cached_pods: cached.store(),
         expectations: with_expectations.then(|| expectations.clone()),
@@ -187,10 +137,10 @@ async fn run_scale_down(with_expectations: bool) -> (usize, bool) {
         deletes: AtomicUsize::new(0),
         reconciles: AtomicUsize::new(0),
     });
-    pods.hold(); // the four pods are listed; the deletes are not seen yet
+    pods.hold(); // the existing pods are listed; the writes are not seen yet
     let cancel = CancellationToken::new();
     let running = tokio::spawn(controller.run(
-        scale_down,
+        reconcile,
         |_, _, _| Action::Retry,
         ctx.clone(),
         cancel.clone(),
@@ -200,24 +150,45 @@ async fn run_scale_down(with_expectations: bool) -> (usize, bool) {
     }
     pods.release();
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(cached.store().len(), 1, "the cache caught up");
-    let met = expectations.satisfied(&ObjectKey::new(Some("shop"), "web"));
+    let outcome = Outcome {
+        created: ctx.created.load(Ordering::SeqCst),
+        deletes: ctx.deletes.load(Ordering::SeqCst),
+        cached: cached.store().len(),
+        met: expectations.satisfied(&ObjectKey::new(Some("shop"), "web")),
+    };
     cancel.cancel();
     running.await.unwrap().unwrap();
     factory.shutdown().await;
-    (ctx.deletes.load(Ordering::SeqCst), met)
+    outcome
+}
+
+#[tokio::test(start_paused = true)]
+async fn expectations_prevent_duplicate_creates_under_a_lagging_watch() {
+    let kept = run(Scale::Up, 3, 0, true).await;
+    assert_eq!(kept.cached, kept.created, "the cache caught up");
+    assert_eq!(kept.created, 3, "exactly the three pods needed");
+    let without = run(Scale::Up, 3, 0, false).await;
+    assert_eq!(without.cached, without.created, "the cache caught up");
+    assert!(
+        without.created > 3,
+        "without expectations, the lagging cache causes duplicates"
+    );
 }
 
 #[tokio::test(start_paused = true)]
 async fn expectations_prevent_duplicate_deletes_under_a_lagging_watch() {
+    let kept = run(Scale::Down, 1, 4, true).await;
+    assert_eq!(kept.cached, 1, "the cache caught up");
     assert_eq!(
-        run_scale_down(true).await,
+        (kept.deletes, kept.met),
         (3, true),
         "exactly the three surplus pods, and the expectations met once they were seen gone"
     );
-    let (deletes, _) = run_scale_down(false).await;
+    let without = run(Scale::Down, 1, 4, false).await;
+    assert_eq!(without.cached, 1, "the cache caught up");
     assert!(
-        deletes > 3,
-        "without expectations, the lagging cache sends the deletes again: {deletes}"
+        without.deletes > 3,
+        "without expectations, the lagging cache sends the deletes again: {}",
+        without.deletes
     );
 }

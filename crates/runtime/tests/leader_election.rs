@@ -107,6 +107,14 @@ fn leaders(candidates: &[Candidate]) -> Vec<String> {
         .collect()
 }
 
+/// Every candidate's `LeaderElector::leader` names `leader` (client-go's `OnNewLeader`).
+fn assert_all_see<'a>(candidates: impl IntoIterator<Item = &'a Candidate>, leader: &str) {
+    for c in candidates {
+        let seen = c.elector.leader().borrow().clone();
+        assert_eq!(seen.as_deref(), Some(leader), "as {} sees it", c.name);
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn one_leader_among_three_and_a_crash_hands_over_after_the_lease_duration() {
     let (store, terms) = (Arc::new(MemoryLeases::default()), Terms::default());
@@ -117,15 +125,7 @@ async fn one_leader_among_three_and_a_crash_hands_over_after_the_lease_duration(
     tokio::time::sleep(Duration::from_secs(30)).await;
     let first = leaders(&candidates);
     assert_eq!(first.len(), 1, "{first:?}");
-    for c in &candidates {
-        let leader = c.elector.leader().borrow().clone();
-        assert_eq!(
-            leader.as_deref(),
-            Some(first[0].as_str()),
-            "as {} sees it",
-            c.name
-        );
-    }
+    assert_all_see(&candidates, &first[0]);
     // The leader crashes: it stops renewing without releasing.
     let crashed = candidates.iter().position(|c| c.name == first[0]).unwrap();
     crash(&terms, &candidates[crashed]).await;
@@ -138,15 +138,8 @@ async fn one_leader_among_three_and_a_crash_hands_over_after_the_lease_duration(
         "a new leader, and the aborted one no longer says it leads: {next:?}"
     );
     assert_ne!(next[0], first[0]);
-    for c in candidates.iter().filter(|c| c.name != first[0]) {
-        let leader = c.elector.leader().borrow().clone();
-        assert_eq!(
-            leader.as_deref(),
-            Some(next[0].as_str()),
-            "as {} sees it",
-            c.name
-        );
-    }
+    let alive = candidates.iter().filter(|c| c.name != first[0]);
+    assert_all_see(alive, &next[0]);
     let (_, from, _) = terms
         .lock()
         .iter()
