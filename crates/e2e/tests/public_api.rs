@@ -88,7 +88,7 @@ fn the_listing_sees_what_is_public() {
     let file: syn::File = syn::parse_str(code).unwrap();
     let mut lister = Lister::default();
     lister.items("k", &file.items, None);
-    lister.finish_impls();
+    lister.finish();
     let lines: Vec<&str> = lister.lines.iter().map(String::as_str).collect();
     assert_eq!(lines.iter().filter(|l| is_function(l)).count(), 6);
     assert_eq!(
@@ -118,7 +118,7 @@ fn listing(package: &str, src: &Path) -> String {
     let mut lister = Lister::default();
     let root = name_of_crate(package);
     lister.file(&root, &src.join("lib.rs"), src);
-    lister.finish_impls();
+    lister.finish();
     let mut lines = lister.lines;
     lines.sort();
     lines.dedup();
@@ -392,7 +392,7 @@ impl Lister {
     /// Keeps the trait implementations of public types, and gives an item of a private
     /// module the markers of the re-exports that make it public, when every one has some
     /// (a `#[cfg(feature = "testing")] pub use` of an item the crate uses inside).
-    fn finish_impls(&mut self) {
+    fn finish(&mut self) {
         for line in &mut self.lines {
             let Some(path) = item_path(line) else {
                 continue;
